@@ -1,0 +1,3 @@
+"""recagent-gym: a Gymnasium environment where the recommender is the RL policy and the users are LLM agents."""
+
+__version__ = "0.1.0"

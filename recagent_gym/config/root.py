@@ -1,0 +1,61 @@
+"""The root configuration: one typed section per component, each owned by its subpackage."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field, SecretStr
+
+from recagent_gym.config.base import Section
+from recagent_gym.data.config import DataConfig
+from recagent_gym.envs.config import EnvConfig
+from recagent_gym.llm.config import LLMConfig
+from recagent_gym.memory.config import MemoryConfig
+from recagent_gym.policies.config import TrainConfig
+from recagent_gym.recommenders.config import RecommenderConfig
+from recagent_gym.simulator.config import SimulationConfig
+from recagent_gym.social.config import SocialConfig
+from recagent_gym.users.config import UserConfig
+
+
+class Config(Section):
+    data: DataConfig = Field(default_factory=DataConfig)
+    """Dataset, profiles and social links."""
+
+    llm: LLMConfig = Field(default_factory=LLMConfig)
+    """Language-model backend and its wrappers."""
+
+    user: UserConfig = Field(default_factory=UserConfig)
+    """User model (LLM agent or classical baseline)."""
+
+    memory: MemoryConfig = Field(default_factory=MemoryConfig)
+    """The agents' memory."""
+
+    social: SocialConfig = Field(default_factory=SocialConfig)
+    """Friendship graph, chat and post."""
+
+    recommender: RecommenderConfig = Field(default_factory=RecommenderConfig)
+    """Recommender used by the simulator and evaluations."""
+
+    env: EnvConfig = Field(default_factory=EnvConfig)
+    """The Gymnasium environment."""
+
+    simulation: SimulationConfig = Field(default_factory=SimulationConfig)
+    """The round-based simulator."""
+
+    train: TrainConfig = Field(default_factory=TrainConfig)
+    """RL training."""
+
+    def redacted(self) -> dict[str, Any]:
+        """Plain data with every secret replaced by ``'***'``: safe for logs, checkpoints and outputs."""
+        return _redact(self.model_dump(mode="python"))
+
+
+def _redact(value: Any) -> Any:
+    if isinstance(value, SecretStr):
+        return "***"
+    if isinstance(value, dict):
+        return {k: _redact(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_redact(v) for v in value]
+    return value

@@ -1,0 +1,125 @@
+"""The typed tables every loader produces and every other module consumes.
+
+A :class:`Dataset` holds four pandas tables with fixed columns. Ids are dense: ``item_id`` is ``0..n_items-1`` and
+``user_id`` is ``0..n_users-1`` (row ``i`` of the table has id ``i``); the dataset's own ids are kept in ``raw_id``.
+
+========================  =============================================================================
+table / column            meaning
+========================  =============================================================================
+items.item_id             int, dense 0..n_items-1 (also the row number)
+items.raw_id              the dataset's own id (str)
+items.title               title without the year
+items.genres              tuple[str, ...]
+items.year                int, or -1 when unknown
+items.description         short text (may be empty)
+items.tags                user tags folded into one string (may be empty)
+users.user_id             int, dense 0..n_users-1
+users.raw_id              the dataset's own id (str)
+users.name/gender/age     profile fields of the paper (age: int, -1 when unknown)
+users.traits/career       free text
+users.interests           tuple[str, ...] (dataset-aligned: the user's top genres)
+users.features            tuple[str, ...] behaviour features among :data:`BEHAVIOUR_FEATURES`
+users.activity            interactions per active day, normalised to [0, 1] over the dataset (Agent4Rec)
+users.diversity           genre entropy of the history, normalised to [0, 1]
+users.conformity          1 - mean |rating - item mean rating| / 4, in [0, 1]
+interactions.user_id      int (dense)
+interactions.item_id      int (dense)
+interactions.rating       float (NaN when implicit)
+interactions.timestamp    int, seconds since the epoch
+social.user_1 / user_2    int (dense user ids)
+social.relationship       str, e.g. ``friend``
+========================  =============================================================================
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+BEHAVIOUR_FEATURES: tuple[str, ...] = ("Watcher", "Explorer", "Critic", "Chatter", "Poster")
+
+ITEM_COLUMNS = ("item_id", "raw_id", "title", "genres", "year", "description", "tags")
+USER_COLUMNS = (
+    "user_id", "raw_id", "name", "gender", "age", "traits", "career", "interests", "features",
+    "activity", "diversity", "conformity",
+)
+INTERACTION_COLUMNS = ("user_id", "item_id", "rating", "timestamp")
+SOCIAL_COLUMNS = ("user_1", "user_2", "relationship")
+
+
+class DataError(ValueError):
+    """Malformed or inconsistent data; the message names the file, the line and the problem."""
+
+
+@dataclass
+class Dataset:
+    """Items, users, interactions and social links, with dense ids (see the module docstring for columns)."""
+
+    name: str
+    items: pd.DataFrame
+    users: pd.DataFrame
+    interactions: pd.DataFrame
+    social: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(SOCIAL_COLUMNS)))
+    skipped_rows: int = 0
+    """Malformed rows skipped while loading (only with ``on_bad_row='skip'``)."""
+
+    @property
+    def n_items(self) -> int:
+        return len(self.items)
+
+    @property
+    def n_users(self) -> int:
+        return len(self.users)
+
+    @property
+    def genres(self) -> tuple[str, ...]:
+        """All genres, sorted."""
+        return tuple(sorted({g for gs in self.items["genres"] for g in gs}))
+
+    def genre_matrix(self) -> np.ndarray:
+        """``(n_items, n_genres)`` float32 multi-hot matrix in the order of :attr:`genres`."""
+        index = {g: j for j, g in enumerate(self.genres)}
+        matrix = np.zeros((self.n_items, len(index)), dtype=np.float32)
+        for i, gs in enumerate(self.items["genres"]):
+            for g in gs:
+                matrix[i, index[g]] = 1.0
+        return matrix
+
+    def item_popularity(self) -> np.ndarray:
+        """Interaction count per item, ``(n_items,)`` int64."""
+        return np.bincount(self.interactions["item_id"].to_numpy(), minlength=self.n_items).astype(np.int64)
+
+    def user_history(self, user_id: int) -> pd.DataFrame:
+        """The user's interactions in time order."""
+        rows = self.interactions[self.interactions["user_id"] == user_id]
+        return rows.sort_values("timestamp", kind="stable")
+
+    def item_text(self, item_id: int) -> str:
+        """One line describing an item: title (year), genres, description."""
+        row = self.items.iloc[item_id]
+        year = f" ({row.year})" if row.year and row.year > 0 else ""
+        text = f"{row.title}{year} [{', '.join(row.genres)}]"
+        if row.description:
+            text += f": {row.description}"
+        return text
+
+    def validate(self) -> None:
+        """Raise :class:`DataError` when a table misses columns or ids are not dense and consistent."""
+        for table, columns in (
+            ("items", ITEM_COLUMNS),
+            ("users", USER_COLUMNS),
+            ("interactions", INTERACTION_COLUMNS),
+            ("social", SOCIAL_COLUMNS),
+        ):
+            missing = set(columns) - set(getattr(self, table).columns)
+            if missing:
+                raise DataError(f"{self.name}: table {table} misses columns {sorted(missing)}")
+        if not np.array_equal(self.items["item_id"].to_numpy(), np.arange(self.n_items)):
+            raise DataError(f"{self.name}: item ids are not dense 0..n_items-1")
+        if not np.array_equal(self.users["user_id"].to_numpy(), np.arange(self.n_users)):
+            raise DataError(f"{self.name}: user ids are not dense 0..n_users-1")
+        inter = self.interactions
+        if len(inter) and (inter["item_id"].max() >= self.n_items or inter["user_id"].max() >= self.n_users):
+            raise DataError(f"{self.name}: interactions refer to unknown users or items")

@@ -1,0 +1,42 @@
+"""Configuration of the Gymnasium environment."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from recagent_gym.config.base import Section
+
+
+class EnvConfig(Section):
+    page_size: int = Field(5, ge=1, le=100)
+    """Items per page (the policy's action is one page)."""
+
+    max_pages: int = Field(10, ge=1)
+    """Pages per session before truncation."""
+
+    history_length: int = Field(10, ge=1)
+    """Last watched items in the observation."""
+
+    social: bool = True
+    """Run the social world between sessions."""
+
+    activation: Literal["pareto", "uniform", "marginal"] = "pareto"
+    """How the next session's user is drawn."""
+
+    duplicate_rule: Literal["replace", "allow"] = "replace"
+    """Duplicated or already-watched items in a page: ``replace`` with the next most popular unseen item, or
+    ``allow`` as given; either way they are reported in ``info``."""
+
+    reward_watch: float = 1.0
+    """Reward for a watch from the recommended page."""
+
+    reward_search_watch: float = 0.0
+    """Reward for a watch from search results (the user found it without the policy)."""
+
+    reward_rating_bonus: float = 0.25
+    """Added per rating point above 3 (negative below)."""
+
+    reward_leave: float = 0.0
+    """Reward when the user leaves."""

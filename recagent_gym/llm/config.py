@@ -1,0 +1,75 @@
+"""Configuration of the language-model backend and its wrappers (cache, recorder, budget)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, SecretStr
+
+from recagent_gym.config.base import Section
+
+
+class LLMConfig(Section):
+    backend: Literal["embedded", "openai", "scripted"] = "embedded"
+    """``embedded``: Gemma 3 270M in-process via llama-cpp-python (offline). ``openai``: any OpenAI-compatible server
+    (OpenAI, vLLM, Ollama, llama.cpp server) at ``base_url``. ``scripted``: deterministic test model."""
+
+    model: str = "gemma-3-270m-q4_k_m"
+    """Model name sent to the server (``openai``) or reported for the embedded model."""
+
+    base_url: str | None = None
+    """Base URL of an OpenAI-compatible server, e.g. ``http://127.0.0.1:8080/v1``; None means api.openai.com."""
+
+    api_keys: list[SecretStr] = Field(default_factory=list)
+    """API keys used round-robin (the paper's parallel keys). Prefer ``api_key_env``; keys are never logged."""
+
+    api_key_env: str = "OPENAI_API_KEY"
+    """Environment variable holding one key, or several separated by commas."""
+
+    temperature: float = Field(0.0, ge=0.0, le=2.0)
+    """Sampling temperature for free generation."""
+
+    max_tokens: int = Field(64, ge=1, le=8192)
+    """Default cap on generated tokens per call (the paper's ``max_token``)."""
+
+    seed: int = 0
+    """Base seed; per-call seeds are derived from it and the caller's seed."""
+
+    max_concurrency: int = Field(8, ge=1, le=1024)
+    """Most requests in flight at once to a remote server."""
+
+    timeout_s: float = Field(60.0, gt=0)
+    """Per-request timeout for remote servers."""
+
+    max_retries: int = Field(4, ge=0, le=20)
+    """Retries on 429, 5xx, timeouts and dropped connections (exponential backoff with jitter, honours Retry-After)."""
+
+    n_ctx: int = Field(2048, ge=256)
+    """Context window of the embedded model."""
+
+    n_threads: int | None = Field(None, ge=1)
+    """CPU threads for the embedded model; None uses all cores."""
+
+    model_path: str | None = None
+    """A GGUF file to run instead of the packaged Gemma 3 270M."""
+
+    cache_path: str | None = None
+    """SQLite response cache; None disables caching."""
+
+    cache_mode: Literal["off", "read_write", "replay"] = "off"
+    """``replay`` raises on a cache miss, so a run can be repeated bit-identically and offline."""
+
+    record_path: str | None = None
+    """JSONL file receiving every request and response (keys redacted)."""
+
+    max_calls: int | None = Field(None, ge=1)
+    """Call budget; exceeding it raises ``BudgetExceeded``."""
+
+    max_total_tokens: int | None = Field(None, ge=1)
+    """Token budget (prompt + completion); exceeding it raises ``BudgetExceeded``."""
+
+    cost_per_1k_prompt: float = Field(0.0, ge=0.0)
+    """USD per 1,000 prompt tokens, for the cost estimate."""
+
+    cost_per_1k_completion: float = Field(0.0, ge=0.0)
+    """USD per 1,000 completion tokens, for the cost estimate."""

@@ -1,0 +1,105 @@
+"""The language-model protocol every backend and wrapper implements.
+
+Two batch-first methods, after Concordia: free generation for many prompts, and a constrained choice among given
+options for many prompts. Wrappers (cache, recorder, budget, retries) implement the same protocol, so they stack.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Resources of one or more calls. Adds up with ``+``."""
+
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_s: float = 0.0
+    cost_usd: float = 0.0
+    cached_calls: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            calls=self.calls + other.calls,
+            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
+            completion_tokens=self.completion_tokens + other.completion_tokens,
+            latency_s=self.latency_s + other.latency_s,
+            cost_usd=self.cost_usd + other.cost_usd,
+            cached_calls=self.cached_calls + other.cached_calls,
+        )
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+@dataclass(frozen=True)
+class Generation:
+    """Free text produced for one prompt."""
+
+    text: str
+    usage: Usage = field(default_factory=Usage)
+    finish_reason: str | None = None
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The option chosen for one prompt.
+
+    ``scores`` holds one number per option where the backend provides it (log-likelihood of the option's text after
+    the prompt, higher is better), else None. ``index`` always points into the options given.
+    """
+
+    index: int
+    option: str
+    scores: tuple[float, ...] | None = None
+    usage: Usage = field(default_factory=Usage)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@runtime_checkable
+class LanguageModel(Protocol):
+    """What every backend and wrapper offers. ``seed`` makes sampling reproducible where the backend allows it."""
+
+    @property
+    def name(self) -> str:
+        """``backend:model``, used in cache keys and reports."""
+        ...
+
+    def generate(
+        self,
+        prompts: Sequence[str],
+        *,
+        max_tokens: int = 64,
+        temperature: float = 0.0,
+        stop: Sequence[str] = (),
+        seed: int | None = None,
+    ) -> list[Generation]:
+        """One :class:`Generation` per prompt, in order."""
+        ...
+
+    def choose(
+        self,
+        prompts: Sequence[str],
+        options: Sequence[Sequence[str]],
+        *,
+        seed: int | None = None,
+    ) -> list[Choice]:
+        """For each prompt, choose one of its options (``options[i]`` belongs to ``prompts[i]``)."""
+        ...
+
+
+class LLMError(RuntimeError):
+    """A language-model call failed for good (after retries); never returned as if it were model output."""
+
+
+class BudgetExceeded(LLMError):
+    """The configured call or token budget is spent."""
+
+
+class CacheMiss(LLMError):
+    """The response cache is in replay mode and holds no answer for this request."""

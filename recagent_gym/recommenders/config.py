@@ -1,0 +1,35 @@
+"""Configuration of the recommender used by the simulator and the evaluations."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from recagent_gym.config.base import Section
+
+
+class RecommenderConfig(Section):
+    model: Literal["random", "popularity", "mf"] = "mf"
+    """Recommender model: random, most popular, or matrix factorisation."""
+
+    rec_random_k: int = Field(0, ge=0)
+    """Random items mixed into every page (the paper's ``rec_random_k``)."""
+
+    mf_dim: int = Field(32, ge=1)
+    """Embedding size of the MF model."""
+
+    mf_epochs: int = Field(5, ge=1)
+    """Training epochs of the MF model."""
+
+    mf_lr: float = Field(0.01, gt=0.0)
+    """Learning rate of the MF model."""
+
+    mf_weight_decay: float = Field(1e-5, ge=0.0)
+    """L2 regularisation of the MF model."""
+
+    retrain_every: int = Field(0, ge=0)
+    """Retrain the MF model from simulated interactions every N sessions (the paper's real-time training); 0 never."""
+
+    torch_threads: int = Field(1, ge=1)
+    """Torch threads for the small MF model (1 thread is far faster than 2 for layers this small)."""

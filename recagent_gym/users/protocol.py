@@ -1,0 +1,115 @@
+"""The user-model protocol: the LLM agent and the classical baselines are interchangeable behind it.
+
+One step of a session reads like RecSim's: the env shows a :class:`Page`, the user model returns a typed
+:class:`Response` (and updates its own state), and the env turns the response into reward and observation.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from recagent_gym.llm.protocol import Usage
+
+
+class Action(enum.IntEnum):
+    """What a user does with a page."""
+
+    WATCH = 0
+    NEXT = 1
+    SEARCH = 2
+    LEAVE = 3
+
+
+@dataclass(frozen=True)
+class Page:
+    """Items shown to a user, in display order (dense catalogue ids)."""
+
+    items: tuple[int, ...]
+    index: int = 0
+    """Page number within the session, from 0."""
+    source: str = "recommender"
+    """``recommender`` for the policy's page, ``search`` for results of the user's own query."""
+    query: str | None = None
+    """The search query when ``source == 'search'``."""
+
+
+@dataclass(frozen=True)
+class Context:
+    """What the user knows besides the page."""
+
+    user_id: int
+    step: int = 0
+    """Step within the session."""
+    time_h: float = 0.0
+    """Simulated clock, in hours since the start of the simulation."""
+    watched: tuple[int, ...] = ()
+    """Items watched earlier in this session."""
+    heard: tuple[int, ...] = ()
+    """Items the user recently heard about from friends (chat or post)."""
+
+
+@dataclass(frozen=True)
+class Response:
+    """A user's typed response to a page. ``item`` is a catalogue id on the page, set only for WATCH."""
+
+    action: Action
+    item: int | None = None
+    rating: float | None = None
+    """1..5 where the user model rates, else None."""
+    feeling: str | None = None
+    query: str | None = None
+    """The search query, for SEARCH."""
+    text: str = ""
+    """Raw model text behind the decision, if any (for ``info``)."""
+    usage: Usage = field(default_factory=Usage)
+    parse_ok: bool = True
+    """False when the model's first answer could not be used."""
+    fallback: bool = False
+    """True when the documented fallback produced this response (counted in ``info`` and logs)."""
+    extra: dict[str, Any] = field(default_factory=dict)
+    """Model-specific signals (scores, permutation shown, retries) for ``info``."""
+
+    def __post_init__(self) -> None:
+        if (self.action == Action.WATCH) != (self.item is not None):
+            raise ValueError("a WATCH response needs an item, and only a WATCH response has one")
+        if self.action == Action.SEARCH and not self.query:
+            raise ValueError("a SEARCH response needs a query")
+
+
+@runtime_checkable
+class UserModel(Protocol):
+    """A simulated user population. All randomness comes from the ``rng`` passed in."""
+
+    def start_session(self, user_id: int, rng: np.random.Generator) -> None:
+        """Called at ``reset`` for the user whose session begins."""
+        ...
+
+    def respond(self, page: Page, context: Context, rng: np.random.Generator) -> Response:
+        """The user's response to one page; internal state (interest, memory) is updated."""
+        ...
+
+    def respond_batch(
+        self, requests: Sequence[tuple[Page, Context]], rngs: Sequence[np.random.Generator]
+    ) -> list[Response]:
+        """Many users' responses at once (the LLM agent sends them to the backend as one batch)."""
+        ...
+
+    def end_session(self, user_id: int) -> None:
+        """Called when a session ends; deferred work (memory writes, feelings) may run here."""
+        ...
+
+    def score_items(self, user_id: int, items: Sequence[int], rng: np.random.Generator) -> np.ndarray:
+        """Preference score per candidate item (higher = more likely chosen); used by the discrimination test."""
+        ...
+
+    def get_state(self) -> dict[str, Any]:
+        """Plain-data state (no clients, no open files)."""
+        ...
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        ...
