@@ -13,6 +13,11 @@ from recagent_gym.config import ConfigError
 # Modules exposing ``register(subparsers) -> None``; each adds its subcommand(s) with ``func`` as the handler.
 COMMAND_MODULES: tuple[str, ...] = (
     "recagent_gym.data.commands",
+    "recagent_gym.llm.commands",
+    "recagent_gym.policies.commands",
+    "recagent_gym.evaluation.commands",
+    "recagent_gym.simulator.commands",
+    "recagent_gym.dashboard.commands",
 )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,24 @@ from recagent_gym.config.base import ConfigError
 from recagent_gym.config.root import Config
 
 PACKAGED_CONFIG_DIR = Path(__file__).resolve().parent.parent.parent / "configs"
+
+
+class _Yaml12Loader(yaml.SafeLoader):
+    """YAML 1.2 booleans: only true/false. YAML 1.1 would read ``cache_mode: off`` as the boolean False."""
+
+
+_Yaml12Loader.yaml_implicit_resolvers = {
+    key: [(tag, regex) for tag, regex in resolvers if tag != "tag:yaml.org,2002:bool"]
+    for key, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+_Yaml12Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
+)
+
+
+def read_yaml(text: str) -> Any:
+    """Parse YAML with 1.2 booleans (``on``/``off``/``yes``/``no`` stay strings)."""
+    return yaml.load(text, Loader=_Yaml12Loader)
 
 
 def _format_validation_error(err: ValidationError, source: str) -> str:
@@ -36,7 +55,7 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     if not path:
         raise ConfigError(f"override {text!r} has an empty key")
     try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
+        value = read_yaml(raw) if raw.strip() else ""
     except yaml.YAMLError as exc:
         raise ConfigError(f"override {text!r}: value is not valid YAML ({exc})") from exc
     return path, value
@@ -86,7 +105,7 @@ def load_config(path: str | Path | None = None, overrides: Iterable[str] = ()) -
             raise ConfigError(f"configuration file not found: {file}")
         source = str(file)
         try:
-            loaded = yaml.safe_load(file.read_text(encoding="utf-8"))
+            loaded = read_yaml(file.read_text(encoding="utf-8"))
         except yaml.YAMLError as exc:
             raise ConfigError(f"{source} is not valid YAML: {exc}") from exc
         if loaded is None:

@@ -34,3 +34,6 @@ class DataConfig(Section):
 
     social_path: str | None = None
     """CSV of social links ``user_1,user_2,relationship``; None generates a graph (see ``social.generator``)."""
+
+    seed: int = Field(0, ge=0)
+    """Seed of the random part of dataset-derived behaviour features (Poster, in datasets without tags)."""

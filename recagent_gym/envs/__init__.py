@@ -1,1 +1,22 @@
-"""envs"""
+"""The Gymnasium environments: one recommender session per episode, the recommender being the policy.
+
+``import recagent_gym`` registers ``recagent_gym/RecAgent-v0``::
+
+    env = gymnasium.make("recagent_gym/RecAgent-v0", dataset="bundled", user_model="recsim")
+"""
+
+from gymnasium.envs.registration import register, registry
+
+ENV_ID = "recagent_gym/RecAgent-v0"
+DEFAULT_MAX_EPISODE_STEPS = 10
+"""Equals ``EnvConfig().max_pages`` (a test checks); not imported from it, since the config package imports this
+package's ``config`` module while ``recagent_gym`` is still initialising."""
+
+if ENV_ID not in registry:
+    register(
+        id=ENV_ID,
+        entry_point="recagent_gym.envs.recagent_env:RecAgentEnv",
+        max_episode_steps=DEFAULT_MAX_EPISODE_STEPS,
+    )
+
+__all__ = ["DEFAULT_MAX_EPISODE_STEPS", "ENV_ID"]

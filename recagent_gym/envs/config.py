@@ -40,3 +40,10 @@ class EnvConfig(Section):
 
     reward_leave: float = 0.0
     """Reward when the user leaves."""
+
+    session_hours: float = Field(1.0, ge=0.0)
+    """Simulated hours between the starts of two sessions (the clock the social world runs on)."""
+
+    user_model_reset_on_seed: bool = True
+    """``reset(seed=...)`` also restores every user's state (interest, memory) to its initial value, so that two
+    runs with the same seed are identical even within one process."""

@@ -44,11 +44,40 @@ class LLMConfig(Section):
     max_retries: int = Field(4, ge=0, le=20)
     """Retries on 429, 5xx, timeouts and dropped connections (exponential backoff with jitter, honours Retry-After)."""
 
+    backoff_base_s: float = Field(0.5, gt=0.0, le=60.0)
+    """First retry delay for remote servers; doubles per attempt, with jitter, unless the server sends
+    ``Retry-After``."""
+
+    backoff_max_s: float = Field(30.0, gt=0.0, le=600.0)
+    """Longest wait between two retries (a longer ``Retry-After`` is capped here)."""
+
+    structured_output: Literal["auto", "json_schema", "text"] = "auto"
+    """How ``choose`` asks a remote server: ``json_schema`` (an enum of the options), ``text`` (validated parse of
+    the reply, one re-ask), or ``auto`` (JSON schema, falling back to text if the server rejects it)."""
+
     n_ctx: int = Field(2048, ge=256)
     """Context window of the embedded model."""
 
     n_threads: int | None = Field(None, ge=1)
     """CPU threads for the embedded model; None uses all cores."""
+
+    kv_size: int = Field(8192, ge=256, le=131072)
+    """Embedded model: KV-cache cells shared by all sequences of a batch and the resident prompt prefixes."""
+
+    prefix_slots: int = Field(4, ge=0, le=64)
+    """Embedded model: prompt prefixes kept in the KV cache between calls, so a repeated profile and memory
+    prefix is not recomputed (least recently used is dropped)."""
+
+    max_sequences: int = Field(64, ge=1, le=192)
+    """Embedded model: sequences decoded together in one batch (prompts for ``generate``, prompt-option pairs for
+    ``choose``); larger requests are split."""
+
+    n_batch: int = Field(512, ge=32, le=8192)
+    """Embedded model: tokens per ``llama_decode`` call."""
+
+    choose_method: Literal["score", "grammar"] = "score"
+    """Embedded model: ``score`` ranks options by log-likelihood after the prompt (gives scores); ``grammar``
+    generates under a GBNF grammar that only admits the options (no scores)."""
 
     model_path: str | None = None
     """A GGUF file to run instead of the packaged Gemma 3 270M."""

@@ -33,3 +33,16 @@ class TrainConfig(Section):
 
     seed: int = 0
     """Seed of training."""
+
+    action: Literal["score", "genre", "page"] = "score"
+    """Action wrapper the policy acts through: ``score`` (a query vector over item features, top-k by score),
+    ``genre`` (one discrete genre per page; needed by DQN), or ``page`` (the raw MultiDiscrete page)."""
+
+    n_eval_episodes: int = Field(50, ge=1)
+    """Sessions per recommender in ``evaluate policies``."""
+
+    checkpoint_every: int = Field(10_000, ge=1)
+    """Save the policy every N environment steps."""
+
+    output_dir: str = "runs"
+    """Folder receiving TensorBoard logs, checkpoints, the dumped config and evaluation tables."""

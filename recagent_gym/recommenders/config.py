@@ -33,3 +33,9 @@ class RecommenderConfig(Section):
 
     torch_threads: int = Field(1, ge=1)
     """Torch threads for the small MF model (1 thread is far faster than 2 for layers this small)."""
+
+    mf_loss: Literal["bpr", "mse"] = "bpr"
+    """MF objective: Bayesian personalised ranking on implicit feedback, or squared error on ratings."""
+
+    mf_batch_size: int = Field(1024, ge=1)
+    """Interactions per MF training batch."""

@@ -11,7 +11,7 @@ from recagent_gym.config.base import Section
 
 class SimulationConfig(Section):
     agents: int = Field(20, ge=1, le=1000)
-    """Number of agents (the paper's ``agent_num``)."""
+    """Number of agents (the paper's ``agent_num``): the dataset's first N users (``data.max_users`` is set to it)."""
 
     rounds: int = Field(5, ge=1)
     """Rounds to simulate (the paper's ``round``/``epoch``)."""
@@ -20,7 +20,10 @@ class SimulationConfig(Section):
     """Simulated time per round (the paper's ``interval``, e.g. 5h)."""
 
     activation: Literal["pareto", "uniform", "marginal"] = "pareto"
-    """Activation method (the paper's ``active_method``)."""
+    """Activation method (the paper's ``active_method``): ``pareto``: an agent with Pareto-distributed activity level
+    ``x`` is active with probability ``min(1, x)``; ``uniform``: probability ``active_prob``; ``marginal``: the agent's
+    share of the dataset's interactions, scaled to ``active_prob * agents`` expected active agents
+    (see ``simulator/activation.py``)."""
 
     active_prob: float = Field(0.5, ge=0.0, le=1.0)
     """Activation probability for the ``uniform`` method (the paper's ``active_prob``)."""
@@ -32,7 +35,9 @@ class SimulationConfig(Section):
     """Scale x_min of the Pareto activity distribution."""
 
     fit_activity: bool = True
-    """Fit the Pareto parameters to the dataset's per-user activity instead of using ``pareto_alpha``/``x_min``."""
+    """Fit the Pareto shape alpha by maximum likelihood to the agents' interaction counts in the dataset (instead of
+    ``pareto_alpha``) and hand the drawn levels out in the rank order of those counts; ``pareto_x_min`` still sets
+    the scale."""
 
     active_threshold: int = Field(1000, ge=1)
     """Most agents active in one round (the paper's ``active_agent_threshold``)."""
@@ -48,3 +53,20 @@ class SimulationConfig(Section):
 
     seed: int = 0
     """Seed of the whole run."""
+
+    keep_checkpoints: int = Field(0, ge=0)
+    """Round checkpoints kept in ``<out>/checkpoints`` (the newest N); 0 keeps every round (any round can branch)."""
+
+    progress: bool = True
+    """Show a progress bar per round (rate and ETA over the round's agents) on stderr."""
+
+    chat_weight: float = Field(1.0, ge=0.0)
+    """Base weight of chatting (vs posting) for an agent who enters the social media; a Chatter adds 1."""
+
+    post_weight: float = Field(1.0, ge=0.0)
+    """Base weight of posting (vs chatting) for an agent who enters the social media; a Poster adds 1."""
+
+    action_choice: Literal["llm", "prior"] = "llm"
+    """How an active agent picks recommender / social / nothing: ``llm``: the agent's ``take_action`` (one batched
+    ``choose``, combined with its behaviour priors); ``prior``: the behaviour priors alone (``prompts/take_action.py``),
+    no LLM call."""

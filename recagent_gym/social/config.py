@@ -24,3 +24,12 @@ class SocialConfig(Section):
 
     max_chat_turns: int = Field(4, ge=1)
     """Utterances in one chat between two friends."""
+
+    activation_rate: float = Field(0.05, ge=0.0, le=1.0)
+    """Base chance that an agent is active between two sessions; scaled by ``0.5 + activity`` of its profile."""
+
+    max_active_agents: int = Field(16, ge=0)
+    """Most agents acting in one ``between_sessions`` call (keeps each social round's LLM batch bounded)."""
+
+    utterance_max_tokens: int = Field(40, ge=4, le=512)
+    """Token cap of one chat utterance or post."""

@@ -1,0 +1,147 @@
+"""Embedded Gemma 3 270M: latency of page decisions (cold vs cached prefix), token throughput, batched scoring.
+
+    .venv/bin/python benchmarks/bench_llm_embedded.py [--threads 2] [--repeats 5]
+
+Prints figures; not a timed test. Prompts are synthetic (no dataset needed) and sized like the agent's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import numpy as np
+
+from recagent_gym.llm.config import LLMConfig
+from recagent_gym.llm.embedded import EmbeddedLLM
+
+GENRES = ["Drama", "Comedy", "Thriller", "Sci-Fi", "Romance", "Animation", "Horror", "Documentary"]
+WORDS = [
+    "night",
+    "river",
+    "storm",
+    "city",
+    "garden",
+    "letter",
+    "summer",
+    "glass",
+    "shadow",
+    "island",
+    "mirror",
+    "winter",
+    "road",
+    "crown",
+]
+
+
+def _title(rng: np.random.Generator) -> str:
+    words = rng.choice(WORDS, size=int(rng.integers(2, 4)), replace=False)
+    genres = rng.choice(GENRES, size=2, replace=False)
+    return f"The {' '.join(w.title() for w in words)} ({int(rng.integers(1960, 2020))}) [{', '.join(genres)}]"
+
+
+def profile_prefix(rng: np.random.Generator, n_memories: int) -> str:
+    memories = "\n".join(
+        f"- I watched {_title(rng)} and felt it was {rng.choice(['moving', 'slow', 'funny', 'tense'])}."
+        for _ in range(n_memories)
+    )
+    return (
+        "You are Ana, 34, a nurse who likes quiet evenings. Traits: curious, patient. Interests: Drama, Sci-Fi.\n"
+        "You browse a movie recommender. Decide what to do with the page shown.\n"
+        f"What you remember:\n{memories}\n"
+    )
+
+
+def page_text(rng: np.random.Generator) -> str:
+    lines = "\n".join(f"{i + 1}. {_title(rng)}" for i in range(5))
+    return f"The page shows:\n{lines}\nYour decision:"
+
+
+DECISION_OPTIONS = [" watch 1", " watch 2", " watch 3", " watch 4", " watch 5", " next page", " leave"]
+
+
+def fewshot_prompts(rng: np.random.Generator, n_history: int = 20, n_candidates: int = 5) -> list[str]:
+    shots = "\n".join(f"Movie: {_title(rng)}\nWatched: {'Yes' if k % 2 == 0 else 'No'}" for k in range(n_history))
+    return [f"{shots}\nMovie: {_title(rng)}\nWatched:" for _ in range(n_candidates)]
+
+
+def timed(fn) -> tuple[float, float]:  # type: ignore[no-untyped-def]
+    """Wall and CPU seconds (all threads of this process): CPU is the figure to trust on a shared machine."""
+    start, cpu = time.perf_counter(), time.process_time()
+    fn()
+    return time.perf_counter() - start, time.process_time() - cpu
+
+
+def summary(runs: list[tuple[float, float]]) -> str:
+    wall = [w for w, _ in runs]
+    cpu = [c for _, c in runs]
+    return f"median wall {statistics.median(wall):.3f} s (min {min(wall):.3f}), cpu {statistics.median(cpu):.3f} s"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--memories", type=int, default=14, help="memory lines in the prefix (~600 tokens at 14)")
+    args = parser.parse_args()
+    rng = np.random.default_rng(0)
+
+    llm = EmbeddedLLM(LLMConfig(n_threads=args.threads))
+    rt = llm._rt  # the benchmark drops the prefix cache on purpose for the cold figures
+    print(f"model {llm.name}, {args.threads} threads, load {llm.load_s:.2f} s")
+    prefix = profile_prefix(rng, args.memories)
+    prompt = prefix + page_text(rng)
+    n_tokens = len(rt.tokenize(prompt))
+    llm.choose([prompt], [DECISION_OPTIONS])  # warm-up (graph allocation)
+
+    cold, cached = [], []
+    for _ in range(args.repeats):
+        prompt = prefix + page_text(rng)
+        rt.reset()
+        cold.append(timed(lambda p=prompt: llm.choose([p], [DECISION_OPTIONS])))
+        prompt = prefix + page_text(rng)  # same profile and memory, new page
+        cached.append(timed(lambda p=prompt: llm.choose([p], [DECISION_OPTIONS])))
+    print(f"page decision ({n_tokens} prompt tokens, {len(DECISION_OPTIONS)} options scored):")
+    print(f"  cold prefix   {summary(cold)}")
+    print(f"  cached prefix {summary(cached)}")
+
+    grammar_llm_cfg = LLMConfig(n_threads=args.threads, choose_method="grammar")
+    grammar_llm = EmbeddedLLM(grammar_llm_cfg)
+    g_prompts = [prefix + page_text(rng) for _ in range(3)]
+    g_times = [timed(lambda p=p: grammar_llm.choose([p], [DECISION_OPTIONS])) for p in g_prompts]
+    print(f"  grammar-constrained choice (prefix cached after the first) {summary(g_times)}")
+    grammar_llm.close()
+
+    rt.reset()
+    long_prompt = prefix + page_text(rng)
+    prefill, prefill_cpu = timed(lambda: llm.generate([long_prompt], max_tokens=1))
+    print(f"prompt throughput: {n_tokens / prefill:.0f} tokens/s wall, {n_tokens / prefill_cpu:.0f} per cpu-s")
+    gen, gen_cpu = timed(
+        lambda: llm.generate(["Write a short review of a film:"], max_tokens=64, temperature=0.8, seed=1)
+    )
+    one = llm.generate(["Write a short review of a film:"], max_tokens=64, temperature=0.8, seed=1)[0]
+    n_gen = one.usage.completion_tokens
+    print(f"generation, 1 prompt: {n_gen / gen:.1f} tokens/s wall, {n_gen / gen_cpu:.1f} per cpu-s")
+    batch = [f"Write a short review of film number {i}:" for i in range(8)]
+    outs: list = []
+    elapsed, elapsed_cpu = timed(lambda: outs.extend(llm.generate(batch, max_tokens=64, temperature=0.8, seed=1)))
+    n_out = sum(o.usage.completion_tokens for o in outs)
+    print(f"generation, 8 prompts batched: {n_out / elapsed:.1f} tokens/s wall, {n_out / elapsed_cpu:.1f} per cpu-s")
+
+    fs_cold, fs_cached = [], []
+    for _ in range(args.repeats):
+        prompts = fewshot_prompts(rng)
+        rt.reset()
+        fs_cold.append(timed(lambda p=prompts: llm.choose(p, [[" Yes", " No"]] * len(p))))
+        fresh = [p.rsplit("Movie:", 1)[0] + f"Movie: {_title(rng)}\nWatched:" for p in prompts]
+        fs_cached.append(timed(lambda p=fresh: llm.choose(p, [[" Yes", " No"]] * len(p))))
+    n_fs = len(rt.tokenize(prompts[0]))
+    print(f"few-shot Yes/No, 5 candidates x 2 options after a shared {n_fs}-token history, one call:")
+    print(f"  cold   {summary(fs_cold)}")
+    print(f"  cached {summary(fs_cached)} (history resident from the previous call)")
+    print(f"tokens decoded {llm.stats['tokens_decoded']}, reused from the prefix cache {llm.stats['tokens_reused']}")
+
+
+if __name__ == "__main__":
+    main()

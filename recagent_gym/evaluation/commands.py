@@ -1,0 +1,19 @@
+"""``recagent-gym evaluate ...``: the evaluation group; each evaluation adds its subcommand here."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser("evaluate", help="evaluations: policies, discrimination, sequence")
+    evaluate_subparsers = parser.add_subparsers(dest="evaluation", required=True)
+
+    from recagent_gym.policies.commands import add_evaluate_policies
+
+    add_evaluate_policies(evaluate_subparsers)
+
+    from recagent_gym.evaluation.paper_commands import add_evaluate_discrimination, add_evaluate_sequence
+
+    add_evaluate_discrimination(evaluate_subparsers)
+    add_evaluate_sequence(evaluate_subparsers)

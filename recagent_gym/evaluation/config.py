@@ -1,0 +1,111 @@
+"""Configuration of the paper's evaluations: discrimination (a, b) and sequence generation."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from recagent_gym.config.base import Section
+from recagent_gym.llm.config import LLMConfig
+
+NegativeSampler = Literal["uniform", "popularity-matched"]
+NEGATIVE_SAMPLERS: tuple[str, ...] = ("uniform", "popularity-matched")
+
+
+class EvaluationConfig(Section):
+    users: int = Field(20, ge=1, le=100_000)
+    """Users sampled per evaluation (the paper used 20; more users give tighter intervals)."""
+
+    seed: int = Field(0, ge=0)
+    """Seed of every draw of an evaluation (users, negatives, shuffles, donors, judge order, bootstrap)."""
+
+    user_models: list[Literal["llm", "recsim", "embedding"]] = Field(
+        default_factory=lambda: ["embedding", "recsim", "llm"]
+    )
+    """User models evaluated, in table order (Random and Popularity rows are always added to discrimination)."""
+
+    min_interactions: int = Field(30, ge=2)
+    """Interactions (held-out items included) a sampled user must have. The same users are drawn whatever the
+    settings and lengths (so runs with different settings or models share users and candidates), and each keeps at
+    least ``min_interactions - a`` (or ``- N``) training interactions."""
+
+    settings: list[tuple[int, int]] = Field(default_factory=lambda: [(1, 5), (3, 3), (3, 7), (1, 9)])
+    """Discrimination settings ``(a, b)``: ``a`` held-out items shown among ``b`` negatives (the paper's four)."""
+
+    negatives: Literal["uniform", "popularity-matched", "both"] = "both"
+    """Negative sampler of the discrimination test. ``uniform``: unseen items uniformly (the paper). ``popularity-
+    matched``: unseen items from the held-out item's popularity band (``recagent_gym.data.splits``). ``both``."""
+
+    popularity_bands: int = Field(10, ge=2, le=1000)
+    """Equal-size bands of items sorted by interaction count used by popularity-matched negatives (10 = deciles)."""
+
+    personalization_check: bool = True
+    """Re-score every model with each user's history swapped for another random user's and report the drop."""
+
+    bootstrap_samples: int = Field(1000, ge=0, le=100_000)
+    """Bootstrap resamples of users for the confidence intervals (0: intervals from the standard error only)."""
+
+    confidence: float = Field(0.95, gt=0.0, lt=1.0)
+    """Coverage of the reported confidence intervals."""
+
+    sequence_lengths: list[int] = Field(default_factory=lambda: [5, 10])
+    """Sequence generation: held-out lengths N (the paper's 5 and 10)."""
+
+    page_size: int = Field(5, ge=1, le=100)
+    """Sequence generation: items the MF recommender shows per step (the paper's 5)."""
+
+    sequence_choice: Literal["score", "respond"] = "score"
+    """How a simulated user picks from a page. ``score``: the top item of ``score_items`` (a forced choice, as the
+    paper's protocol requires one pick per step; the user's state does not evolve). ``respond``: the user model's
+    own ``respond`` (state evolves); a non-WATCH answer falls back to ``score`` and is counted."""
+
+    judge: bool = True
+    """Sequence generation: ask an LLM judge to compare sequences on the paper's 5-point scale."""
+
+    judge_llm: LLMConfig | None = None
+    """Backend of the judge; None uses the top-level ``llm`` section."""
+
+    judge_history: int = Field(10, ge=0, le=200)
+    """Most recent training titles of the user shown to the judge."""
+
+    embedder: Literal["minilm", "hashing"] = "minilm"
+    """Item embeddings of the embedding user and the similarity metric: all-MiniLM-L6-v2, or the deterministic
+    hashing embedder (fast, for tests and smoke runs)."""
+
+    embedding_cache_dir: str | None = None
+    """Folder caching the item embeddings (``.npy`` keyed by model and texts); None recomputes them per run."""
+
+    @field_validator("settings")
+    @classmethod
+    def _check_settings(cls, value: list[tuple[int, int]]) -> list[tuple[int, int]]:
+        if not value:
+            raise ValueError("at least one (a, b) setting is needed")
+        for a, b in value:
+            if a < 1 or b < 1:
+                raise ValueError(f"setting ({a}, {b}): a and b must be >= 1")
+        return value
+
+    @model_validator(mode="after")
+    def _check_history(self) -> EvaluationConfig:
+        longest = max(max(a for a, _ in self.settings), max(self.sequence_lengths))
+        if self.min_interactions <= longest:
+            raise ValueError(
+                f"min_interactions ({self.min_interactions}) must exceed the largest a or N ({longest}), "
+                "so every sampled user keeps a training history"
+            )
+        return self
+
+    @field_validator("sequence_lengths")
+    @classmethod
+    def _check_lengths(cls, value: list[int]) -> list[int]:
+        if not value or any(n < 1 for n in value):
+            raise ValueError("sequence_lengths must be a non-empty list of lengths >= 1")
+        return value
+
+    @field_validator("user_models")
+    @classmethod
+    def _check_models(cls, value: list[str]) -> list[str]:
+        if len(set(value)) != len(value):
+            raise ValueError(f"user_models lists a model twice: {value}")
+        return value

@@ -1,0 +1,318 @@
+"""Discrimination (a, b), the paper's Table 3, with a popularity control and a personalization check (issue 9).
+
+Protocol, per setting ``(a, b)``:
+
+1. ``users`` users with at least ``min_interactions`` interactions are drawn once (seeded) for all settings.
+2. Each user's last ``a`` items by time are held out (:func:`recagent_gym.data.splits.leave_last_out`); every user
+   model is built on the training part (everything else, all users included).
+3. The ``a`` held-out items are mixed with ``b`` negatives the user never interacted with and shuffled (seeded).
+   ``uniform`` negatives are drawn uniformly (the paper); ``popularity-matched`` negatives come from each held-out
+   item's popularity band: items sorted by interaction count cut into ``popularity_bands`` equal-size bands
+   (deciles by default), widening to the nearest band only when a band runs out (counted as ``widened``). With
+   ``b`` not a multiple of ``a``, each positive gets ``b // a`` and the remainder goes to positives drawn at random.
+4. A model's pick is its top-``a`` candidates by ``score_items`` (ties broken at random, never by position);
+   ``p = mean_u |T ∩ S| / |T|`` with standard error and a bootstrap interval over users.
+
+Rows: the random expectation ``a / (a + b)`` (its ± is the standard error of a random picker over these users),
+**Popularity** (most interactions in the training data first; no user information), each user model, and the
+paper's published rows for reference. **Personalization check**: every model is rebuilt on a training set where
+each sampled user's history and profile are replaced by another random user's (minus the sampled user's held-out
+items) and scored on the same candidates; the drop ``p - p_swapped`` (paired over users) is reported. A model whose
+score does not drop is not modelling the user.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from recagent_gym.data.schema import Dataset
+from recagent_gym.data.splits import leave_last_out, sample_negatives, sample_negatives_popularity_matched
+from recagent_gym.evaluation.config import NEGATIVE_SAMPLERS
+from recagent_gym.evaluation.metrics import DiscriminationHitRate, Estimate, summarize, top_k
+from recagent_gym.evaluation.subjects import Resources, child_rng, pick_donors, sample_users, swap_histories
+
+logger = logging.getLogger(__name__)
+
+PAPER_ROWS: dict[str, dict[tuple[int, int], float]] = {
+    "Embedding (paper)": {(1, 5): 0.250, (3, 3): 0.550, (3, 7): 0.450, (1, 9): 0.300},
+    "RecSim (paper)": {(1, 5): 0.250, (3, 3): 0.533, (3, 7): 0.367, (1, 9): 0.100},
+    "RecAgent (paper)": {(1, 5): 0.550, (3, 3): 0.783, (3, 7): 0.683, (1, 9): 0.500},
+    "Real Human (paper)": {(1, 5): 0.600, (3, 3): 0.806, (3, 7): 0.722, (1, 9): 0.583},
+}
+"""RecAgent paper, Table 3 (MovieLens-1M, 20 users)."""
+
+RANDOM = "random"
+POPULARITY = "popularity"
+MODEL_LABELS = {RANDOM: "Random (expectation)", POPULARITY: "Popularity", "embedding": "Embedding",
+                "recsim": "RecSim", "llm": "LLM agent"}  # fmt: skip
+
+
+class PopularityScorer:
+    """Scores items by their interaction count in the training data: the same for every user."""
+
+    def __init__(self, dataset: Dataset) -> None:
+        self._popularity = dataset.item_popularity().astype(np.float64)
+
+    def score_items(self, user_id: int, items: Sequence[int], rng: np.random.Generator) -> np.ndarray:
+        return self._popularity[np.asarray(items, dtype=np.int64)]
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One user's candidates for one setting and sampler (already shuffled)."""
+
+    user: int
+    truth: tuple[int, ...]
+    candidates: tuple[int, ...]
+
+
+@dataclass
+class Cell:
+    """One model under one sampler and setting."""
+
+    model: str
+    sampler: str
+    a: int
+    b: int
+    hit_rate: Estimate
+    per_user: list[float]
+    swapped: Estimate | None = None
+    drop: Estimate | None = None
+    seconds: float = 0.0
+
+
+@dataclass
+class DiscriminationResult:
+    dataset: str
+    users: list[int]
+    settings: list[tuple[int, int]]
+    samplers: list[str]
+    models: list[str]
+    """Row keys in table order (``random``, ``popularity``, then the user models)."""
+    labels: dict[str, str]
+    cells: list[Cell]
+    donors: dict[int, int] = field(default_factory=dict)
+    widened: dict[str, int] = field(default_factory=dict)
+    """Popularity-matched negatives drawn outside their positive's band, per setting label."""
+    build_seconds: dict[str, float] = field(default_factory=dict)
+    """Time spent building each model (original and swapped training sets)."""
+    usage: str = ""
+    """The LLM usage line (calls, tokens, latency), when an LLM was used."""
+    seconds: float = 0.0
+
+    def cell(self, model: str, sampler: str, a: int, b: int) -> Cell:
+        for cell in self.cells:
+            if (cell.model, cell.sampler, cell.a, cell.b) == (model, sampler, a, b):
+                return cell
+        raise KeyError((model, sampler, a, b))
+
+    def rows(self) -> list[dict[str, Any]]:
+        """One CSV row per cell, plus the paper's rows."""
+        out: list[dict[str, Any]] = []
+        for c in self.cells:
+            row: dict[str, Any] = {
+                "dataset": self.dataset, "sampler": c.sampler, "model": self.labels[c.model],
+                "setting": f"({c.a},{c.b})", "a": c.a, "b": c.b, "users": c.hit_rate.n, "p": c.hit_rate.mean,
+                "stderr": c.hit_rate.stderr, "ci_low": c.hit_rate.low, "ci_high": c.hit_rate.high,
+                "seconds": round(c.seconds, 2),
+            }  # fmt: skip
+            if c.swapped is not None and c.drop is not None:
+                row.update(p_swapped=c.swapped.mean, drop=c.drop.mean, drop_stderr=c.drop.stderr,
+                           drop_ci_low=c.drop.low, drop_ci_high=c.drop.high)  # fmt: skip
+            out.append(row)
+        for name, values in PAPER_ROWS.items():
+            for (a, b), p in values.items():
+                if (a, b) in self.settings:
+                    out.append({"dataset": "ml-1m (paper)", "sampler": "uniform", "model": name,
+                                "setting": f"({a},{b})", "a": a, "b": b, "users": 20, "p": p})  # fmt: skip
+        return out
+
+    def markdown(self) -> str:
+        heads = [f"({a},{b})" for a, b in self.settings]
+        lines = [f"# Discrimination (a, b) on {self.dataset}", "",
+                 f"{len(self.users)} users; p = mean over users of |T ∩ S| / |T|, shown as mean ± standard error "
+                 "[bootstrap 95% interval].", ""]  # fmt: skip
+        for sampler in self.samplers:
+            lines += [f"## Negatives: {sampler}", "", "| model | " + " | ".join(heads) + " |",
+                      "|---|" + "---|" * len(heads)]  # fmt: skip
+            for model in self.models:
+                values = [self.cell(model, sampler, a, b).hit_rate.format() for a, b in self.settings]
+                lines.append(f"| {self.labels[model]} | " + " | ".join(values) + " |")
+            if sampler == "uniform":
+                for name, paper in PAPER_ROWS.items():
+                    values = [f"{paper[s]:.3f}" if s in paper else "–" for s in self.settings]
+                    lines.append(f"| {name} | " + " | ".join(values) + " |")
+            if sampler == "popularity-matched" and self.widened:
+                total = sum(self.widened.values())
+                lines += ["", f"Negatives drawn outside their positive's popularity band: {total}."]
+            lines.append("")
+        if any(c.drop is not None for c in self.cells):
+            lines += [
+                "## Personalization check",
+                "",
+                "Each user's history and profile replaced by another random user's; p → p swapped "
+                "(drop ± standard error, paired over users). No drop: the model does not use the user.",
+                "",
+            ]
+            for sampler in self.samplers:
+                lines += [f"### Negatives: {sampler}", "", "| model | " + " | ".join(heads) + " |",
+                          "|---|" + "---|" * len(heads)]  # fmt: skip
+                for model in self.models:
+                    cells = [self.cell(model, sampler, a, b) for a, b in self.settings]
+                    if all(c.drop is None for c in cells):
+                        continue
+                    lines.append(f"| {self.labels[model]} | " + " | ".join(_drop_text(c) for c in cells) + " |")
+                lines.append("")
+        builds = ", ".join(f"{self.labels[k]} {v:.1f} s" for k, v in self.build_seconds.items())
+        lines.append(f"Wall time: {self.seconds:.1f} s (model builds: {builds}).")
+        if self.usage:
+            lines += ["", self.usage]
+        return "\n".join(lines) + "\n"
+
+
+def _drop_text(cell: Cell) -> str:
+    if cell.swapped is None or cell.drop is None:
+        return "–"
+    return f"{cell.hit_rate.mean:.3f} → {cell.swapped.mean:.3f} ({cell.drop.mean:+.3f} ± {cell.drop.stderr:.3f})"
+
+
+def _random_row(a: int, b: int, n: int) -> Estimate:
+    """A random picker's expected hit rate and, over ``n`` users, its standard error (hypergeometric hits)."""
+    total = a + b
+    hits_var = a * (a / total) * (b / total) * (b / max(total - 1, 1))
+    stderr = float(np.sqrt(hits_var / a**2 / n))
+    mean = a / total
+    return Estimate(mean, stderr, max(mean - 1.96 * stderr, 0.0), min(mean + 1.96 * stderr, 1.0), n)
+
+
+def _negatives(
+    full: Dataset, user: int, truth: tuple[int, ...], b: int, sampler: str, rng: np.random.Generator, bands: int
+) -> tuple[np.ndarray, int]:
+    if sampler == "uniform":
+        return sample_negatives(full, user, b, rng), 0
+    a = len(truth)
+    per = -(-b // a)
+    sample = sample_negatives_popularity_matched(full, user, truth, per, rng, n_bands=bands)
+    counts = np.full(a, b // a)
+    counts[rng.choice(a, size=b % a, replace=False)] += 1
+    picked = [rng.choice(sample.negatives[t], size=k, replace=False) for t, k in zip(truth, counts, strict=True)]
+    return np.concatenate(picked).astype(np.int64), sample.widened
+
+
+def build_trials(
+    full: Dataset, users: Sequence[int], held_out: dict[int, dict[int, tuple[int, ...]]], settings, samplers,
+    seed: int, bands: int,
+) -> tuple[dict[tuple[str, int, int], list[Trial]], dict[str, int]]:  # fmt: skip
+    """Candidates per (sampler, a, b): the held-out items plus negatives, shuffled with a seeded generator."""
+    trials: dict[tuple[str, int, int], list[Trial]] = {}
+    widened: dict[str, int] = {}
+    for sampler in samplers:
+        for a, b in settings:
+            rows = []
+            for user in users:
+                truth = held_out[a][user]
+                rng = child_rng(seed, "negatives", sampler, a, b, user)
+                negatives, wide = _negatives(full, user, truth, b, sampler, rng, bands)
+                if sampler != "uniform":
+                    widened[f"({a},{b})"] = widened.get(f"({a},{b})", 0) + wide
+                candidates = np.concatenate([np.asarray(truth, dtype=np.int64), negatives])
+                rng.shuffle(candidates)
+                rows.append(Trial(user, truth, tuple(int(i) for i in candidates)))
+            trials[(sampler, a, b)] = rows
+    return trials, widened
+
+
+def _score_trials(model: Any, trials: list[Trial], label: str, key: tuple, seed: int, bar: tqdm) -> np.ndarray:
+    metric = DiscriminationHitRate()
+    selected = []
+    for trial in trials:
+        scores = np.asarray(
+            model.score_items(trial.user, list(trial.candidates), child_rng(seed, "score", *key, trial.user)),
+            dtype=np.float64,
+        )
+        if scores.shape != (len(trial.candidates),) or not np.isfinite(scores).all():
+            raise ValueError(
+                f"{label}: score_items for user {trial.user} returned {scores.shape} scores "
+                f"(finite: {bool(np.isfinite(scores).all())}) for {len(trial.candidates)} candidates"
+            )
+        pick = top_k(scores, len(trial.truth), child_rng(seed, "pick", *key, trial.user))
+        selected.append([trial.candidates[i] for i in pick])
+        bar.update(1)
+    return metric.per_user([t.truth for t in trials], selected)
+
+
+def run_discrimination(resources: Resources, *, progress: bool = True) -> DiscriminationResult:
+    """Run the discrimination test for ``resources.eval.user_models`` (see the module docstring)."""
+    started = time.perf_counter()
+    cfg = resources.eval
+    full = resources.dataset
+    seed = cfg.seed
+    settings = [tuple(s) for s in cfg.settings]
+    samplers = list(NEGATIVE_SAMPLERS) if cfg.negatives == "both" else [cfg.negatives]
+    a_values = sorted({a for a, _ in settings})
+    min_count = cfg.min_interactions
+    users = [int(u) for u in sample_users(full, cfg.users, min_count, child_rng(seed, "users"))]
+    splits = {a: leave_last_out(full, a, min_train=min_count - a) for a in a_values}
+    held_out = {a: {u: splits[a].held_out[u] for u in users} for a in a_values}
+    trials, widened = build_trials(full, users, held_out, settings, samplers, seed, cfg.popularity_bands)
+    donors = pick_donors(full, users, min_count, child_rng(seed, "donors")) if cfg.personalization_check else {}
+
+    models = [RANDOM, POPULARITY, *cfg.user_models]
+    labels = dict(MODEL_LABELS)
+    cells: list[Cell] = []
+    for sampler in samplers:
+        for a, b in settings:
+            cells.append(Cell(RANDOM, sampler, a, b, _random_row(a, b, len(users)), []))
+    build_seconds: dict[str, float] = {}
+    runs = 2 if donors else 1
+    total = (len(models) - 1) * runs * len(samplers) * len(settings) * len(users)
+    with tqdm(total=total, desc="discrimination", unit="user", disable=not progress) as bar:
+        for kind in models[1:]:
+            for a in a_values:
+                bar.set_postfix_str(f"{kind}, a={a}: building")
+                built = time.perf_counter()
+                model = _build(resources, kind, splits[a].train)
+                if kind == "llm":
+                    labels[kind] = f"LLM agent ({resources.language_model().name})"
+                swapped_model = None
+                if donors:
+                    swapped_train = swap_histories(splits[a].train, donors, held_out[a])
+                    swapped_model = _build(resources, kind, swapped_train)
+                build_seconds[kind] = build_seconds.get(kind, 0.0) + time.perf_counter() - built
+                bar.set_postfix_str(f"{kind}, a={a}")
+                for sampler in samplers:
+                    for b in [b for aa, b in settings if aa == a]:
+                        start = time.perf_counter()
+                        key = (kind, sampler, a, b)
+                        group = trials[(sampler, a, b)]
+                        per_user = _score_trials(model, group, labels[kind], key, seed, bar)
+                        estimate = summarize(per_user, child_rng(seed, "bootstrap", *key),
+                                             bootstrap=cfg.bootstrap_samples, confidence=cfg.confidence)  # fmt: skip
+                        cell = Cell(kind, sampler, a, b, estimate, per_user.tolist())
+                        if swapped_model is not None:
+                            swapped = _score_trials(swapped_model, group, labels[kind], key, seed, bar)
+                            boot = dict(bootstrap=cfg.bootstrap_samples, confidence=cfg.confidence)
+                            cell.swapped = summarize(swapped, child_rng(seed, "bootstrap-swap", *key), **boot)
+                            cell.drop = summarize(per_user - swapped, child_rng(seed, "bootstrap-drop", *key), **boot)
+                        cell.seconds = time.perf_counter() - start
+                        cells.append(cell)
+    result = DiscriminationResult(
+        dataset=full.name, users=users, settings=settings, samplers=samplers, models=models, labels=labels,
+        cells=cells, donors=donors, widened=widened, build_seconds=build_seconds, usage=resources.usage_line(),
+        seconds=time.perf_counter() - started,
+    )  # fmt: skip
+    logger.info("discrimination on %s: %d users, %d cells in %.1fs", full.name, len(users), len(cells), result.seconds)
+    return result
+
+
+def _build(resources: Resources, kind: str, train: Dataset) -> Any:
+    if kind == POPULARITY:
+        return PopularityScorer(train)
+    return resources.build(kind, train)

@@ -1,0 +1,65 @@
+"""The run-level usage meter: the sum of every call's :class:`Usage`, with a cost estimate from config prices."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, replace
+from typing import Any
+
+from recagent_gym.llm.protocol import Choice, Generation, LanguageModel, Usage
+from recagent_gym.llm.wrapping import close_model, set_state_of, state_of
+
+
+def estimate_cost(usage: Usage, per_1k_prompt: float, per_1k_completion: float) -> float:
+    """USD for the tokens of ``usage``; answers served from the cache cost nothing."""
+    if usage.cached_calls:
+        return 0.0
+    return usage.prompt_tokens / 1000.0 * per_1k_prompt + usage.completion_tokens / 1000.0 * per_1k_completion
+
+
+class UsageMeter:
+    """The outermost wrapper: fills ``cost_usd`` in each result's usage and keeps the run's total in :attr:`total`."""
+
+    def __init__(self, inner: LanguageModel, *, per_1k_prompt: float = 0.0, per_1k_completion: float = 0.0) -> None:
+        self.inner = inner
+        self.per_1k_prompt = per_1k_prompt
+        self.per_1k_completion = per_1k_completion
+        self.total = Usage()
+
+    @property
+    def name(self) -> str:
+        return self.inner.name
+
+    def _priced(self, usage: Usage) -> Usage:
+        cost = usage.cost_usd or estimate_cost(usage, self.per_1k_prompt, self.per_1k_completion)
+        priced = replace(usage, cost_usd=cost)
+        self.total = self.total + priced
+        return priced
+
+    def generate(
+        self,
+        prompts: Sequence[str],
+        *,
+        max_tokens: int = 64,
+        temperature: float = 0.0,
+        stop: Sequence[str] = (),
+        seed: int | None = None,
+    ) -> list[Generation]:
+        results = self.inner.generate(prompts, max_tokens=max_tokens, temperature=temperature, stop=stop, seed=seed)
+        return [replace(r, usage=self._priced(r.usage)) for r in results]
+
+    def choose(
+        self, prompts: Sequence[str], options: Sequence[Sequence[str]], *, seed: int | None = None
+    ) -> list[Choice]:
+        results = self.inner.choose(prompts, options, seed=seed)
+        return [replace(r, usage=self._priced(r.usage)) for r in results]
+
+    def get_state(self) -> dict[str, Any]:
+        return {"total": asdict(self.total), "inner": state_of(self.inner)}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self.total = Usage(**state["total"])
+        set_state_of(self.inner, state.get("inner"))
+
+    def close(self) -> None:
+        close_model(self.inner)

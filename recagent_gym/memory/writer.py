@@ -1,0 +1,338 @@
+"""Batched memory writing for many agents: one LLM call per stage, off the critical path.
+
+:func:`flush_memories` takes every queued observation of every given memory through the stages
+
+1. sensory compression (``generate``; invalid answers get one batched re-ask, then the counted fallback),
+2. importance (``choose`` over ``"1"``..``"L"``, plus one content-free calibration prompt in the same call),
+3. embedding (one embedder call), then storing, in observation order, into short-/long-term memory,
+4. insights for short-term records promoted after K enhancements (``generate``, re-ask, fallback: none),
+5. reflection for memories whose new importance passed the threshold (``generate``, re-ask, fallback: none),
+   followed by merging near-duplicates,
+6. forgetting, when an ``rng`` is passed.
+
+Memories sharing a language model (or an embedder) share each call; distinct models are called once each.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from recagent_gym.llm.protocol import Generation, Usage
+from recagent_gym.memory.record import MemoryRecord
+from recagent_gym.memory.sensory import Observation
+from recagent_gym.prompts import memory_importance, memory_insight, memory_reflection, memory_sensory
+
+if TYPE_CHECKING:
+    from recagent_gym.memory.agent_memory import AgentMemory
+
+STAGE_SENSORY, STAGE_IMPORTANCE, STAGE_INSIGHT, STAGE_REFLECTION = 1, 2, 3, 4
+
+
+@dataclass
+class FlushReport:
+    """What one flush did and cost. ``llm_calls`` counts batched ``generate``/``choose`` invocations; ``prompts``
+    the prompts inside them."""
+
+    observations: int = 0
+    llm_calls: int = 0
+    prompts: int = 0
+    embed_calls: int = 0
+    usage: Usage = field(default_factory=Usage)
+    reasks: int = 0
+    fallbacks: int = 0
+    promoted: int = 0
+    insights: int = 0
+    reflections: int = 0
+    merged: int = 0
+    forgotten: int = 0
+
+    def __add__(self, other: FlushReport) -> FlushReport:
+        return FlushReport(**{f.name: getattr(self, f.name) + getattr(other, f.name) for f in fields(self)})
+
+    def to_dict(self) -> dict[str, Any]:
+        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "usage"}
+        data.update(prompt_tokens=self.usage.prompt_tokens, completion_tokens=self.usage.completion_tokens)
+        return data
+
+
+@dataclass
+class _Ask:
+    """One free-text question for one memory, with its re-ask prompt and its parse+validate step."""
+
+    memory: AgentMemory
+    prompt: str
+    retry_prompt: str
+    accept: Callable[[str], Any]
+    """Parsed, valid value of an answer, or None when the answer is invalid."""
+    max_tokens: int
+    stop: tuple[str, ...]
+    value: Any = None
+
+
+def _generate(asks: Sequence[_Ask], prompts: Sequence[str], temperature: float, seed: int, report: FlushReport) -> None:
+    """Answer ``prompts[i]`` for ``asks[i]``: one ``generate`` per (model, max_tokens, stop) group."""
+    groups: dict[tuple[int, int, tuple[str, ...]], list[int]] = {}
+    for i, ask in enumerate(asks):
+        groups.setdefault((id(ask.memory.llm), ask.max_tokens, ask.stop), []).append(i)
+    for (_, max_tokens, stop), members in groups.items():
+        llm = asks[members[0]].memory.llm
+        outs: list[Generation] = llm.generate(
+            [prompts[i] for i in members], max_tokens=max_tokens, temperature=temperature, stop=stop, seed=seed
+        )
+        if len(outs) != len(members):
+            raise RuntimeError(f"{llm.name}: generate returned {len(outs)} answers for {len(members)} prompts")
+        report.llm_calls += 1
+        report.prompts += len(members)
+        for i, out in zip(members, outs, strict=True):
+            asks[i].memory.usage += out.usage
+            report.usage += out.usage
+            text = out.text
+            if out.finish_reason == "length":  # cut at max_tokens: the last line is unfinished, never accept it
+                text = text.rsplit("\n", 1)[0] if "\n" in text.strip() else ""
+            asks[i].value = asks[i].accept(text)
+
+
+def _ask_all(asks: Sequence[_Ask], seed: int, report: FlushReport, fallback_stat: str) -> None:
+    """Ask everything once; re-ask the invalid ones once (one batch, reminder, ``reask_temperature``). Values left
+    None are fallbacks, counted per memory under ``fallback_stat``."""
+    if not asks:
+        return
+    _generate(asks, [a.prompt for a in asks], 0.0, seed, report)
+    retry = [a for a in asks if a.value is None]
+    if retry:
+        report.reasks += len(retry)
+        for ask in retry:
+            ask.memory.stats["reasks"] += 1
+        # Memories may differ in reask_temperature; the first one's applies to the shared batch.
+        temperature = retry[0].memory.config.reask_temperature
+        _generate(retry, [a.retry_prompt for a in retry], temperature, (seed + 1) & 0x7FFFFFFF, report)
+        for ask in retry:
+            if ask.value is None:
+                ask.memory.stats[fallback_stat] += 1
+                report.fallbacks += 1
+
+
+def _embed(memories: Sequence[AgentMemory], texts: Sequence[str], report: FlushReport) -> list[np.ndarray]:
+    """Unit embeddings of ``texts[i]`` with ``memories[i]``'s embedder, one call per distinct embedder."""
+    groups: dict[int, list[int]] = {}
+    for i, memory in enumerate(memories):
+        groups.setdefault(id(memory.embedder), []).append(i)
+    out: list[np.ndarray] = [np.zeros(0, dtype=np.float32)] * len(texts)
+    for members in groups.values():
+        matrix = memories[members[0]].embed([texts[i] for i in members])
+        report.embed_calls += 1
+        for row, i in enumerate(members):
+            out[i] = matrix[row]
+    return out
+
+
+def _compress(jobs: list[tuple[AgentMemory, Observation]], seed: int, report: FlushReport) -> list[str]:
+    contents = [obs.text for _, obs in jobs]
+    asks: list[_Ask] = []
+    positions: list[int] = []
+    for pos, (memory, obs) in enumerate(jobs):
+        if not memory.sensory.needs_compression(obs):
+            continue
+        cfg = memory.config
+
+        def accept(text: str, _obs: Observation = obs, _max: int = cfg.sensory_max_chars) -> str | None:
+            sentence = memory_sensory.parse(text)
+            return sentence if memory_sensory.validate(sentence, _obs.text, _max) is None else None
+
+        asks.append(
+            _Ask(
+                memory,
+                memory_sensory.build(obs.text),
+                memory_sensory.build(obs.text, retry=True),
+                accept,
+                cfg.sensory_max_tokens,
+                memory_sensory.STOP,
+            )
+        )
+        positions.append(pos)
+    _ask_all(asks, seed, report, "sensory_fallbacks")
+    for pos, ask in zip(positions, asks, strict=True):
+        memory, obs = jobs[pos]
+        if ask.value is not None:
+            contents[pos] = ask.value
+        else:
+            contents[pos] = memory_sensory.fallback(obs.text, memory.config.sensory_max_chars)
+        memory.stats["compressed"] += 1
+    return contents
+
+
+def _importance(
+    memories: Sequence[AgentMemory], contents: Sequence[str], seed: int, report: FlushReport
+) -> list[float]:
+    scores = [m.config.default_importance for m in memories]
+    groups: dict[tuple[int, int, bool], list[int]] = {}
+    for i, memory in enumerate(memories):
+        if memory.config.score_importance:
+            key = (id(memory.llm), memory.config.importance_levels, memory.config.importance_calibration)
+            groups.setdefault(key, []).append(i)
+    for (_, levels, calibrate), members in groups.items():
+        llm = memories[members[0]].llm
+        prompts = [memory_importance.build(memories[i].agent_name, contents[i], levels) for i in members]
+        if calibrate:
+            prompts.append(memory_importance.calibration_prompt("someone", levels))
+        options = [memory_importance.options(levels)] * len(prompts)
+        choices = llm.choose(prompts, options, seed=seed)
+        if len(choices) != len(prompts):
+            raise RuntimeError(f"{llm.name}: choose returned {len(choices)} answers for {len(prompts)} prompts")
+        report.llm_calls += 1
+        report.prompts += len(prompts)
+        baseline = choices[-1].scores if calibrate else None
+        for i, choice in zip(members, choices, strict=False):
+            memories[i].usage += choice.usage
+            scores[i] = memory_importance.parse(choice, levels, baseline)
+        for choice in choices:
+            report.usage += choice.usage
+    return scores
+
+
+def flush_memories(
+    memories: Sequence[AgentMemory],
+    time_h: float,
+    *,
+    rng: np.random.Generator | None = None,
+) -> FlushReport:
+    """Write every queued observation of ``memories`` (batched across agents); forget afterwards if ``rng``.
+
+    If a model or embedder call fails before anything is stored, the observations go back to their queues and the
+    error propagates; a failure in the insight or reflection stage loses only those insights.
+    """
+    memories = list({id(m): m for m in memories}.values())
+    report = FlushReport()
+    if not memories:
+        return report
+    lead = memories[0]
+    jobs = [(m, obs) for m in memories for obs in m.sensory.take()]
+    report.observations = len(jobs)
+    if jobs:
+        owners = [m for m, _ in jobs]
+        try:
+            contents = _compress(jobs, lead.next_seed(STAGE_SENSORY), report)
+            importance = _importance(owners, contents, lead.next_seed(STAGE_IMPORTANCE), report)
+            vectors = _embed(owners, contents, report)
+        except BaseException:
+            # Nothing is stored yet: put the observations back so that a failed call (LLMError, budget) loses none.
+            for memory in memories:
+                memory.sensory.pending[:0] = [obs for m, obs in jobs if m is memory]
+            raise
+        promotions = []
+        for (memory, obs), content, imp, vec in zip(jobs, contents, importance, vectors, strict=True):
+            record = MemoryRecord(content, float(imp), obs.time_h, obs.time_h, kind=obs.kind)
+            promotions.extend((memory, p) for p in memory.store(record, vec))
+        report.promoted = len(promotions)
+        _write_insights(promotions, lead.next_seed(STAGE_INSIGHT), report)
+    report += reflect_memories(memories, time_h, force=False, seed=lead.next_seed(STAGE_REFLECTION))
+    if rng is not None:
+        for memory in memories:
+            report.forgotten += len(memory.forget(rng, time_h))
+    for memory in memories:
+        memory.flushes += 1
+    return report
+
+
+def _write_insights(promotions: list[tuple[AgentMemory, Any]], seed: int, report: FlushReport) -> None:
+    asks = []
+    for memory, promo in promotions:
+        sources = [promo.record.content, *promo.related]
+        cfg = memory.config
+
+        def accept(
+            text: str, _src: list[str] = sources, _max: int = cfg.insight_max_chars, _name: str = memory.agent_name
+        ) -> str | None:
+            insight = memory_insight.parse(text)
+            return insight if memory_insight.validate(insight, _src, _max, _name) is None else None
+
+        asks.append(
+            _Ask(
+                memory,
+                memory_insight.build(memory.agent_name, sources),
+                memory_insight.build(memory.agent_name, sources, retry=True),
+                accept,
+                cfg.insight_max_tokens,
+                memory_insight.STOP,
+            )
+        )
+    _ask_all(asks, seed, report, "insight_fallbacks")
+    done = [(ask, promo) for ask, (_, promo) in zip(asks, promotions, strict=True) if ask.value is not None]
+    if not done:
+        return
+    vectors = _embed([a.memory for a, _ in done], [a.value for a, _ in done], report)
+    for (ask, promo), vec in zip(done, vectors, strict=True):
+        rec = promo.record
+        insight = MemoryRecord(ask.value, rec.importance, rec.last_access_h, rec.last_access_h, kind="insight")
+        assert ask.memory.long_term is not None
+        ask.memory.long_term.add([insight], vec.reshape(1, -1))
+        ask.memory.stats["insights"] += 1
+        report.insights += 1
+
+
+def reflect_memories(
+    memories: Sequence[AgentMemory], time_h: float, *, force: bool = False, seed: int | None = None
+) -> FlushReport:
+    """Reflection for the memories that want it (all that can, with ``force``): one batched ``generate``, insights
+    stored in long-term memory as kind ``insight``, then near-duplicates merged."""
+    report = FlushReport()
+    chosen = [
+        m for m in memories if m.long_term is not None and m.config.reflection and (force or m.wants_reflection())
+    ]
+    asks: list[_Ask] = []
+    windows: list[list[MemoryRecord]] = []
+    for memory in chosen:
+        cfg = memory.config
+        window = memory.recent_records(cfg.reflection_window)
+        if not window:
+            continue
+        texts = [r.content for r in window]
+
+        def accept(text: str, _src: list[str] = texts, _cfg: Any = cfg, _name: str = memory.agent_name) -> Any:
+            found = memory_reflection.valid_insights(
+                memory_reflection.parse(text), _src, _cfg.reflection_insights, _cfg.insight_max_chars, _name
+            )
+            return found or None
+
+        count = cfg.reflection_insights
+        asks.append(
+            _Ask(
+                memory,
+                memory_reflection.build(memory.agent_name, texts, count),
+                memory_reflection.build(memory.agent_name, texts, count, retry=True),
+                accept,
+                cfg.reflection_max_tokens,
+                memory_reflection.STOP,
+            )
+        )
+        windows.append(window)
+    seed = seed if seed is not None else (chosen[0].next_seed(STAGE_REFLECTION) if chosen else 0)
+    _ask_all(asks, seed, report, "reflection_fallbacks")
+    owners: list[AgentMemory] = []
+    texts_out: list[str] = []
+    importances: list[float] = []
+    for ask, window in zip(asks, windows, strict=True):
+        ask.memory.importance_since_reflection = 0.0
+        ask.memory.stats["reflections"] += 1
+        report.reflections += 1
+        mean_importance = float(np.mean([r.importance for r in window]))
+        for text in ask.value or memory_reflection.fallback():
+            owners.append(ask.memory)
+            texts_out.append(text)
+            importances.append(mean_importance)
+    vectors = _embed(owners, texts_out, report) if texts_out else []
+    for memory, text, imp, vec in zip(owners, texts_out, importances, vectors, strict=True):
+        assert memory.long_term is not None
+        memory.long_term.add([MemoryRecord(text, imp, time_h, time_h, kind="insight")], vec.reshape(1, -1))
+        memory.stats["insights"] += 1
+        report.insights += 1
+    for memory in {id(a.memory): a.memory for a in asks}.values():
+        assert memory.long_term is not None
+        merged = memory.long_term.merge_near_duplicates()
+        memory.stats["merged"] += merged
+        report.merged += merged
+    return report

@@ -1,0 +1,139 @@
+"""Train a stable-baselines3 policy on the RecAgent env (what ``train.py`` / ``recagent-gym train`` run).
+
+Read top to bottom like a CleanRL script: seeding, environment, algorithm, learning, saving.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from stable_baselines3 import A2C, DQN, PPO
+from stable_baselines3.common.base_class import BaseAlgorithm
+from stable_baselines3.common.callbacks import CheckpointCallback
+from stable_baselines3.common.vec_env import VecMonitor
+
+from recagent_gym.config import Config, ConfigError, dump_config
+from recagent_gym.data.schema import Dataset
+from recagent_gym.envs.adapters import TRAINING_KEYS
+from recagent_gym.envs.resolve import resolve_dataset
+from recagent_gym.envs.vector import RecAgentVectorEnv, SB3VecEnv
+
+logger = logging.getLogger(__name__)
+
+ALGORITHMS: dict[str, type[BaseAlgorithm]] = {"ppo": PPO, "a2c": A2C, "dqn": DQN}
+POLICY_FILE = "policy.zip"
+META_FILE = "policy.json"
+
+
+@dataclass(frozen=True)
+class TrainResult:
+    output_dir: Path
+    policy_path: Path
+    timesteps: int
+    seconds: float
+
+    @property
+    def steps_per_s(self) -> float:
+        return self.timesteps / self.seconds if self.seconds > 0 else float("nan")
+
+
+def _algorithm_kwargs(config: Config) -> dict[str, Any]:
+    train = config.train
+    if train.algorithm == "dqn":
+        if train.action != "genre":
+            raise ConfigError("train.algorithm=dqn needs a discrete action: set train.action=genre")
+        return {"batch_size": train.batch_size, "learning_starts": min(1000, train.total_timesteps // 10)}
+    kwargs: dict[str, Any] = {"n_steps": train.n_steps}
+    if train.algorithm == "ppo":
+        kwargs["batch_size"] = train.batch_size
+    return kwargs
+
+
+def train_policy(
+    config: Config,
+    *,
+    dataset: Dataset | None = None,
+    output_dir: str | Path | None = None,
+    progress_bar: bool = True,
+    llm: Any = None,
+    embedder: Any = None,
+) -> TrainResult:
+    """Train ``config.train.algorithm`` on ``config.train.n_envs`` concurrent sessions; save policy and config."""
+    train = config.train
+    out = Path(output_dir if output_dir is not None else train.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+
+    # Seeding: one seed for SB3 (policy init, exploration) and the env (activation, users, LLM seeds).
+    torch.set_num_threads(train.torch_threads)
+    seed = train.seed
+
+    # Environment: the vector env steps all sessions together (one batch per step for LLM users).
+    dataset = resolve_dataset(dataset, config)
+    venv = RecAgentVectorEnv(
+        train.n_envs,
+        dataset,
+        config.user.model,
+        config=config,
+        action=train.action,
+        flatten=True,
+        llm=llm,
+        embedder=embedder,
+    )
+    env = VecMonitor(SB3VecEnv(venv))
+    env.seed(seed)
+
+    # Algorithm.
+    algorithm = ALGORITHMS[train.algorithm]
+    model = algorithm(
+        "MlpPolicy",
+        env,
+        learning_rate=train.learning_rate,
+        seed=seed,
+        device="cpu",
+        tensorboard_log=str(out / "tensorboard"),
+        verbose=0,
+        **_algorithm_kwargs(config),
+    )
+
+    # Learning, with periodic checkpoints of the policy.
+    checkpoints = CheckpointCallback(
+        save_freq=max(train.checkpoint_every // train.n_envs, 1),
+        save_path=str(out / "checkpoints"),
+        name_prefix=train.algorithm,
+    )
+    (out / "config.yaml").write_text(dump_config(config), encoding="utf-8")
+    start = time.perf_counter()
+    model.learn(total_timesteps=train.total_timesteps, callback=checkpoints, progress_bar=progress_bar)
+    seconds = time.perf_counter() - start
+
+    # Saving: the policy, and what evaluation needs to act with it (action kind, observation keys).
+    policy_path = out / POLICY_FILE
+    model.save(policy_path)
+    meta = {
+        "algorithm": train.algorithm,
+        "action": train.action,
+        "observation_keys": list(TRAINING_KEYS),
+        "page_size": venv.envs[0].page_size,
+        "dataset": dataset.name,
+        "n_items": dataset.n_items,
+        "user_model": config.user.model,
+        "timesteps": int(model.num_timesteps),
+        "seconds": seconds,
+    }
+    (out / META_FILE).write_text(json.dumps(meta, indent=2), encoding="utf-8")
+    env.close()
+    logger.info(
+        "trained %s for %d steps in %.1fs (%.0f steps/s) -> %s",
+        train.algorithm,
+        model.num_timesteps,
+        seconds,
+        model.num_timesteps / max(seconds, 1e-9),
+        policy_path,
+    )
+    return TrainResult(out, policy_path, int(model.num_timesteps), seconds)

@@ -1,0 +1,58 @@
+"""Contract of ``templates/take_action.txt``: what an agent does with free time (recommender, social, nothing).
+
+The model's option log-likelihoods are combined with priors from the behaviour features (Watchers favour the
+recommender, Chatters and Posters the social media; activity makes doing nothing less likely) and the choice is
+sampled with the seeded generator: ``p ∝ prior * softmax(scores)``. A backend without scores contributes its pick
+with weight 0.9 (0.05 to each other option). Fallback (invalid answer after one re-ask): the prior alone; counted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from recagent_gym.llm.protocol import Choice
+from recagent_gym.prompts.template import load_template
+
+OPTIONS: tuple[str, ...] = (" enter the recommender", " enter the social media", " do nothing")
+ACTIONS: tuple[str, ...] = ("recommender", "social", "nothing")
+
+
+def build(*, profile: str, memory: str, name: str, clock: str) -> str:
+    return load_template("take_action").render(profile=profile, memory=memory, name=name, clock=clock)
+
+
+def priors(features: Sequence[str], activity: float) -> np.ndarray:
+    """Prior probability of each action from behaviour features and activity in [0, 1]."""
+    weights = np.array([1.0, 1.0, 1.5 - float(np.clip(activity, 0.0, 1.0))])
+    if "Watcher" in features:
+        weights[0] += 1.0
+    if "Explorer" in features:
+        weights[0] += 0.5
+    if "Chatter" in features:
+        weights[1] += 1.0
+    if "Poster" in features:
+        weights[1] += 1.0
+    return weights / weights.sum()
+
+
+def model_probabilities(choice: Choice | None) -> np.ndarray:
+    """The model's distribution over :data:`OPTIONS` (uniform when there is no valid answer)."""
+    n = len(OPTIONS)
+    if choice is None:
+        return np.full(n, 1.0 / n)
+    if choice.scores is None or len(choice.scores) != n or not np.all(np.isfinite(choice.scores)):
+        probs = np.full(n, 0.05)
+        probs[choice.index] = 0.9
+        return probs / probs.sum()
+    logits = np.asarray(choice.scores, dtype=float)
+    logits = np.exp(logits - logits.max())
+    return logits / logits.sum()
+
+
+def decide(choice: Choice | None, prior: np.ndarray, rng: np.random.Generator) -> str:
+    """Sample one of :data:`ACTIONS` from ``prior * model`` with ``rng``."""
+    probs = prior * model_probabilities(choice)
+    probs = probs / probs.sum()
+    return ACTIONS[int(rng.choice(len(ACTIONS), p=probs))]

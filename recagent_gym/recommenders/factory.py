@@ -1,0 +1,24 @@
+"""Build a baseline recommender by name for the env's page size."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from recagent_gym.config import Config
+from recagent_gym.data.schema import Dataset
+from recagent_gym.recommenders.baselines import PopularityRecommender, RandomRecommender
+
+BASELINES: tuple[str, ...] = ("random", "popularity", "mf")
+
+
+def build_recommender(name: str, dataset: Dataset, config: Config, page_size: int, seed: int = 0) -> Any:
+    """``random``, ``popularity`` or ``mf`` (trained on the dataset at construction)."""
+    if name == "random":
+        return RandomRecommender(dataset.n_items, page_size, seed)
+    if name == "popularity":
+        return PopularityRecommender(dataset, page_size)
+    if name == "mf":
+        from recagent_gym.recommenders.mf import MFRecommender  # torch is imported only when needed
+
+        return MFRecommender(dataset, page_size, config.recommender, seed)
+    raise ValueError(f"unknown recommender {name!r}; expected one of {', '.join(BASELINES)}")

@@ -1,0 +1,92 @@
+"""Social actions of the agents who chose the social media this round, and delivery of injected posts/messages.
+
+The chats and posts are the agent's own (:func:`recagent_gym.users.agent.social_round.socialise`, batched over
+all social agents of the round); the simulator has its own activation and turns the agent's events into its log.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from recagent_gym.simulator.config import SimulationConfig
+from recagent_gym.simulator.events import Event
+from recagent_gym.users.agent.social_round import post_to_friends, socialise
+
+
+def deliver_post(model: Any, author: int, text: str, time_h: float) -> list[int]:
+    """:func:`post_to_friends`, then flush the touched memories (an injected or a human's post)."""
+    friends, _ = post_to_friends(model, author, text, time_h)
+    model.memory_backend.flush([model.memory(u) for u in sorted({author, *friends})], time_h)
+    return friends
+
+
+def deliver_message(model: Any, sender: int, receiver: int, text: str, time_h: float) -> None:
+    """A one-line message from ``sender`` to ``receiver``: both memories get it, the receiver hears its titles."""
+    names = model.profiles[sender].name, model.profiles[receiver].name
+    line = f"{names[0]} told {names[1]}: {text}"
+    for u in (sender, receiver):
+        model.memory(u).observe([line], time_h, kind="dialogue")
+    model.hear(receiver, model.titles.find(text), time_h, source=sender, kind="chat")
+    model.memory_backend.flush([model.memory(sender), model.memory(receiver)], time_h)
+
+
+def social_actions(
+    model: Any,
+    users: Sequence[int],
+    rng: np.random.Generator,
+    time_h: float,
+    round_index: int,
+    config: SimulationConfig,
+    *,
+    exclude: Sequence[int] = (),
+) -> list[Event]:
+    """Each user chats with one random friend or posts to all friends (the agent's own :func:`socialise`, with the
+    simulation's chat/post weights), as simulator events. Agents in ``exclude`` (a human player) are never picked
+    as chat partners, whose lines the model would otherwise write for them."""
+    events: list[Event] = []
+    for raw in socialise(model, users, rng, time_h, chat_weight=config.chat_weight, post_weight=config.post_weight):
+        kind = raw["type"]
+        if kind == "no_friends":
+            u = raw["user"]
+            events.append(Event(round_index, time_h, "social_none", u, model.profiles[u].name))
+        elif kind == "chat":
+            a, b = raw["users"]
+            names = {a: model.profiles[a].name, b: model.profiles[b].name}
+            heard_a, heard_b = raw["heard"][str(a)], raw["heard"][str(b)]
+            items = heard_a + [i for i in heard_b if i not in heard_a]
+            events.append(
+                Event(
+                    round_index,
+                    time_h,
+                    "chat",
+                    a,
+                    names[a],
+                    items=items,
+                    titles=[model.title(i) for i in items],
+                    text=" | ".join(f"{names[w]}: {t}" for w, t in raw["lines"]),
+                    tokens=raw["tokens"],
+                    latency_s=raw["latency_s"],
+                    extra={"with": b, "with_name": names[b], "fallbacks": raw["fallbacks"]},
+                )
+            )
+        elif kind == "post":
+            u = raw["user"]
+            events.append(
+                Event(
+                    round_index,
+                    time_h,
+                    "post",
+                    u,
+                    model.profiles[u].name,
+                    items=raw["items"],
+                    titles=[model.title(i) for i in raw["items"]],
+                    text=raw["text"],
+                    tokens=raw["tokens"],
+                    latency_s=raw["latency_s"],
+                    extra={"recipients": raw["recipients"], "fallback": raw["fallback"]},
+                )
+            )
+    return events

@@ -1,0 +1,72 @@
+"""Feelings (and ratings) after watching, for many watched items at once: one ``generate`` + one ``choose`` call.
+
+Contracts: ``prompts/feeling.py`` and ``prompts/rating.py`` (each: validate, one re-ask, documented fallback).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from recagent_gym.llm.protocol import LanguageModel, Usage
+from recagent_gym.prompts import feeling as feeling_prompt
+from recagent_gym.prompts import rating as rating_prompt
+from recagent_gym.prompts.checked import choose_checked, generate_checked
+
+
+@dataclass(frozen=True)
+class FeelingJob:
+    profile: str
+    name: str
+    item_text: str
+    title: str
+    score: float
+    """The decision score of the item (drives the fallbacks' tone)."""
+
+
+@dataclass
+class FeelingResult:
+    feeling: str
+    rating: float | None
+    usage: Usage = field(default_factory=Usage)
+    feeling_reasked: bool = False
+    feeling_fallback: bool = False
+    rating_reasked: bool = False
+    rating_fallback: bool = False
+
+
+def write_feelings(
+    llm: LanguageModel, jobs: Sequence[FeelingJob], *, rate: bool, max_tokens: int, seed: int
+) -> list[FeelingResult]:
+    if not jobs:
+        return []
+    prompts = [feeling_prompt.build(profile=j.profile, name=j.name, item=j.item_text) for j in jobs]
+    lines = generate_checked(
+        llm, prompts, feeling_prompt.validate, seed=seed, max_tokens=max_tokens, stop=feeling_prompt.STOP
+    )
+    results = []
+    for job, line in zip(jobs, lines, strict=True):
+        text = line.value if line.value is not None else feeling_prompt.fallback(title=job.title, score=job.score)
+        results.append(
+            FeelingResult(
+                feeling=text,
+                rating=None,
+                usage=line.usage,
+                feeling_reasked=line.reasked,
+                feeling_fallback=line.value is None,
+            )
+        )
+    if rate:
+        rate_prompts = [
+            rating_prompt.build(profile=j.profile, name=j.name, item=j.item_text, feeling=r.feeling)
+            for j, r in zip(jobs, results, strict=True)
+        ]
+        ratings = choose_checked(
+            llm, rate_prompts, [rating_prompt.OPTIONS] * len(jobs), rating_prompt.parse, seed=seed + 2
+        )
+        for job, result, checked in zip(jobs, results, ratings, strict=True):
+            result.rating = checked.value if checked.value is not None else rating_prompt.fallback(job.score)
+            result.usage = result.usage + checked.usage
+            result.rating_reasked = checked.reasked
+            result.rating_fallback = checked.value is None
+    return results

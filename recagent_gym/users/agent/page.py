@@ -1,0 +1,267 @@
+"""The page decision for a batch of users: ONE ``choose`` call for all of them, then per-user bookkeeping.
+
+See :mod:`recagent_gym.users.agent.model` for the two strategies and :mod:`.decide` for the few-shot rule.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from recagent_gym.llm.protocol import Usage
+from recagent_gym.prompts import page_decision, search_query
+from recagent_gym.prompts.checked import choose_checked, generate_checked
+from recagent_gym.users.agent.clock import clock_text
+from recagent_gym.users.agent.decide import Decision, RuleParams, decide, threshold_for
+from recagent_gym.users.agent.scoring import ScoringRequest, ScoringResult, score_requests
+from recagent_gym.users.agent.state import PendingFeeling
+from recagent_gym.users.agent.taste import relevance
+from recagent_gym.users.protocol import Action, Context, Page, Response
+
+if TYPE_CHECKING:
+    from recagent_gym.users.agent.model import LLMUserModel
+
+DIRECT_ITEM_CHARS = 160
+"""Longest item line in the ``direct`` prompt (description cut), to bound the prompt."""
+
+
+@dataclass
+class Prepared:
+    """One request after shuffling: ``shown[k] == page.items[perm[k]]``; ``seed`` derived from the request rng."""
+
+    page: Page
+    ctx: Context
+    rng: np.random.Generator
+    perm: np.ndarray
+    shown: list[int]
+    seed: int
+    memory: str
+
+
+@dataclass
+class Outcome:
+    decision: Decision
+    score: float = 0.0
+    text: str = ""
+    usage: Usage = field(default_factory=Usage)
+    reasked: int = 0
+    fallbacks: int = 0
+    extra: dict[str, Any] | None = None
+
+
+class PageDecider:
+    def __init__(self, model: LLMUserModel) -> None:
+        self.m = model
+
+    def decide(self, prepared: Sequence[Prepared]) -> list[Response]:
+        if not prepared:
+            return []
+        outcomes = self._direct(prepared) if self.m.strategy == "direct" else self._few_shot(prepared)
+        if self.m.config.user.search_query_source == "llm":
+            self._llm_queries(prepared, outcomes)
+        return [self._finish(p, o) for p, o in zip(prepared, outcomes, strict=True)]
+
+    # -- few-shot scoring -----------------------------------------------------------------------------------------
+
+    def _few_shot(self, prepared: Sequence[Prepared]) -> list[Outcome]:
+        m, cfg = self.m, self.m.config.user
+        eligible = [np.array([i not in m.session(p.ctx.user_id).watched for i in p.shown], bool) for p in prepared]
+        requests, owners = [], []
+        for k, p in enumerate(prepared):
+            if eligible[k].any():
+                u = p.ctx.user_id
+                requests.append(
+                    ScoringRequest(
+                        profile=m.profile_text(u, "recommender"),
+                        memory=p.memory,
+                        name=m.profiles[u].name,
+                        shots=m.session(u).shots,
+                        candidates=tuple(m.scoring_line(i) for i, ok in zip(p.shown, eligible[k], strict=True) if ok),
+                    )
+                )
+                owners.append(k)
+        scored: dict[int, ScoringResult] = {}
+        if requests:
+            results = score_requests(m.llm, requests, calibrate=cfg.calibrate, seed=prepared[owners[0]].seed)
+            scored = dict(zip(owners, results, strict=True))
+        # One embedder call for every item the batch needs (cached afterwards).
+        m.vectors.get(
+            [i for p in prepared for i in p.shown]
+            + [i for p in prepared for i in (*m.session(p.ctx.user_id).positives, *m.session(p.ctx.user_id).negatives)]
+        )
+        outcomes = []
+        for k, p in enumerate(prepared):
+            u, session, profile = p.ctx.user_id, m.session(p.ctx.user_id), m.profiles[p.ctx.user_id]
+            llm_scores = np.full(len(p.shown), np.nan)
+            result = scored.get(k)
+            if result is not None:
+                llm_scores[eligible[k]] = result.scores
+            emb = relevance(m.vectors, session.positives, session.negatives, p.shown, m.scale)
+            combined = m.combine(np.nan_to_num(llm_scores), emb)
+            params = RuleParams(
+                threshold=threshold_for(cfg.watch_threshold, cfg.behaviour_offset, profile.features, profile.activity),
+                temperature=cfg.watch_temperature,
+                search_heard_probability=cfg.search_heard_probability,
+                search_interest_probability=cfg.search_interest_probability * (2 if profile.has("Explorer") else 1),
+            )
+            heard = m.heard_item(u, p.ctx.heard)
+            decision, session.patience = decide(
+                combined,
+                eligible[k],
+                params=params,
+                patience=session.patience,
+                heard_query=None if heard is None else m.title(heard),
+                interest_query=search_query.template_query(heard_title=None, interests=profile.interests),
+                on_search_page=p.page.source == "search",
+                rng=p.rng,
+            )
+            score = float(combined[decision.position]) if decision.position is not None else 0.0
+            outcomes.append(
+                Outcome(
+                    decision,
+                    score=score,
+                    usage=result.usage if result else Usage(),
+                    reasked=result.reasked if result else 0,
+                    fallbacks=result.fallbacks if result else 0,
+                    extra={
+                        "scores": [None if not ok else float(s) for s, ok in zip(combined, eligible[k], strict=True)],
+                        "llm_scores": [None if np.isnan(s) else float(s) for s in llm_scores],
+                        "embedding_scores": [float(s) for s in emb],
+                        "baseline": result.baseline if result else None,
+                        "threshold": params.threshold,
+                        "p_watch": decision.p_watch,
+                    },
+                )
+            )
+        return outcomes
+
+    # -- direct choice --------------------------------------------------------------------------------------------
+
+    def _direct(self, prepared: Sequence[Prepared]) -> list[Outcome]:
+        m = self.m
+        prompts, options = [], []
+        for p in prepared:
+            u, session = p.ctx.user_id, m.session(p.ctx.user_id)
+            name = m.profiles[u].name
+            watched = ", ".join(m.title(i) for i in session.watched)
+            prompts.append(
+                page_decision.build(
+                    profile=m.profile_text(u, "recommender"),
+                    memory=p.memory,
+                    name=name,
+                    clock=clock_text(p.ctx.time_h),
+                    session=f"Earlier in this session {name} watched {watched}." if watched else "",
+                    page=[m.dataset.item_text(i)[:DIRECT_ITEM_CHARS] for i in p.shown],
+                )
+            )
+            options.append(page_decision.options([m.item_line(i).split(" [")[0] for i in p.shown]))
+        checked = choose_checked(m.llm, prompts, options, page_decision.parse, seed=prepared[0].seed)
+        outcomes = []
+        for p, answer in zip(prepared, checked, strict=True):
+            session = m.session(p.ctx.user_id)
+            if answer.value is None:
+                action, position = Action.NEXT, None
+            else:
+                action, position = page_decision.action_of(answer.value, len(p.shown))
+            forced = False
+            query = None
+            if action in (Action.NEXT, Action.SEARCH):
+                session.patience -= 1
+                if session.patience <= 0:
+                    action, position, forced = Action.LEAVE, None, True
+            if action == Action.SEARCH:
+                heard = m.heard_item(p.ctx.user_id, p.ctx.heard)
+                query = search_query.template_query(
+                    heard_title=None if heard is None else m.title(heard), interests=m.profiles[p.ctx.user_id].interests
+                )
+            outcomes.append(
+                Outcome(
+                    Decision(action, position=position, query=query),
+                    text=answer.raw,
+                    usage=answer.usage,
+                    reasked=int(answer.reasked),
+                    fallbacks=int(answer.value is None),
+                    extra={"patience_forced_leave": forced},
+                )
+            )
+        return outcomes
+
+    # -- optional LLM-written search queries ----------------------------------------------------------------------
+
+    def _llm_queries(self, prepared: Sequence[Prepared], outcomes: list[Outcome]) -> None:
+        m = self.m
+        todo = [k for k, o in enumerate(outcomes) if o.decision.action == Action.SEARCH]
+        if not todo:
+            return
+        prompts = []
+        for k in todo:
+            u = prepared[k].ctx.user_id
+            heard = m.heard_item(u, prepared[k].ctx.heard)
+            hint = "" if heard is None else f" {m.profiles[u].name} recently heard about {m.title(heard)}."
+            prompts.append(
+                search_query.build(
+                    profile=m.profile_text(u, "recommender"),
+                    memory=prepared[k].memory,
+                    name=m.profiles[u].name,
+                    hint=hint,
+                )
+            )
+        checked = generate_checked(
+            m.llm,
+            prompts,
+            search_query.validate,
+            seed=prepared[todo[0]].seed + 3,
+            max_tokens=24,
+            stop=search_query.STOP,
+        )
+        for k, answer in zip(todo, checked, strict=True):
+            o = outcomes[k]
+            agent = m.agent(prepared[k].ctx.user_id)
+            agent.count("search_query", reasked=answer.reasked, fallback=answer.value is None)
+            if answer.value is not None:
+                o.decision = Decision(Action.SEARCH, query=str(answer.value), p_watch=o.decision.p_watch)
+            o.usage = o.usage + answer.usage
+
+    # -- bookkeeping ----------------------------------------------------------------------------------------------
+
+    def _finish(self, p: Prepared, o: Outcome) -> Response:
+        m = self.m
+        u = p.ctx.user_id
+        session, agent, name = m.session(u), m.agent(u), m.profiles[u].name
+        prompt_name = "page_decision" if m.strategy == "direct" else "item_scoring"
+        agent.count(prompt_name, reasked=o.reasked > 0, fallback=o.fallbacks > 0)
+        agent.usage = agent.usage + o.usage
+        d = o.decision
+        item = None
+        if d.action == Action.WATCH:
+            assert d.position is not None
+            item = p.shown[d.position]
+            session.watched.append(item)
+            agent.watched.append(item)
+            session.pending.append(PendingFeeling(item, p.ctx.time_h, o.score))
+            m.memory(u).observe([f"{name} watched {m.title(item)}."], p.ctx.time_h, kind="observation")
+        elif d.action == Action.SEARCH:
+            m.memory(u).observe([f"{name} searched for {d.query}."], p.ctx.time_h, kind="observation")
+        extra = {
+            "strategy": m.strategy,
+            "permutation": [int(k) for k in p.perm],
+            "shown": list(p.shown),
+            "patience_left": session.patience,
+            "reasked": o.reasked,
+            "fallbacks": o.fallbacks,
+            "agent_fallbacks": agent.fallbacks,
+            **(o.extra or {}),
+        }
+        return Response(
+            action=d.action,
+            item=item,
+            query=d.query,
+            text=o.text,
+            usage=o.usage,
+            parse_ok=o.reasked == 0,
+            fallback=o.fallbacks > 0,
+            extra=extra,
+        )

@@ -1,0 +1,194 @@
+"""The social world between sessions: activation, take action, chats and posts, all batched.
+
+1. Each agent (of ``users``, default all; not in a session, not ``exclude_user``) is active with probability
+   ``social.activation_rate * (0.5 + activity)``; at most ``social.max_active_agents`` are kept (seeded sample).
+2. Active agents take an action (one batched ``choose`` with behaviour priors, ``prompts/take_action.py``).
+3. Those who enter the social media chat with one random friend (weight ``1 + Chatter``) or post to all friends
+   (weight ``1 + Poster``); agents without friends are reported as ``no_friends``.
+4. Chats run turn by turn (one ``generate`` per turn for all chats); posts in one ``generate``.
+5. Both chatters' memories receive the dialogue; every friend's memory receives a post; titles found in what a
+   friend said are added to the listener's recently heard items. All touched memories are flushed in one batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from recagent_gym.social.chat import Speaker, run_chats
+from recagent_gym.social.post import write_posts
+from recagent_gym.users.agent.clock import clock_text
+
+if TYPE_CHECKING:
+    from recagent_gym.users.agent.model import LLMUserModel
+
+SEED_HIGH = 2**31 - 1
+RECENT_TITLES = 3
+
+
+def speaker(model: LLMUserModel, user_id: int, time_h: float) -> Speaker:
+    recent = [model.title(i) for i in model.history(user_id)[-RECENT_TITLES:]][::-1]
+    return Speaker(
+        user_id=user_id,
+        name=model.profiles[user_id].name,
+        profile=model.profile_text(user_id, "social"),
+        memory=model.memory_block(user_id, "movies worth talking about", time_h),
+        recent=tuple(recent),
+    )
+
+
+def active_agents(
+    model: LLMUserModel, rng: np.random.Generator, exclude: set[int], users: Sequence[int] | None
+) -> list[int]:
+    cfg = model.config.social
+    pool = list(range(len(model.profiles))) if users is None else sorted({int(u) for u in users})
+    activity = np.array([model.profiles[u].activity for u in pool], dtype=float)
+    chance = np.clip(cfg.activation_rate * (0.5 + activity), 0.0, 1.0)
+    drawn = rng.random(len(pool)) < chance
+    active = [u for u, on in zip(pool, drawn, strict=True) if on and u not in exclude]
+    if len(active) > cfg.max_active_agents:
+        active = sorted(rng.choice(active, size=cfg.max_active_agents, replace=False).tolist())
+    return active
+
+
+def run_social_round(
+    model: LLMUserModel,
+    rng: np.random.Generator,
+    time_h: float,
+    exclude_user: int | None,
+    users: Sequence[int] | None = None,
+) -> list[dict[str, Any]]:
+    cfg = model.config.social
+    if not cfg.enabled:
+        return []
+    exclude = set(model._sessions) | ({exclude_user} if exclude_user is not None else set())
+    active = active_agents(model, rng, exclude, users)
+    choices = model.take_action(active, rng, time_h)
+    events: list[dict[str, Any]] = [
+        {"type": "take_action", "user": u, "choice": c, "time_h": time_h} for u, c in zip(active, choices, strict=True)
+    ]
+    social = [u for u, choice in zip(active, choices, strict=True) if choice == "social"]
+    recipients_exclude = {exclude_user} if exclude_user is not None else set()
+    return events + socialise(model, social, rng, time_h, exclude=exclude, exclude_recipients=recipients_exclude)
+
+
+def socialise(
+    model: LLMUserModel,
+    users: Sequence[int],
+    rng: np.random.Generator,
+    time_h: float,
+    *,
+    exclude: set[int] | frozenset[int] = frozenset(),
+    exclude_recipients: set[int] | frozenset[int] = frozenset(),
+    chat_weight: float = 1.0,
+    post_weight: float = 1.0,
+) -> list[dict[str, Any]]:
+    """Steps 3-5 of the module docstring for ``users``, who chose the social media.
+
+    Each chats with one random friend (weight ``chat_weight + Chatter``) or posts to all friends (``post_weight +
+    Poster``); friends in ``exclude`` are never chat partners, those in ``exclude_recipients`` never receive posts.
+    Events are plain dicts (``chat``, ``post``, ``no_friends``) carrying tokens and latency.
+    """
+    cfg = model.config.social
+    events: list[dict[str, Any]] = []
+    chats: list[tuple[int, int]] = []
+    posters: list[int] = []
+    for u in users:
+        friends = [f for f in model.friends(u) if f not in exclude]
+        if not friends:
+            events.append({"type": "no_friends", "user": u, "time_h": time_h})
+            continue
+        profile = model.profiles[u]
+        w_chat, w_post = chat_weight + profile.has("Chatter"), post_weight + profile.has("Poster")
+        if w_chat + w_post > 0 and rng.random() < w_chat / (w_chat + w_post):
+            chats.append((u, int(friends[rng.integers(len(friends))])))
+        else:
+            posters.append(u)
+    clock = clock_text(time_h)
+    touched: set[int] = set()
+    if chats:
+        pairs = [(speaker(model, a, time_h), speaker(model, b, time_h)) for a, b in chats]
+        results = run_chats(
+            model.llm,
+            pairs,
+            turns=cfg.max_chat_turns,
+            max_tokens=cfg.utterance_max_tokens,
+            clock=clock,
+            seed=int(rng.integers(0, SEED_HIGH)),
+        )
+        for (a, b), result in zip(chats, results, strict=True):
+            names = {a: model.profiles[a].name, b: model.profiles[b].name}
+            transcript = result.transcript(names)
+            heard: dict[int, list[int]] = {a: [], b: []}
+            for who, line in result.lines:
+                listener = b if who == a else a
+                heard[listener] += [i for i in model.titles.find(line) if i not in heard[listener]]
+            for me, other in ((a, b), (b, a)):
+                model.memory(me).observe(
+                    [f"{names[me]} chatted with {names[other]}:\n{transcript}"], time_h, kind="dialogue"
+                )
+                model.hear(me, heard[me], time_h, source=other, kind="chat")
+            initiator = model.agent(a)  # the chat's usage and counts go to the agent who started it
+            initiator.usage = initiator.usage + result.usage
+            initiator.count("chat", reasked=result.reasked > 0, fallback=result.fallbacks > 0)
+            touched |= {a, b}
+            events.append(
+                {
+                    "type": "chat",
+                    "users": [a, b],
+                    "lines": [[w, t] for w, t in result.lines],
+                    "heard": {str(k): v for k, v in heard.items()},
+                    "fallbacks": result.fallbacks,
+                    "tokens": result.usage.total_tokens,
+                    "latency_s": result.usage.latency_s,
+                    "time_h": time_h,
+                }
+            )
+    if posters:
+        results = write_posts(
+            model.llm,
+            [speaker(model, u, time_h) for u in posters],
+            max_tokens=cfg.utterance_max_tokens,
+            clock=clock,
+            seed=int(rng.integers(0, SEED_HIGH)),
+        )
+        for post in results:
+            u = post.user_id
+            agent = model.agent(u)
+            agent.usage = agent.usage + post.usage
+            agent.count("post", reasked=post.reasked, fallback=post.fallback)
+            recipients, items = post_to_friends(model, u, post.text, time_h, exclude=exclude_recipients)
+            touched |= {u, *recipients}
+            events.append(
+                {
+                    "type": "post",
+                    "user": u,
+                    "text": post.text,
+                    "recipients": recipients,
+                    "items": items,
+                    "fallback": post.fallback,
+                    "tokens": post.usage.total_tokens,
+                    "latency_s": post.usage.latency_s,
+                    "time_h": time_h,
+                }
+            )
+    if touched:
+        model.memory_backend.flush([model.memory(u) for u in sorted(touched)], time_h)
+    return events
+
+
+def post_to_friends(
+    model: LLMUserModel, author: int, text: str, time_h: float, *, exclude: set[int] | frozenset[int] = frozenset()
+) -> tuple[list[int], list[int]]:
+    """Put a post into the author's and every friend's memory (friends in ``exclude`` skipped); friends hear the
+    titles it names. No flush. Returns ``(recipients, items named)``."""
+    name = model.profiles[author].name
+    items = model.titles.find(text)
+    recipients = [f for f in model.friends(author) if f not in exclude]
+    for u in (author, *recipients):
+        model.memory(u).observe([f"{name} posted: {text}"], time_h, kind="dialogue")
+    for f in recipients:
+        model.hear(f, items, time_h, source=author, kind="post")
+    return recipients, items

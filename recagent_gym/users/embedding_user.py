@@ -1,0 +1,126 @@
+"""The paper's Embedding baseline: a user is the mean embedding of its history, items are scored by cosine.
+
+Choice is a softmax over the page's cosine similarities plus a no-click option whose similarity is
+``embedding_no_click_threshold``; a watch is rated from the similarity; no click is NEXT, a SEARCH for the user's
+favourite genre (``recsim_search_prob``), or LEAVE with probability ``1 / patience``. Watches move the user vector
+towards the item (``recsim_interest_drift``), so the baseline also evolves within a run.
+
+Item embeddings come from the caller (e.g. ``recagent_gym.llm.embed_items`` with the sentence embedder), from an
+``embedder`` callable over item texts, or, when neither is given, from the genre vectors (documented fallback,
+``info`` shows ``extra['embedding'] == 'genres'``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from recagent_gym.config import Config
+from recagent_gym.data.schema import Dataset
+from recagent_gym.users.config import UserConfig
+from recagent_gym.users.protocol import Action, Context, Page, Response
+from recagent_gym.users.recsim import item_topics, mnl_choice, user_config, user_genre_shares
+
+
+def _normalise(matrix: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(matrix, axis=-1, keepdims=True)
+    return matrix / np.where(norms > 0, norms, 1.0)
+
+
+def item_embedding_matrix(
+    dataset: Dataset, embedder: Callable[[list[str]], Any] | None = None
+) -> tuple[np.ndarray, str]:
+    """``(n_items, dim)`` unit vectors and their source name (``embedder`` or ``genres``)."""
+    if embedder is None:
+        return _normalise(dataset.genre_matrix().astype(np.float64)), "genres"
+    texts = [dataset.item_text(i) for i in range(dataset.n_items)]
+    vectors = embedder.embed(texts) if hasattr(embedder, "embed") else embedder(texts)
+    return _normalise(np.asarray(vectors, dtype=np.float64)), "embedder"
+
+
+class EmbeddingUser:
+    """Users as the mean embedding of their history (implements :class:`UserModel`)."""
+
+    def __init__(
+        self,
+        dataset: Dataset,
+        config: Config | UserConfig | None = None,
+        *,
+        item_embeddings: np.ndarray | None = None,
+        embedder: Callable[[list[str]], Any] | None = None,
+    ) -> None:
+        self.config = user_config(config)
+        self.genres = dataset.genres
+        self._genre_shares = user_genre_shares(dataset, item_topics(dataset))
+        if item_embeddings is not None:
+            if item_embeddings.shape[0] != dataset.n_items:
+                raise ValueError(
+                    f"item_embeddings has {item_embeddings.shape[0]} rows, dataset {dataset.n_items} items"
+                )
+            self._items, self.embedding_source = _normalise(np.asarray(item_embeddings, np.float64)), "given"
+        else:
+            self._items, self.embedding_source = item_embedding_matrix(dataset, embedder)
+        inter = dataset.interactions
+        sums = np.zeros((dataset.n_users, self._items.shape[1]), dtype=np.float64)
+        np.add.at(sums, inter["user_id"].to_numpy(), self._items[inter["item_id"].to_numpy()])
+        self._users = _normalise(sums)
+        self._misses: dict[int, int] = {}
+
+    def similarities(self, user_id: int, items: np.ndarray) -> np.ndarray:
+        return self._items[items] @ self._users[user_id]
+
+    def start_session(self, user_id: int, rng: np.random.Generator) -> None:
+        self._misses[user_id] = 0
+
+    def end_session(self, user_id: int) -> None:
+        self._misses.pop(user_id, None)
+
+    def respond(self, page: Page, context: Context, rng: np.random.Generator) -> Response:
+        cfg = self.config
+        user = context.user_id
+        if not page.items:
+            return Response(Action.LEAVE)
+        items = np.fromiter(page.items, dtype=np.int64, count=len(page.items))
+        sims = self.similarities(user, items).tolist()
+        # exp(threshold / T) is the no-click weight of the softmax over similarities.
+        chosen = mnl_choice(
+            sims,
+            cfg.embedding_temperature,
+            float(np.exp(cfg.embedding_no_click_threshold / cfg.embedding_temperature)),
+            rng.random(),
+        )
+        extra = {"embedding": self.embedding_source}
+        if chosen >= 0:
+            item = page.items[chosen]
+            sim = sims[chosen]
+            rating = float(min(5.0, max(1.0, round(1.0 + 4.0 * max(sim, 0.0)))))
+            self._misses[user] = 0
+            self._users[user] = _normalise(self._users[user] + cfg.recsim_interest_drift * self._items[item])
+            return Response(Action.WATCH, item=item, rating=rating, extra={**extra, "similarity": sim})
+        self._misses[user] = self._misses.get(user, 0) + 1
+        if page.source != "search" and rng.random() < cfg.recsim_search_prob:
+            query = self.genres[int(np.argmax(self._genre_shares[user]))]
+            return Response(Action.SEARCH, query=query, extra=extra)
+        if rng.random() < 1.0 / cfg.patience:
+            return Response(Action.LEAVE, extra=extra)
+        return Response(Action.NEXT, extra=extra)
+
+    def respond_batch(
+        self, requests: Sequence[tuple[Page, Context]], rngs: Sequence[np.random.Generator]
+    ) -> list[Response]:
+        return [self.respond(page, context, rng) for (page, context), rng in zip(requests, rngs, strict=True)]
+
+    def score_items(self, user_id: int, items: Sequence[int], rng: np.random.Generator) -> np.ndarray:
+        return self.similarities(user_id, np.asarray(items, dtype=np.int64))
+
+    def get_state(self) -> dict[str, Any]:
+        return {"users": self._users.tolist(), "misses": {str(u): m for u, m in self._misses.items()}}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        users = np.asarray(state["users"], dtype=np.float64)
+        if users.shape != self._users.shape:
+            raise ValueError(f"EmbeddingUser.set_state: users shape {users.shape} != {self._users.shape}")
+        self._users = users
+        self._misses = {int(u): int(m) for u, m in state["misses"].items()}

@@ -1,0 +1,106 @@
+"""The vector env: equivalence with single envs, batching through respond_batch, the SB3 adapter."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from stable_baselines3.common.vec_env import VecEnv
+
+from recagent_gym.config import Config
+from recagent_gym.envs.config import EnvConfig
+from recagent_gym.envs.recagent_env import RecAgentEnv
+from recagent_gym.envs.vector import RecAgentVectorEnv, SB3VecEnv
+from recagent_gym.users.config import UserConfig
+from recagent_gym.users.recsim import RecSimUser
+
+from ._env_fixtures import make_dataset
+
+# No interest drift: the users carry no state across sessions, so sub-envs sharing one population behave exactly
+# like separate envs.
+STATELESS = Config(user=UserConfig(recsim_interest_drift=0.0), env=EnvConfig(activation="uniform"))
+
+
+@pytest.fixture(scope="module")
+def dataset():
+    return make_dataset(n_users=400, n_items=120)
+
+
+def single_traces(dataset, seeds, actions):
+    traces = []
+    for i, seed in enumerate(seeds):
+        env = RecAgentEnv(dataset, "recsim", config=STATELESS)
+        obs, _ = env.reset(seed=seed)
+        trace = []
+        for step_actions in actions:
+            obs, reward, terminated, truncated, info = env.step(step_actions[i])
+            trace.append((info["user_id"], info["page"], info["response"], reward, terminated, truncated))
+            if terminated or truncated:
+                obs, _ = env.reset()
+            trace.append(tuple(obs["history"]))
+        traces.append(trace)
+    return traces
+
+
+@pytest.mark.parametrize("num_envs", [1, 3])
+def test_vector_equals_single_envs(dataset, num_envs):
+    rng = np.random.default_rng(0)
+    actions = rng.integers(0, dataset.n_items, size=(60, num_envs, 5))
+    venv = RecAgentVectorEnv(num_envs, dataset, "recsim", config=STATELESS)
+    venv.reset(seed=11)
+    traces: list[list] = [[] for _ in range(num_envs)]
+    redraws = 0
+    for step_actions in actions:
+        obs, rewards, terminated, truncated, infos = venv.step(step_actions)
+        for i, info in enumerate(infos["env_infos"]):
+            traces[i].append((info["user_id"], info["page"], info["response"], rewards[i], terminated[i], truncated[i]))
+            traces[i].append(tuple(obs["history"][i]))
+            redraws += info.get("reset", {}).get("activation_redraws", 0)
+            if terminated[i] or truncated[i]:
+                assert infos["_final_obs"][i] and infos["final_obs"][i]["user_id"][0] == info["user_id"]
+    assert redraws == 0  # with a redraw the single envs would legitimately differ
+    assert traces == single_traces(dataset, [11 + i for i in range(num_envs)], actions)
+
+
+def test_one_batch_per_step(dataset):
+    class CountingUser(RecSimUser):
+        batches: list[int] = []  # noqa: RUF012
+
+        def respond_batch(self, requests, rngs):
+            self.batches.append(len(requests))
+            return super().respond_batch(requests, rngs)
+
+    venv = RecAgentVectorEnv(4, dataset, CountingUser(dataset), action="score", flatten=True)
+    obs, _ = venv.reset(seed=0)
+    assert obs.shape == (4, venv.single_observation_space.shape[0])
+    for _ in range(5):
+        venv.step(venv.action_space.sample())
+    assert CountingUser.batches[:5] == [4] * 5
+
+
+def test_sb3_adapter_reports_terminal_observations(dataset):
+    venv = SB3VecEnv(RecAgentVectorEnv(2, dataset, "recsim", action="score", flatten=True))
+    assert isinstance(venv, VecEnv)
+    venv.seed(3)
+    obs = venv.reset()
+    assert obs.shape[0] == 2
+    finished = 0
+    for _ in range(40):
+        venv.step_async(np.stack([venv.action_space.sample() for _ in range(2)]))
+        obs, _, dones, infos = venv.step_wait()
+        for done, info in zip(dones, infos, strict=True):
+            if done:
+                finished += 1
+                assert info["terminal_observation"].shape == obs.shape[1:]
+                assert "TimeLimit.truncated" in info
+    assert finished > 0
+    assert venv.get_attr("page_size") == [5, 5]
+
+
+def test_vector_state_round_trip(dataset):
+    venv = RecAgentVectorEnv(2, dataset, "recsim")
+    venv.reset(seed=1)
+    actions = np.random.default_rng(0).integers(0, dataset.n_items, size=(15, 2, 5))
+    state = venv.get_state()
+    first = [venv.step(a)[1].tolist() for a in actions]
+    venv.set_state(state)
+    assert [venv.step(a)[1].tolist() for a in actions] == first

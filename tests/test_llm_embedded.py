@@ -1,0 +1,120 @@
+"""The embedded Gemma 3 270M backend for real (one model shared by the session)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from recagent_gym.llm.embedded import EmbeddedLLM, options_grammar
+from recagent_gym.llm.protocol import LanguageModel, LLMError
+from tests._llm_fixtures import embedded_llm  # noqa: F401  (session fixture)
+
+pytestmark = pytest.mark.embedded_llm
+
+HISTORY = "".join(
+    f"Movie: Film number {i} about {w}\nWatched: {'Yes' if i % 2 else 'No'}\n"
+    for i, w in enumerate(["space", "love", "war", "dogs", "ghosts", "money", "ships", "kings"])
+)
+
+
+def test_protocol_and_greedy_generation_is_repeatable(embedded_llm: EmbeddedLLM) -> None:  # noqa: F811
+    assert isinstance(embedded_llm, LanguageModel)
+    prompts = ["The capital of France is", "Ten minus three equals"]
+    first = embedded_llm.generate(prompts, max_tokens=6)
+    again = embedded_llm.generate(prompts, max_tokens=6)
+    assert [g.text for g in first] == [g.text for g in again]
+    assert all(g.text and g.usage.completion_tokens <= 6 and g.usage.prompt_tokens > 3 for g in first)
+    assert first[0].finish_reason in ("length", "stop")
+
+
+def test_stop_strings_and_seeded_sampling(embedded_llm: EmbeddedLLM) -> None:  # noqa: F811
+    (g,) = embedded_llm.generate(["List: apples, pears, plums, cherries, figs,"], max_tokens=24, stop=[","])
+    assert "," not in g.text and g.finish_reason == "stop"
+    kwargs = {"max_tokens": 8, "temperature": 1.0}
+    a = embedded_llm.generate(["Once upon a time"], seed=11, **kwargs)[0].text
+    b = embedded_llm.generate(["Once upon a time"], seed=11, **kwargs)[0].text
+    assert a == b
+    others = {embedded_llm.generate(["Once upon a time"], seed=s, **kwargs)[0].text for s in range(4)}
+    assert len(others) > 1
+
+
+def test_grammar_constrains_generation(embedded_llm: EmbeddedLLM) -> None:  # noqa: F811
+    options = [" watch 2", " next page", ' say "hi"']
+    outs = embedded_llm.generate(
+        ["You see a page of films. You decide to", "Pick one:"], max_tokens=8, grammar=options_grammar(options)
+    )
+    assert all(g.text in options for g in outs)
+    with pytest.raises(LLMError, match="grammar"):
+        embedded_llm.generate(["x"], grammar="root ::= (")
+    (choice,) = embedded_llm._choose_by_grammar(["Is water wet? Answer:"], [[" Yes", " No"]], seed=None)
+    assert choice.option in (" Yes", " No") and choice.extra["method"] == "grammar"
+
+
+def test_shared_prefix_scores_match_separate_scoring(embedded_llm: EmbeddedLLM) -> None:  # noqa: F811
+    candidates = ["Film about space wars", "Film about a quiet love", "Film about ghosts"]
+    prompts = [f"{HISTORY}Movie: {c}\nWatched:" for c in candidates]
+    options = [[" Yes", " No"]] * len(prompts)
+    before = embedded_llm.stats["tokens_decoded"]
+    batched = embedded_llm.choose(prompts, options)
+    decoded = embedded_llm.stats["tokens_decoded"] - before
+    total_tokens = sum(len(embedded_llm._rt.tokenize(p)) for p in prompts)
+    assert decoded < 0.6 * total_tokens  # the shared history was decoded once, not three times
+    for prompt, choice in zip(prompts, batched, strict=True):
+        embedded_llm._rt.reset()  # score alone, from an empty cache
+        (alone,) = embedded_llm.choose([prompt], [[" Yes", " No"]])
+        # llama.cpp's kernels depend on the batch size, so the same tokens computed in other batches differ by a
+        # few hundredths of a nat (measured up to 0.1 with n_batch 64 vs 512); a wrong mask or position would be off
+        # by far more
+        np.testing.assert_allclose(choice.scores, alone.scores, atol=0.25)
+        assert choice.index == int(np.argmax(choice.scores))
+        assert sum(choice.extra["probs"]) == pytest.approx(1.0)
+
+
+def test_repeated_prefix_is_reused_across_calls(embedded_llm: EmbeddedLLM) -> None:  # noqa: F811
+    embedded_llm._rt.reset()
+    embedded_llm.choose([f"{HISTORY}Movie: Film about rain\nWatched:"], [[" Yes", " No"]])
+    reused, decoded = embedded_llm.stats["tokens_reused"], embedded_llm.stats["tokens_decoded"]
+    embedded_llm.choose([f"{HISTORY}Movie: Film about snow and ice\nWatched:"], [[" Yes", " No"]])
+    history_tokens = len(embedded_llm._rt.tokenize(HISTORY))
+    assert embedded_llm.stats["tokens_reused"] - reused >= history_tokens - 2
+    assert embedded_llm.stats["tokens_decoded"] - decoded < 20
+
+
+def test_too_small_batch_is_refused_not_aborted() -> None:
+    from recagent_gym.llm.config import LLMConfig
+
+    with pytest.raises(LLMError, match="n_batch"):
+        EmbeddedLLM(LLMConfig(n_batch=32, max_sequences=64))
+
+
+def test_option_validation_and_length_limit(embedded_llm: EmbeddedLLM) -> None:  # noqa: F811
+    with pytest.raises(ValueError):
+        embedded_llm.choose(["p"], [[]])
+    with pytest.raises(ValueError):
+        embedded_llm.choose(["p"], [["a", ""]])
+    with pytest.raises(LLMError, match="n_ctx"):
+        embedded_llm.generate(["word " * 3000], max_tokens=4)
+    state = embedded_llm.get_state()
+    embedded_llm.generate(["Hello"], max_tokens=2, temperature=1.0)
+    embedded_llm.set_state(state)
+    assert embedded_llm.get_state() == state
+
+
+@pytest.mark.slow
+def test_llm_check_command_runs_offline() -> None:
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1]), "HF_HUB_OFFLINE": "1"}
+    result = subprocess.run(
+        [sys.executable, "-m", "recagent_gym.cli", "llm", "check", "--set", "llm.n_threads=2"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "embedded:gemma-3-270m" in result.stdout
+    assert "choose" in result.stdout and "latency" in result.stdout

@@ -1,0 +1,186 @@
+"""The OpenAI-compatible backend against a real HTTP server on 127.0.0.1 with injected faults."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import Counter
+
+import pytest
+
+from recagent_gym.config import load_config
+from recagent_gym.llm.config import LLMConfig
+from recagent_gym.llm.factory import build_llm
+from recagent_gym.llm.openai_backend import InvalidChoice, OpenAIBackend, Refusal
+from recagent_gym.llm.protocol import LLMError
+from tests._llm_server import FaultServer
+
+KEYS = ["sk-unit-test-key-number-one-0001", "sk-unit-test-key-number-two-0002"]
+
+
+def _backend(server: FaultServer, **overrides: object) -> OpenAIBackend:
+    values: dict[str, object] = {
+        "backend": "openai",
+        "base_url": server.base_url,
+        "model": "test-model",
+        "api_keys": KEYS,
+        "timeout_s": 0.5,
+        "backoff_base_s": 0.02,
+        "max_retries": 3,
+    }
+    values.update(overrides)
+    return OpenAIBackend(LLMConfig(**values))
+
+
+@pytest.fixture
+def server():  # type: ignore[no-untyped-def]
+    with FaultServer(slow_s=1.2, retry_after="1") as srv:
+        yield srv
+
+
+def test_every_fault_recovers_results_in_order_without_duplicates(server: FaultServer) -> None:
+    faults = ["429", "500", "slow", "drop", "badjson", None, "500", None]
+    tags = [f"t{i}" for i in range(24)]
+    server.retry_after = "0"
+    server.plan = {tag: [faults[i % len(faults)]] if faults[i % len(faults)] else [] for i, tag in enumerate(tags)}
+    backend = _backend(server, max_concurrency=4)
+    out = backend.generate([f"say <<{tag}>>" for tag in tags], max_tokens=5)
+    backend.close()
+    assert [g.text for g in out] == [f"reply <<{tag}>>" for tag in tags]
+    successes = Counter(r["tag"] for r in server.requests if r["fault"] is None)
+    assert all(successes[tag] == 1 for tag in tags)  # each prompt answered exactly once
+    assert backend.retries == sum(1 for f in server.plan.values() if f)
+    assert server.max_in_flight <= 4
+    assert all(g.usage.prompt_tokens == 7 and g.usage.calls == 1 for g in out)
+
+
+def test_retry_after_is_honoured(server: FaultServer) -> None:
+    server.plan = {"r": ["429"]}
+    backend = _backend(server)
+    start = time.perf_counter()
+    (g,) = backend.generate(["<<r>>"])
+    elapsed = time.perf_counter() - start
+    backend.close()
+    assert g.text == "reply <<r>>"
+    assert elapsed >= 1.0  # the server asked for one second; our own backoff would be 0.02 s
+
+
+def test_keys_are_used_round_robin(server: FaultServer) -> None:
+    backend = _backend(server, max_concurrency=1)
+    backend.generate([f"<<k{i}>>" for i in range(4)])
+    backend.close()
+    assert [h.split()[-1] for h in server.auth_headers] == [KEYS[0], KEYS[1], KEYS[0], KEYS[1]]
+
+
+def test_persistent_failure_raises_a_typed_error(server: FaultServer) -> None:
+    server.plan = {"bad": ["500"] * 10}
+    backend = _backend(server, max_retries=2)
+    with pytest.raises(LLMError, match="after 3 attempts"):
+        backend.generate(["<<ok>>", "<<bad>>"])
+    assert server.attempts["bad"] == 3
+    server.plan = {"slow": ["slow"] * 10}
+    with pytest.raises(LLMError, match="timed out"):
+        backend.generate(["<<slow>>"])
+    backend.close()
+
+
+def test_client_errors_are_not_retried(server: FaultServer) -> None:
+    server.schema_supported = False
+    backend = _backend(server, structured_output="json_schema")
+    with pytest.raises(LLMError, match="HTTP 400"):
+        backend.choose(["<<c>>"], [["a", "b"]])
+    assert server.attempts["c"] == 1
+    backend.close()
+
+
+def test_refusal_is_a_typed_error(server: FaultServer) -> None:
+    server.plan = {"f": ["refuse"], "g": ["refuse", "refuse", "refuse"]}
+    backend = _backend(server, structured_output="text")
+    with pytest.raises(Refusal):
+        backend.generate(["<<f>>"])
+    with pytest.raises(Refusal):
+        backend.choose(["<<g>>"], [["yes", "no"]])
+    backend.close()
+
+
+def test_choose_with_json_schema_and_fallback_to_text(server: FaultServer) -> None:
+    backend = _backend(server)
+    out = backend.choose(["<<a>> PICK:No", "<<b>> PICK:Yes"], [[" Yes", " No"], [" Yes", " No"]])
+    assert [(c.index, c.option) for c in out] == [(1, " No"), (0, " Yes")]
+    assert all(c.extra["method"] == "json_schema" for c in out)
+    schema = server.requests[0]["body"]["response_format"]["json_schema"]["schema"]
+    assert schema["properties"]["choice"]["enum"] == ["Yes", "No"]
+    server.schema_supported = False  # a server without structured outputs: auto falls back to text
+    out = backend.choose(["<<c>> PICK:b"], [["a", "b", "c"]])
+    assert out[0].option == "b" and out[0].extra["method"] == "text"
+    assert backend.schema_fallbacks == 1
+    backend.close()
+
+
+def test_invalid_answer_gets_one_reask_then_a_typed_error(server: FaultServer) -> None:
+    server.plan = {"once": ["nonsense"], "twice": ["nonsense", "nonsense"]}
+    backend = _backend(server, structured_output="text")
+    (choice,) = backend.choose(["<<once>> PICK:b"], [["a", "b"]])
+    assert choice.option == "b" and choice.extra["reasked"] is True
+    with pytest.raises(InvalidChoice):
+        backend.choose(["<<twice>>"], [["a", "b"]])
+    assert server.attempts["twice"] == 2  # exactly one re-ask, never coerced
+    backend.close()
+
+
+def test_sync_facade_works_inside_a_running_event_loop(server: FaultServer) -> None:
+    backend = _backend(server)
+    assert backend.generate(["<<s0>>"])[0].text == "reply <<s0>>"
+
+    async def caller() -> list[str]:  # e.g. a notebook cell: a loop is already running in this thread
+        return [g.text for g in backend.generate(["<<s1>>", "<<s2>>"])]
+
+    assert asyncio.run(caller()) == ["reply <<s1>>", "reply <<s2>>"]
+    backend.close()
+
+
+def test_no_key_without_base_url_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("NO_SUCH_KEY_VAR", raising=False)
+    with pytest.raises(LLMError, match="NO_SUCH_KEY_VAR"):
+        OpenAIBackend(LLMConfig(backend="openai", api_key_env="NO_SUCH_KEY_VAR"))
+
+
+def test_keys_from_env_never_leak(server: FaultServer, monkeypatch: pytest.MonkeyPatch, caplog, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    env_keys = "sk-env-secret-aaaaaaaaaaaa1,sk-env-secret-bbbbbbbbbbbb2"
+    monkeypatch.setenv("RG_TEST_KEYS", env_keys)
+    cfg = load_config(
+        None,
+        [
+            "llm.backend=openai",
+            f"llm.base_url={server.base_url}",
+            "llm.api_key_env=RG_TEST_KEYS",
+            "llm.api_keys=[sk-config-secret-cccccccccccc3]",
+            f"llm.record_path={tmp_path / 'rec.jsonl'}",
+            "llm.timeout_s=0.5",
+            "llm.backoff_base_s=0.01",
+        ],
+    )
+    caplog.set_level(logging.DEBUG)
+    server.plan = {"x": ["500"], "y": ["500"] * 10}
+    llm = build_llm(cfg.llm)
+    llm.generate(["<<x>>"])
+    with pytest.raises(LLMError) as info:
+        llm.generate(["<<y>>"])
+    secrets = ["sk-env-secret-aaaaaaaaaaaa1", "sk-env-secret-bbbbbbbbbbbb2", "sk-config-secret-cccccccccccc3"]
+    assert server.auth_headers[0].endswith(secrets[2])  # config keys win over the environment
+    visible = [
+        repr(llm),
+        repr(llm.inner),
+        repr(llm.inner.inner),
+        str(cfg.llm),
+        repr(cfg.llm),
+        str(info.value),
+        caplog.text,
+        (tmp_path / "rec.jsonl").read_text(),
+        str(cfg.redacted()),
+    ]
+    for text in visible:
+        for secret in secrets:
+            assert secret not in text
+    llm.close()
