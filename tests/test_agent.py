@@ -273,3 +273,39 @@ def test_prompt_contracts_parse_validate_and_fall_back() -> None:
     assert rating.fallback(10.0) == 5.0 and rating.fallback(-10.0) == 1.0 and rating.fallback(0.0) == 3.0
     assert search_query.validate("a b c d e f g h i j k l", "p") is None
     assert search_query.template_query(heard_title=None, interests=("Drama", "War")) == "drama war movies"
+
+
+def test_take_action_is_calibrated_against_a_content_free_prompt() -> None:
+    """Scores that favour one option for every prompt alike (length or frequency bias) carry no information:
+    after calibration the behaviour priors decide."""
+    from recagent_gym.llm.protocol import Choice
+    from recagent_gym.prompts import take_action
+
+    biased = Choice(index=2, option=take_action.OPTIONS[2], scores=(-9.0, -8.0, -2.0))
+    prior = take_action.priors(("Watcher",), 0.5)
+    calibrated = take_action.model_probabilities(biased, baseline=biased)
+    np.testing.assert_allclose(calibrated, np.full(3, 1 / 3))
+    assert take_action.model_probabilities(biased)[2] > 0.99
+    rng = np.random.default_rng(0)
+    picks = [take_action.decide(biased, prior, rng, baseline=biased) for _ in range(2000)]
+    share = picks.count("recommender") / len(picks)
+    assert abs(share - prior[0]) < 0.04
+
+
+def test_session_end_batch_writes_ended_sessions_together() -> None:
+    model = make_model(overrides={"user": {"session_end_batch": 3}})
+    backend = model.memory_backend
+    for user in (0, 1):
+        run_session(model, user, seed=user, pages=1)
+        model.end_session(user)
+    assert backend.flush_batches == []  # two of three pending: nothing written yet
+    state = model.get_state()
+    assert [s["user_id"] for s in state["ended"]] == [0, 1]
+    twin = make_model(overrides={"user": {"session_end_batch": 3}})
+    twin.set_state(state)
+    assert twin.memory_backend.flush_batches == []  # restoring pending sessions writes nothing
+    run_session(model, 2, seed=2, pages=1)
+    model.end_session(2)
+    assert backend.flush_batches == [3]  # one flush for the three sessions
+    twin.memory(1)  # using a pending agent's memory writes its session (and the others pending) first
+    assert twin.memory_backend.flush_batches == [2]

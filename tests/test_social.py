@@ -13,6 +13,8 @@ SOCIAL = {"social": {"activation_rate": 1.0, "max_active_agents": 10, "max_chat_
 
 def social_chooser(prompt, options):
     if len(options) == 3 and "enter the social media" in options[1]:
+        if prompt.startswith("N/A"):  # the content-free calibration prompt: no preference
+            return [-1.0, -1.0, -1.0]
         return [-50.0, 0.0, -50.0]
     return taste_chooser(prompt, options)
 

@@ -9,6 +9,7 @@ from pydantic import Field, SecretStr
 from recagent_gym.config.base import Section
 from recagent_gym.data.config import DataConfig
 from recagent_gym.envs.config import EnvConfig
+from recagent_gym.evaluation.config import EvaluationConfig
 from recagent_gym.llm.config import LLMConfig
 from recagent_gym.memory.config import MemoryConfig
 from recagent_gym.policies.config import TrainConfig
@@ -45,6 +46,9 @@ class Config(Section):
 
     train: TrainConfig = Field(default_factory=TrainConfig)
     """RL training."""
+
+    evaluation: EvaluationConfig = Field(default_factory=EvaluationConfig)
+    """The paper's evaluations (discrimination, sequence generation)."""
 
     def redacted(self) -> dict[str, Any]:
         """Plain data with every secret replaced by ``'***'``: safe for logs, checkpoints and outputs."""

@@ -6,7 +6,9 @@ from typing import Any
 
 
 def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser("evaluate", help="evaluations: policies, discrimination, sequence")
+    parser = subparsers.add_parser(
+        "evaluate", help="evaluations: policies, discrimination, sequence, efficiency, social"
+    )
     evaluate_subparsers = parser.add_subparsers(dest="evaluation", required=True)
 
     from recagent_gym.policies.commands import add_evaluate_policies
@@ -17,3 +19,8 @@ def register(subparsers: Any) -> None:
 
     add_evaluate_discrimination(evaluate_subparsers)
     add_evaluate_sequence(evaluate_subparsers)
+
+    from recagent_gym.evaluation.paper_commands import add_evaluate_efficiency, add_evaluate_social
+
+    add_evaluate_efficiency(evaluate_subparsers)
+    add_evaluate_social(evaluate_subparsers)

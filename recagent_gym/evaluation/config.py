@@ -1,4 +1,4 @@
-"""Configuration of the paper's evaluations: discrimination (a, b) and sequence generation."""
+"""Configuration of the paper's evaluations: discrimination (a, b), sequence generation, efficiency, social study."""
 
 from __future__ import annotations
 
@@ -76,6 +76,43 @@ class EvaluationConfig(Section):
     embedding_cache_dir: str | None = None
     """Folder caching the item embeddings (``.npy`` keyed by model and texts); None recomputes them per run."""
 
+    efficiency_agents: list[int] = Field(default_factory=lambda: [1, 10, 50, 100])
+    """Efficiency (local server): agent counts, one simulation per count and key count (the paper's 1..500; the
+    500-agent point is opt-in with ``--agents``). Each must not exceed the dataset's users."""
+
+    efficiency_keys: list[int] = Field(default_factory=lambda: [1, 3, 5])
+    """Efficiency (local server): numbers of fake API keys, used round-robin by the OpenAI backend (the paper went
+    1..5; ``--keys 1,2,3,4,5`` runs them all, the default keeps the run within a few minutes on 2 cores)."""
+
+    efficiency_latency_ms: float = Field(300.0, ge=0.0, le=60_000.0)
+    """Efficiency (local server): fixed latency the local server adds to every request, in milliseconds."""
+
+    efficiency_per_key_concurrency: int = Field(4, ge=1, le=1024)
+    """Efficiency (local server): requests one key may have in service at once; more wait in line (the per-key
+    rate limit of a provider, see ``llm/local_server.py``). The client may send ``keys x`` this many at once."""
+
+    efficiency_rounds: int = Field(2, ge=1, le=100)
+    """Efficiency: rounds simulated per point (seconds per round are reported per round and as a mean)."""
+
+    efficiency_embedded_agents: list[int] = Field(default_factory=lambda: [1, 2, 5])
+    """Efficiency with ``--backend embedded``: agent counts (small: Gemma 3 270M on CPU)."""
+
+    efficiency_embedder: Literal["minilm", "hashing"] = "hashing"
+    """Efficiency: the agents' memory embedder. ``hashing`` (default) keeps the CPU cost of embedding out of a
+    measurement about LLM round trips (MiniLM would dominate on a small CPU); ``minilm`` measures the whole agent."""
+
+    social_agents: int = Field(20, ge=2, le=1000)
+    """Social study: agents per simulation."""
+
+    social_rounds: int = Field(5, ge=1, le=200)
+    """Social study: rounds per simulation."""
+
+    social_random_k: int = Field(2, ge=1, le=100)
+    """Social study: random items per page in the ``MF + random items`` mitigation condition (``rec_random_k``)."""
+
+    social_window: int = Field(1, ge=1, le=200)
+    """Social study: genre entropy at round r is over the items a user watched in rounds ``r - window + 1 .. r``."""
+
     @field_validator("settings")
     @classmethod
     def _check_settings(cls, value: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -95,6 +132,13 @@ class EvaluationConfig(Section):
                 "so every sampled user keeps a training history"
             )
         return self
+
+    @field_validator("efficiency_agents", "efficiency_keys", "efficiency_embedded_agents")
+    @classmethod
+    def _check_sizes(cls, value: list[int]) -> list[int]:
+        if not value or any(n < 1 for n in value):
+            raise ValueError("agent and key counts must be a non-empty list of numbers >= 1")
+        return sorted(set(value))
 
     @field_validator("sequence_lengths")
     @classmethod

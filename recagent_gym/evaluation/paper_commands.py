@@ -11,11 +11,8 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
 from recagent_gym.cli import add_config_arguments
-from recagent_gym.config import Config, ConfigError, load_config
-from recagent_gym.config.loader import apply_overrides
+from recagent_gym.config import Config, load_config
 from recagent_gym.evaluation.config import EvaluationConfig
 
 logger = logging.getLogger(__name__)
@@ -82,19 +79,8 @@ def flag_overrides(args: argparse.Namespace) -> list[str]:
 def load_configs(args: argparse.Namespace) -> tuple[Config, EvaluationConfig]:
     """The root configuration and the evaluation section, with ``--set`` and flag overrides applied."""
     overrides = [*args.overrides, *flag_overrides(args)]
-    if "evaluation" in Config.model_fields:
-        config = load_config(args.config, overrides)
-        evaluation = config.evaluation  # type: ignore[attr-defined]
-    else:
-        # Until the section is wired into the root config, its overrides are applied here (the file may not have it).
-        ours = [o for o in overrides if o.startswith("evaluation.")]
-        config = load_config(args.config, [o for o in overrides if not o.startswith("evaluation.")])
-        section = apply_overrides({}, ours).get("evaluation", {})
-        try:
-            evaluation = EvaluationConfig.model_validate(section)
-        except ValidationError as err:
-            problems = "; ".join(f"evaluation.{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in err.errors())
-            raise ConfigError(f"invalid evaluation overrides {ours}: {problems}") from None
+    config = load_config(args.config, overrides)
+    evaluation = config.evaluation
     if args.dataset is not None:
         config.data.dataset = args.dataset
     return config, evaluation
@@ -132,3 +118,80 @@ def run_sequence_command(args: argparse.Namespace) -> int:
 
     resources = _prepare(args)
     return _finish(args, resources, run_sequence(resources, progress=not args.no_progress))
+
+
+def add_evaluate_efficiency(evaluate_subparsers: Any) -> None:
+    """Add ``evaluate efficiency`` (seconds per round vs agents and API keys) to the ``evaluate`` group."""
+    parser = evaluate_subparsers.add_parser(
+        "efficiency", help="seconds per simulated round vs agents and API keys (local latency server or embedded)"
+    )
+    add_config_arguments(parser)
+    parser.add_argument("--dataset", default=None, help="'bundled' or a dataset folder (default: data.dataset)")
+    parser.add_argument("--agents", default=None,
+                        help="comma-separated agent counts (default 1,10,50,100; 500 is opt-in; "
+                             "embedded: evaluation.efficiency_embedded_agents, default 1,2,5)")  # fmt: skip
+    parser.add_argument("--keys", default=None, help="comma-separated API key counts (default 1,3,5)")
+    parser.add_argument("--latency-ms", type=float, default=None, help="server latency per request (default 300)")
+    parser.add_argument("--rounds", type=int, default=None, help="rounds per simulation (default 2)")
+    parser.add_argument("--backend", choices=("local-server", "embedded"), default="local-server",
+                        help="local OpenAI-compatible latency server, or the embedded model")  # fmt: skip
+    parser.add_argument("--seed", type=int, default=None, help="seed of every draw (default 0)")
+    parser.add_argument("--out", default="runs/evaluate/efficiency", help="output folder")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.set_defaults(func=run_efficiency_command)
+
+
+def add_evaluate_social(evaluate_subparsers: Any) -> None:
+    """Add ``evaluate social`` (information cocoon and conformity) to the ``evaluate`` group."""
+    parser = evaluate_subparsers.add_parser(
+        "social", help="information cocoon (genre entropy under MF / random / mitigation) and conformity"
+    )
+    add_config_arguments(parser)
+    parser.add_argument("--dataset", default=None, help="'bundled' or a dataset folder (default: data.dataset)")
+    parser.add_argument("--agents", type=int, default=None, help="agents per simulation (default 20)")
+    parser.add_argument("--rounds", type=int, default=None, help="rounds per simulation (default 5)")
+    parser.add_argument("--random-k", type=int, default=None, help="random items per page, mitigation (default 2)")
+    parser.add_argument("--seed", type=int, default=None, help="seed of the simulations (default: simulation.seed)")
+    parser.add_argument("--out", default="runs/evaluate/social", help="output folder")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.set_defaults(func=run_social_command)
+
+
+def _study_configs(args: argparse.Namespace, pairs: dict[str, Any]) -> tuple[Config, EvaluationConfig]:
+    extra = [f"evaluation.{key}={value}" for key, value in pairs.items() if value is not None]
+    if args.seed is not None:
+        extra += [f"simulation.seed={args.seed}", f"evaluation.seed={args.seed}"]
+    config = load_config(args.config, [*args.overrides, *extra])
+    if args.dataset is not None:
+        config.data.dataset = args.dataset
+    return config, config.evaluation
+
+
+def run_efficiency_command(args: argparse.Namespace) -> int:
+    from recagent_gym.evaluation.efficiency import run_efficiency
+
+    agents_key = "efficiency_embedded_agents" if args.backend == "embedded" else "efficiency_agents"
+    pairs = {
+        agents_key: f"[{args.agents}]" if args.agents else None,
+        "efficiency_keys": f"[{args.keys}]" if args.keys else None,
+        "efficiency_latency_ms": args.latency_ms,
+        "efficiency_rounds": args.rounds,
+    }
+    config, evaluation = _study_configs(args, pairs)
+    result = run_efficiency(config, evaluation, backend=args.backend, out=args.out, progress=not args.no_progress)
+    paths = result.write(args.out, config, evaluation)
+    print(result.markdown())
+    print("written: " + ", ".join(str(p) for p in paths.values()))
+    return 0
+
+
+def run_social_command(args: argparse.Namespace) -> int:
+    from recagent_gym.evaluation.social_study import run_social_study
+
+    pairs = {"social_agents": args.agents, "social_rounds": args.rounds, "social_random_k": args.random_k}
+    config, evaluation = _study_configs(args, pairs)
+    result = run_social_study(config, evaluation, out=args.out, progress=not args.no_progress)
+    paths = result.write(args.out, config, evaluation)
+    print(result.markdown())
+    print("written: " + ", ".join(str(p) for p in paths.values()))
+    return 0

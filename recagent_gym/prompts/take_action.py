@@ -1,8 +1,10 @@
 """Contract of ``templates/take_action.txt``: what an agent does with free time (recommender, social, nothing).
 
-The model's option log-likelihoods are combined with priors from the behaviour features (Watchers favour the
-recommender, Chatters and Posters the social media; activity makes doing nothing less likely) and the choice is
-sampled with the seeded generator: ``p ∝ prior * softmax(scores)``. A backend without scores contributes its pick
+The model's option log-likelihoods are calibrated against the same prompt with a content-free profile (summed
+log-likelihoods favour short, frequent phrases such as " do nothing" whoever the agent is; only the difference
+says something about this agent), then combined with priors from the behaviour features (Watchers favour the
+recommender, Chatters and Posters the social media; activity makes doing nothing less likely) and sampled with
+the seeded generator: ``p ∝ prior * softmax(scores - baseline)``. A backend without scores contributes its pick
 with weight 0.9 (0.05 to each other option). Fallback (invalid answer after one re-ask): the prior alone; counted.
 """
 
@@ -19,8 +21,16 @@ OPTIONS: tuple[str, ...] = (" enter the recommender", " enter the social media",
 ACTIONS: tuple[str, ...] = ("recommender", "social", "nothing")
 
 
+CONTENT_FREE = "N/A"
+
+
 def build(*, profile: str, memory: str, name: str, clock: str) -> str:
     return load_template("take_action").render(profile=profile, memory=memory, name=name, clock=clock)
+
+
+def build_baseline(clock: str) -> str:
+    """The content-free prompt whose option scores calibrate every agent's (see the module docstring)."""
+    return build(profile=CONTENT_FREE, memory="", name=CONTENT_FREE, clock=clock)
 
 
 def priors(features: Sequence[str], activity: float) -> np.ndarray:
@@ -37,8 +47,18 @@ def priors(features: Sequence[str], activity: float) -> np.ndarray:
     return weights / weights.sum()
 
 
-def model_probabilities(choice: Choice | None) -> np.ndarray:
-    """The model's distribution over :data:`OPTIONS` (uniform when there is no valid answer)."""
+def _usable(choice: Choice | None) -> bool:
+    return (
+        choice is not None
+        and choice.scores is not None
+        and len(choice.scores) == len(OPTIONS)
+        and bool(np.all(np.isfinite(choice.scores)))
+    )
+
+
+def model_probabilities(choice: Choice | None, baseline: Choice | None = None) -> np.ndarray:
+    """The model's distribution over :data:`OPTIONS`, calibrated by ``baseline``'s scores when both have scores
+    (uniform when there is no valid answer)."""
     n = len(OPTIONS)
     if choice is None:
         return np.full(n, 1.0 / n)
@@ -47,12 +67,16 @@ def model_probabilities(choice: Choice | None) -> np.ndarray:
         probs[choice.index] = 0.9
         return probs / probs.sum()
     logits = np.asarray(choice.scores, dtype=float)
+    if _usable(baseline):
+        logits = logits - np.asarray(baseline.scores, dtype=float)  # type: ignore[union-attr]
     logits = np.exp(logits - logits.max())
     return logits / logits.sum()
 
 
-def decide(choice: Choice | None, prior: np.ndarray, rng: np.random.Generator) -> str:
-    """Sample one of :data:`ACTIONS` from ``prior * model`` with ``rng``."""
-    probs = prior * model_probabilities(choice)
+def decide(
+    choice: Choice | None, prior: np.ndarray, rng: np.random.Generator, baseline: Choice | None = None
+) -> str:
+    """Sample one of :data:`ACTIONS` from ``prior * model`` (calibrated by ``baseline``) with ``rng``."""
+    probs = prior * model_probabilities(choice, baseline)
     probs = probs / probs.sum()
     return ACTIONS[int(rng.choice(len(ACTIONS), p=probs))]

@@ -120,3 +120,8 @@ class UserConfig(Section):
 
     embedding_no_click_threshold: float = Field(0.5, ge=-1.0, le=1.0)
     """Cosine similarity of the embedding user's no-click option (higher = pickier)."""
+
+    session_end_batch: int = Field(1, ge=1)
+    """Ended sessions whose feelings and memory writes are batched together (1: written as each session ends).
+    Larger values make RL training with LLM users faster; an agent's pending writes always land before its memory
+    is used again."""

@@ -82,6 +82,8 @@ class LLMUserModel:
         self._item_lines: dict[int, str] = {}
         self._agents: dict[int, AgentState] = {}
         self._sessions: dict[int, SessionState] = {}
+        self._ended: list[SessionState] = []
+        """Ended sessions whose feelings and memory flush wait for a batch (``user.session_end_batch``)."""
         self._memories: dict[int, Any] = {}
         self._pages = PageDecider(self)
 
@@ -95,6 +97,8 @@ class LLMUserModel:
 
     def memory(self, user_id: int) -> Any:
         self._check_user(user_id)
+        if self._ended and any(s.user_id == user_id for s in self._ended):
+            self.flush_ended()  # the agent's memory is about to be read or written: its last session goes first
         if user_id not in self._memories:
             self._memories[user_id] = self.memory_backend.create(self.profiles[user_id].name, seed=user_id)
         return self._memories[user_id]
@@ -252,8 +256,19 @@ class LLMUserModel:
         self.end_sessions([user_id])
 
     def end_sessions(self, user_ids: Sequence[int]) -> None:
-        """:meth:`end_session` for many users: one feeling batch and one memory flush for all of them."""
-        sessions = [self._sessions.pop(u) for u in user_ids if u in self._sessions]
+        """:meth:`end_session` for many users: one feeling batch and one memory flush for all of them.
+
+        With ``user.session_end_batch = k > 1`` the ended sessions wait until ``k`` are pending (or until one of
+        their agents' memory is used, or :meth:`flush_ended`), then are written in one batch: fewer, larger LLM
+        calls off the critical path, e.g. across the sub-envs of a vector env.
+        """
+        self._ended += [self._sessions.pop(u) for u in user_ids if u in self._sessions]
+        if len(self._ended) >= self.config.user.session_end_batch:
+            self.flush_ended()
+
+    def flush_ended(self) -> None:
+        """Write the feelings and flush the memories of every ended session still pending."""
+        sessions, self._ended = self._ended, []
         if not sessions:
             return
         self._write_pending(sessions)
@@ -375,7 +390,8 @@ class LLMUserModel:
     # -- other actions --------------------------------------------------------------------------------------------
 
     def take_action(self, user_ids: Sequence[int], rng: np.random.Generator, time_h: float) -> list[str]:
-        """``recommender`` / ``social`` / ``nothing`` for each user: one batched ``choose``, sampled with priors."""
+        """``recommender`` / ``social`` / ``nothing`` for each user: one batched ``choose`` (plus the content-free
+        calibration prompt), sampled with priors."""
         if not user_ids:
             return []
         prompts = [
@@ -387,8 +403,10 @@ class LLMUserModel:
             )
             for u in user_ids
         ]
+        prompts.append(take_action_prompt.build_baseline(clock_text(time_h)))
         options = [take_action_prompt.OPTIONS] * len(prompts)
         checked = choose_checked(self.llm, prompts, options, lambda c: c, seed=int(rng.integers(0, SEED_HIGH)))
+        baseline = checked.pop().value
         choices = []
         for u, answer in zip(user_ids, checked, strict=True):
             agent = self.agent(u)
@@ -396,7 +414,7 @@ class LLMUserModel:
             agent.count("take_action", reasked=answer.reasked, fallback=answer.value is None)
             profile = self.profiles[u]
             prior = take_action_prompt.priors(profile.features, profile.activity)
-            choices.append(take_action_prompt.decide(answer.value, prior, rng))
+            choices.append(take_action_prompt.decide(answer.value, prior, rng, baseline))
         return choices
 
     def interview(self, user_id: int, question: str, rng: np.random.Generator, time_h: float = 0.0) -> str:
@@ -462,12 +480,15 @@ class LLMUserModel:
             "strategy": self.strategy,
             "agents": [a.to_dict() for a in self._agents.values()],
             "sessions": [s.to_dict() for s in self._sessions.values()],
+            "ended": [s.to_dict() for s in self._ended],
             "memories": [[u, m.get_state()] for u, m in self._memories.items()],
         }
 
     def set_state(self, state: dict[str, Any]) -> None:
         self._agents = {int(a["user_id"]): AgentState.from_dict(a) for a in state["agents"]}
         self._sessions = {int(s["user_id"]): SessionState.from_dict(s) for s in state["sessions"]}
+        self._ended = []
         self._memories = {}
         for user_id, mem_state in state["memories"]:
             self.memory(int(user_id)).set_state(mem_state)
+        self._ended = [SessionState.from_dict(s) for s in state.get("ended", [])]

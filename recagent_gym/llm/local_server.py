@@ -1,0 +1,202 @@
+"""A small OpenAI-compatible chat server on 127.0.0.1 with a fixed latency and a per-key concurrency limit.
+
+It stands in for a remote provider in benchmarks (``recagent-gym evaluate efficiency``) and tests: every
+``POST .../chat/completions`` sleeps ``latency_s`` and answers
+
+- a choice request (``response_format`` with a JSON schema whose ``choice`` is an enum, or a prompt listing the
+  options as ``- option`` lines, as :class:`~recagent_gym.llm.openai_backend.OpenAIBackend` sends them): the option
+  named by ``PICK:<label>`` in the prompt, else the first option (``choice="first"``) or a seeded random one
+  (``choice="random"``), as ``{"choice": ...}`` under a schema and as plain text otherwise;
+- any other request: the canned sentence ``reply``.
+
+**Rate limit model.** A provider limits each API key's throughput, which is what lets the paper's extra keys speed
+a round up. Here each key (the ``Authorization`` header) may have at most ``per_key_concurrency`` requests being
+served at once; further requests with that key wait in line (they are not refused), so one key's throughput is
+``per_key_concurrency / latency_s`` requests per second and ``k`` keys give ``k`` times that.
+
+Counters (read them after the run): ``request_count``, ``key_counts`` (requests per key, in first-seen order of
+the keys, as a list so no key text leaves the server), ``in_flight``/``max_in_flight`` (being served, queued ones
+excluded) and ``max_waiting``. Subclasses (the fault-injecting test server) override :meth:`respond`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from collections import defaultdict
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Literal
+
+import numpy as np
+
+PICK = re.compile(r"PICK:(\S+)")
+OPTION_LINE = re.compile(r"^- (.+)$", re.MULTILINE)
+DEFAULT_REPLY = "I watched Toy Story last week and enjoyed it a lot."
+
+
+class LocalServer:
+    """See the module docstring. Use as a context manager; ``base_url`` ends in ``/v1``."""
+
+    def __init__(
+        self,
+        *,
+        latency_s: float = 0.0,
+        per_key_concurrency: int | None = None,
+        choice: Literal["first", "random"] = "first",
+        reply: str = DEFAULT_REPLY,
+        seed: int = 0,
+    ) -> None:
+        if latency_s < 0:
+            raise ValueError(f"latency_s must be >= 0, got {latency_s}")
+        if per_key_concurrency is not None and per_key_concurrency < 1:
+            raise ValueError(f"per_key_concurrency must be >= 1 or None, got {per_key_concurrency}")
+        self.latency_s = latency_s
+        self.per_key_concurrency = per_key_concurrency
+        self.choice = choice
+        self.reply = reply
+        self.request_count = 0
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self.waiting = 0
+        self.max_waiting = 0
+        self._key_index: dict[str, int] = {}
+        self._key_counts: list[int] = []
+        self._key_slots: dict[str, threading.BoundedSemaphore] = defaultdict(self._new_slot)
+        self._rng = np.random.default_rng(seed)
+        self._lock = threading.Lock()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:  # quiet: the benchmark prints its own progress
+                pass
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("content-length", 0))
+                body = json.loads(self.rfile.read(length) or b"{}")
+                server._serve(self, body)
+
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd.daemon_threads = True
+        # The default backlog (5) drops connections when hundreds of agents send at once.
+        self._httpd.request_queue_size = 1024
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+
+    def _new_slot(self) -> threading.BoundedSemaphore:
+        return threading.BoundedSemaphore(self.per_key_concurrency or 1)
+
+    @property
+    def base_url(self) -> str:
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    @property
+    def key_counts(self) -> list[int]:
+        """Requests per distinct key, in the order the keys were first seen."""
+        with self._lock:
+            return list(self._key_counts)
+
+    def __enter__(self) -> LocalServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+    # -- serving --------------------------------------------------------------------------------------------------
+
+    def _serve(self, handler: BaseHTTPRequestHandler, body: dict[str, Any]) -> None:
+        key = handler.headers.get("authorization", "")
+        with self._lock:
+            self.request_count += 1
+            if key not in self._key_index:
+                self._key_index[key] = len(self._key_counts)
+                self._key_counts.append(0)
+            self._key_counts[self._key_index[key]] += 1
+            slot = self._key_slots[key] if self.per_key_concurrency is not None else None
+            self.waiting += 1
+            self.max_waiting = max(self.max_waiting, self.waiting)
+        if slot is not None:
+            slot.acquire()
+        with self._lock:
+            self.waiting -= 1
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            self.respond(handler, body)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client gave up (timeout); nothing to answer
+        finally:
+            with self._lock:
+                self.in_flight -= 1
+            if slot is not None:
+                slot.release()
+
+    def respond(self, handler: BaseHTTPRequestHandler, body: dict[str, Any]) -> None:
+        """Sleep ``latency_s``, then send the normal answer (overridden by the fault-injecting test server)."""
+        if self.latency_s:
+            time.sleep(self.latency_s)
+        self.send_json(handler, 200, self.completion(self.answer(body)))
+
+    def answer(self, body: dict[str, Any]) -> str:
+        """The content of a normal answer to ``body`` (see the module docstring)."""
+        prompt = str(body["messages"][-1]["content"])
+        wants_schema = body.get("response_format", {}).get("type") == "json_schema"
+        if wants_schema:
+            labels = body["response_format"]["json_schema"]["schema"]["properties"]["choice"]["enum"]
+        else:
+            labels = OPTION_LINE.findall(prompt)
+        if not labels:
+            return self.no_options_reply(prompt)
+        pick = PICK.search(prompt)
+        if pick and pick.group(1) in labels:
+            label = pick.group(1)
+        elif self.choice == "random":
+            with self._lock:
+                label = labels[int(self._rng.integers(len(labels)))]
+        else:
+            label = labels[0]
+        return json.dumps({"choice": label}) if wants_schema else label
+
+    def no_options_reply(self, prompt: str) -> str:
+        return self.reply
+
+    @staticmethod
+    def completion(content: str | None, refusal: str | None = None) -> dict[str, Any]:
+        words = len((content or "").split())
+        return {
+            "id": "chatcmpl-local",
+            "object": "chat.completion",
+            "created": 0,
+            "model": "local-server",
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": content, "refusal": refusal},
+                    "finish_reason": "stop",
+                }
+            ],
+            "usage": {"prompt_tokens": 7, "completion_tokens": max(words, 1), "total_tokens": 7 + max(words, 1)},
+        }
+
+    @staticmethod
+    def send_json(
+        handler: BaseHTTPRequestHandler, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None
+    ) -> None:
+        LocalServer.send_raw(handler, status, json.dumps(payload).encode(), headers)
+
+    @staticmethod
+    def send_raw(
+        handler: BaseHTTPRequestHandler, status: int, data: bytes, headers: dict[str, str] | None = None
+    ) -> None:
+        handler.send_response(status)
+        handler.send_header("content-type", "application/json")
+        handler.send_header("content-length", str(len(data)))
+        for key, value in (headers or {}).items():
+            handler.send_header(key, value)
+        handler.end_headers()
+        handler.wfile.write(data)

@@ -1,0 +1,162 @@
+"""The efficiency evaluation: the local latency server (latency, per-key limit, key counting, answers), the behaviour
+times, and the evaluation end to end against the server (and with the embedded model, marked)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from recagent_gym.evaluation.efficiency import behaviour_times, run_efficiency
+from recagent_gym.llm.config import LLMConfig
+from recagent_gym.llm.local_server import LocalServer
+from recagent_gym.llm.openai_backend import OpenAIBackend
+from tests._llm_fixtures import embedded_llm  # noqa: F401  (session fixture)
+from tests._sim_fixtures import make_config
+
+
+def _backend(server: LocalServer, keys: int, concurrency: int) -> OpenAIBackend:
+    config = LLMConfig(
+        backend="openai",
+        base_url=server.base_url,
+        api_keys=[f"key-{k}" for k in range(keys)],  # type: ignore[list-item]  # pydantic coerces to SecretStr
+        max_concurrency=concurrency,
+        max_retries=0,
+    )
+    return OpenAIBackend(config)
+
+
+def _timed(backend: OpenAIBackend, n: int) -> float:
+    backend.generate(["warm up"] * len(backend._keys), max_tokens=8)  # client start-up is not part of the timing
+    started = time.perf_counter()
+    out = backend.generate([f"hello {k}" for k in range(n)], max_tokens=8)
+    assert len(out) == n
+    return time.perf_counter() - started
+
+
+def test_latency_and_per_key_limit_set_the_wall_time() -> None:
+    with LocalServer(latency_s=0.2, per_key_concurrency=1) as server:
+        backend = _backend(server, keys=2, concurrency=4)
+        wall = _timed(backend, 4)
+        # two requests per key, one at a time per key: two latencies, not one and not four
+        assert 0.38 <= wall < 0.75, wall
+        assert server.key_counts == [3, 3]  # one warm-up request each
+        assert server.request_count == 6
+        assert server.max_in_flight == 2
+        assert server.max_waiting >= 2  # the second request of each key waited in line
+    with LocalServer(latency_s=0.2, per_key_concurrency=1) as server:
+        wall_one_key = _timed(_backend(server, keys=1, concurrency=4), 4)
+        assert wall_one_key >= 0.78, wall_one_key  # one key serves them one after another
+        assert server.key_counts == [5]
+    with LocalServer(latency_s=0.2) as server:  # no per-key limit: all four at once
+        assert _timed(_backend(server, keys=1, concurrency=4), 4) < 0.6
+        assert server.max_in_flight == 4
+
+
+def test_answers_choices_and_completions() -> None:
+    with LocalServer(reply="A canned sentence.", choice="random", seed=3) as server:
+        backend = _backend(server, keys=1, concurrency=2)
+        text = backend.generate(["Say something."])[0].text
+        assert text == "A canned sentence."
+        options = ["watch", "next page", "leave"]
+        picks = [c.option for c in backend.choose([f"Pick {k}" for k in range(30)], [options] * 30)]
+        assert set(picks) <= set(options) and len(set(picks)) > 1, "a seeded random option, not always the first"
+    with LocalServer(choice="first") as server:
+        backend = _backend(server, keys=1, concurrency=2)
+        assert {c.option for c in backend.choose(["a", "b PICK:leave"], [options] * 2)} == {"watch", "leave"}
+
+
+def test_server_rejects_bad_settings() -> None:
+    with pytest.raises(ValueError, match="latency_s"):
+        LocalServer(latency_s=-1)
+    with pytest.raises(ValueError, match="per_key_concurrency"):
+        LocalServer(per_key_concurrency=0)
+
+
+def test_behaviour_times_hand_computed() -> None:
+    events = [
+        {"kind": "watch", "latency_s": 0.5},
+        {"kind": "next", "latency_s": 0.25},
+        {"kind": "search", "latency_s": 0.25},
+        {"kind": "chat", "latency_s": 2.0},
+        {"kind": "enter", "latency_s": 9.0},  # not a behaviour type
+    ]
+    times = behaviour_times(events)
+    assert times["page decision"] == {"events": 3.0, "latency_s": 1.0}
+    assert times["chat"] == {"events": 1.0, "latency_s": 2.0}
+    assert times["post"] == {"events": 0.0, "latency_s": 0.0}
+
+
+def test_efficiency_end_to_end_against_the_local_server(tmp_path: Path) -> None:
+    # behaviour priors pick the actions (no take-action call), so some agents surely open the recommender
+    config = make_config("simulation.activation=uniform", "simulation.active_prob=1.0", "recommender.model=popularity",
+                         "simulation.action_choice=prior")  # fmt: skip
+    evaluation = config.evaluation.model_copy(
+        update={"efficiency_agents": [1, 3], "efficiency_keys": [1, 2], "efficiency_rounds": 2,
+                "efficiency_latency_ms": 20.0, "efficiency_per_key_concurrency": 1}
+    )  # fmt: skip
+    result = run_efficiency(config, evaluation, out=tmp_path, progress=False)
+    paths = result.write(tmp_path, config, evaluation)
+    assert [(r.agents, r.keys) for r in result.runs] == [(1, 1), (3, 1), (1, 2), (3, 2)]
+    for run in result.runs:
+        assert len(run.rounds) == 2 and all(s >= 0 for s in run.seconds) and sum(run.seconds) > 0
+        calls = sum(r["calls"] for r in run.rounds)
+        assert run.requests == calls > 0, "every LLM call is one request to the server (no retries)"
+        assert len(run.key_counts) == run.keys and max(run.key_counts) - min(run.key_counts) <= 1
+        # each call waits at least the server latency
+        assert run.behaviour["all LLM calls"]["latency_s"] >= 0.02 * calls * 0.9
+    assert sum(run.behaviour["page decision"]["events"] for run in result.runs) > 0
+    table = pd.read_csv(paths["table.csv"])
+    assert list(table["agents"]) == [1, 3, 1, 3]
+    assert len(pd.read_csv(paths["rounds.csv"])) == 8
+    assert set(pd.read_csv(paths["behaviour.csv"])["behaviour"]) >= {"page decision", "chat", "post"}
+    assert paths["plot.png"].stat().st_size > 1000
+    assert "local-key" not in paths["config.yaml"].read_text(), "fake keys are redacted like real ones"
+    summary = json.loads((tmp_path / "runs" / "agents3_keys2" / "summary.json").read_text())
+    assert summary["agents"] == 3
+
+
+def test_efficiency_command_runs(tmp_path: Path) -> None:
+    out = tmp_path / "eff"
+    cmd = [sys.executable, "-m", "recagent_gym.cli", "evaluate", "efficiency", "--agents", "2", "--keys", "1,2",
+           "--rounds", "1", "--latency-ms", "5", "--out", str(out), "--no-progress",
+           "--set", "recommender.model=popularity"]  # fmt: skip
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "seconds_per_round" in done.stdout
+    assert len(pd.read_csv(out / "table.csv")) == 2
+
+
+@pytest.mark.embedded_llm
+@pytest.mark.slow
+def test_efficiency_with_the_embedded_model(tmp_path: Path, embedded_llm) -> None:  # noqa: F811
+    config = make_config("simulation.activation=uniform", "simulation.active_prob=1.0", "recommender.model=popularity",
+                         "simulation.max_pages=2")  # fmt: skip
+    evaluation = config.evaluation.model_copy(update={"efficiency_embedded_agents": [1, 2], "efficiency_rounds": 1})
+    result = run_efficiency(
+        config, evaluation, backend="embedded", out=tmp_path, progress=False, llm_factory=lambda: embedded_llm
+    )
+    assert [(r.agents, r.keys) for r in result.runs] == [(1, 0), (2, 0)]
+    assert all(r.requests == 0 and r.mean_seconds > 0 for r in result.runs)
+    assert all(sum(x["calls"] for x in r.rounds) > 0 for r in result.runs)
+    assert result.rows()[0]["keys"] == "-"
+
+
+def test_point_config_sets_backend_keys_and_single_agent_activation() -> None:
+    from recagent_gym.config import load_config
+    from recagent_gym.evaluation.efficiency import simulation_config
+
+    base = load_config(None, [])
+    point = simulation_config(base, agents=1, rounds=3, backend="local-server", base_url="http://x/v1", keys=3,
+                              concurrency=12)  # fmt: skip
+    assert point.llm.backend == "openai" and point.llm.base_url == "http://x/v1"
+    assert len(point.llm.api_keys) == 3 and point.llm.max_concurrency == 12
+    assert (point.simulation.agents, point.simulation.rounds) == (1, 3)
+    assert not point.simulation.fit_activity, "a Pareto fit needs two agents"
+    assert simulation_config(base, agents=5, rounds=1, backend="embedded").simulation.fit_activity
+    assert base.llm.backend == "embedded" and base.simulation.agents != 1, "the base config is not modified"
