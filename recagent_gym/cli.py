@@ -25,7 +25,11 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
     """The ``--config`` / ``--set`` pair shared by every command that reads configuration."""
     parser.add_argument("--config", default=None, help="YAML file (or a name from configs/, e.g. 'quickstart')")
     parser.add_argument(
-        "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
         help="override one configuration key, e.g. --set llm.backend=openai (repeatable)",
     )
 

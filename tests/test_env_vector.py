@@ -104,3 +104,16 @@ def test_vector_state_round_trip(dataset):
     first = [venv.step(a)[1].tolist() for a in actions]
     venv.set_state(state)
     assert [venv.step(a)[1].tolist() for a in actions] == first
+
+
+def test_draw_user_never_returns_a_busy_user_even_with_concentrated_weights() -> None:
+    from recagent_gym.envs.activation import draw_user
+
+    weights = np.array([1000.0, 1000.0, 1.0, 1.0])
+    cumulative = np.cumsum(weights)
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        user, _ = draw_user(cumulative, rng, busy=frozenset({0, 1}))
+        assert user in (2, 3)
+    with pytest.raises(ValueError, match="all 4 users"):
+        draw_user(cumulative, rng, busy=frozenset({0, 1, 2, 3}))

@@ -85,3 +85,12 @@ def test_fit_rejects_degenerate_samples() -> None:
         fit_pareto(np.array([5.0, 5.0, 5.0]))
     with pytest.raises(ValueError, match="positive sample"):
         fit_pareto(np.array([0.0, -1.0]))
+
+
+def test_one_agent_falls_back_to_the_configured_alpha() -> None:
+    from recagent_gym.simulator.activation import Activation
+    from recagent_gym.simulator.config import SimulationConfig
+
+    config = SimulationConfig(agents=1, activation="pareto", fit_activity=True, pareto_alpha=2.5)
+    activation = Activation.build(config, np.array([17.0]), np.random.default_rng(0))
+    assert activation.alpha == 2.5 and activation.probabilities.shape == (1,)

@@ -42,8 +42,18 @@ BEHAVIOUR_FEATURES: tuple[str, ...] = ("Watcher", "Explorer", "Critic", "Chatter
 
 ITEM_COLUMNS = ("item_id", "raw_id", "title", "genres", "year", "description", "tags")
 USER_COLUMNS = (
-    "user_id", "raw_id", "name", "gender", "age", "traits", "career", "interests", "features",
-    "activity", "diversity", "conformity",
+    "user_id",
+    "raw_id",
+    "name",
+    "gender",
+    "age",
+    "traits",
+    "career",
+    "interests",
+    "features",
+    "activity",
+    "diversity",
+    "conformity",
 )
 INTERACTION_COLUMNS = ("user_id", "item_id", "rating", "timestamp")
 SOCIAL_COLUMNS = ("user_1", "user_2", "relationship")

@@ -32,11 +32,22 @@ def activation_weights(
 
 
 def draw_user(cumulative: np.ndarray, rng: np.random.Generator, busy: frozenset[int] = frozenset()) -> tuple[int, int]:
-    """A user drawn by the cumulative activation weights, redrawn while busy elsewhere; returns ``(user, redraws)``."""
+    """A user drawn by the cumulative activation weights, never one busy elsewhere; returns ``(user, redraws)``.
+
+    A busy user is redrawn a few times; if the weight is concentrated on busy users (heavy-tailed activity and many
+    sub-envs), the draw is made from the weights of the free users only. Raises when every user is busy.
+    """
+    n = len(cumulative)
+    if len(busy) >= n:
+        raise ValueError(f"all {n} users are in a session already: use fewer sub-envs than users")
     redraws = 0
-    while True:
-        user = int(np.searchsorted(cumulative, rng.random() * cumulative[-1], side="right"))
-        user = min(user, len(cumulative) - 1)
-        if user not in busy or redraws >= 100 or len(busy) >= len(cumulative):
+    while redraws < 16:
+        user = min(int(np.searchsorted(cumulative, rng.random() * cumulative[-1], side="right")), n - 1)
+        if user not in busy:
             return user, redraws
         redraws += 1
+    weights = np.diff(cumulative, prepend=0.0)
+    free = np.setdiff1d(np.arange(n), np.fromiter(busy, dtype=np.int64, count=len(busy)))
+    p = weights[free]
+    p = p / p.sum() if p.sum() > 0 else np.full(len(free), 1.0 / len(free))
+    return int(rng.choice(free, p=p)), redraws

@@ -80,7 +80,7 @@ class EvaluationConfig(Section):
     """Efficiency (local server): agent counts, one simulation per count and key count (the paper's 1..500; the
     500-agent point is opt-in with ``--agents``). Each must not exceed the dataset's users."""
 
-    efficiency_keys: list[int] = Field(default_factory=lambda: [1, 3, 5])
+    efficiency_keys: list[int] = Field(default_factory=lambda: [1, 5])
     """Efficiency (local server): numbers of fake API keys, used round-robin by the OpenAI backend (the paper went
     1..5; ``--keys 1,2,3,4,5`` runs them all, the default keeps the run within a few minutes on 2 cores)."""
 

@@ -280,7 +280,8 @@ def run_efficiency(
 
 
 def plot_efficiency(result: EfficiencyResult, path: str | Path) -> None:
-    """Left: seconds per round vs agents, one line per key count. Right: seconds of each round, per simulation."""
+    """Left: seconds per round vs agents, one line per key count. Right: seconds of each round of the simulations
+    with the most agents, one line per key count (every round of every simulation is in ``rounds.csv``)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -295,14 +296,15 @@ def plot_efficiency(result: EfficiencyResult, path: str | Path) -> None:
     left.set_ylabel("seconds per round")
     left.set_title("seconds per round vs agents")
     left.legend(fontsize=8)
-    for run in result.runs:
-        tag = f"{run.agents} agents, {run.keys} keys" if run.keys else f"{run.agents} agents, embedded"
-        right.plot(range(1, len(run.rounds) + 1), run.seconds, marker=".", label=tag)
+    largest = max(r.agents for r in result.runs)
+    for run in (r for r in result.runs if r.agents == largest):
+        tag = f"{run.keys} key{'s' if run.keys > 1 else ''}" if run.keys else "embedded model"
+        right.plot(range(1, len(run.rounds) + 1), run.seconds, marker="o", label=tag)
+    right.xaxis.get_major_locator().set_params(integer=True)
     right.set_xlabel("round")
     right.set_ylabel("seconds")
-    right.set_title("seconds per round as rounds grow")
-    if len(result.runs) <= 12:
-        right.legend(fontsize=7)
+    right.set_title(f"seconds per round as rounds grow ({largest} agents)")
+    right.legend(fontsize=8)
     fig.suptitle(f"Efficiency on {result.dataset} (latency {result.latency_ms:g} ms)")
     fig.tight_layout()
     fig.savefig(path, dpi=110)

@@ -130,7 +130,7 @@ def add_evaluate_efficiency(evaluate_subparsers: Any) -> None:
     parser.add_argument("--agents", default=None,
                         help="comma-separated agent counts (default 1,10,50,100; 500 is opt-in; "
                              "embedded: evaluation.efficiency_embedded_agents, default 1,2,5)")  # fmt: skip
-    parser.add_argument("--keys", default=None, help="comma-separated API key counts (default 1,3,5)")
+    parser.add_argument("--keys", default=None, help="comma-separated API key counts (default 1,5)")
     parser.add_argument("--latency-ms", type=float, default=None, help="server latency per request (default 300)")
     parser.add_argument("--rounds", type=int, default=None, help="rounds per simulation (default 2)")
     parser.add_argument("--backend", choices=("local-server", "embedded"), default="local-server",

@@ -302,6 +302,7 @@ def plot_social(result: SocialResult, path: str | Path) -> None:
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
     for res in result.results:
         left.plot(range(1, len(res.entropy) + 1), res.entropy, marker="o", label=res.condition.name)
+    left.xaxis.get_major_locator().set_params(integer=True)
     left.set_xlabel("round")
     left.set_ylabel("genre entropy (bits)")
     left.set_title("information cocoon: per-user genre entropy")
@@ -313,6 +314,7 @@ def plot_social(result: SocialResult, path: str | Path) -> None:
     right.bar(x - 0.2, heard, 0.4, label="heard rate")
     right.bar(x + 0.2, friend, 0.4, label="friend rate")
     right.set_xticks(x, names, rotation=15, fontsize=8)
+    right.set_ylim(0, 1)
     right.set_ylabel("share of watches")
     right.set_title("conformity")
     right.legend(fontsize=8)

@@ -36,6 +36,13 @@ OPTION_LINE = re.compile(r"^- (.+)$", re.MULTILINE)
 DEFAULT_REPLY = "I watched Toy Story last week and enjoyed it a lot."
 
 
+class _BackloggedServer(ThreadingHTTPServer):
+    # The listen backlog is fixed when the socket is bound, so it must be a class attribute: with the default (5),
+    # concurrent connections beyond it are dropped and retried by the client's TCP stack a second later.
+    request_queue_size = 1024
+    daemon_threads = True
+
+
 class LocalServer:
     """See the module docstring. Use as a context manager; ``base_url`` ends in ``/v1``."""
 
@@ -79,10 +86,7 @@ class LocalServer:
                 body = json.loads(self.rfile.read(length) or b"{}")
                 server._serve(self, body)
 
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._httpd.daemon_threads = True
-        # The default backlog (5) drops connections when hundreds of agents send at once.
-        self._httpd.request_queue_size = 1024
+        self._httpd = _BackloggedServer(("127.0.0.1", 0), Handler)
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
 
     def _new_slot(self) -> threading.BoundedSemaphore:

@@ -73,9 +73,7 @@ def model_probabilities(choice: Choice | None, baseline: Choice | None = None) -
     return logits / logits.sum()
 
 
-def decide(
-    choice: Choice | None, prior: np.ndarray, rng: np.random.Generator, baseline: Choice | None = None
-) -> str:
+def decide(choice: Choice | None, prior: np.ndarray, rng: np.random.Generator, baseline: Choice | None = None) -> str:
     """Sample one of :data:`ACTIONS` from ``prior * model`` (calibrated by ``baseline``) with ``rng``."""
     probs = prior * model_probabilities(choice, baseline)
     probs = probs / probs.sum()

@@ -17,5 +17,4 @@ class Recommender(Protocol):
         state: tuple[np.ndarray, ...] | None = None,
         episode_start: np.ndarray | None = None,
         deterministic: bool = False,
-    ) -> tuple[np.ndarray, tuple[np.ndarray, ...] | None]:
-        ...
+    ) -> tuple[np.ndarray, tuple[np.ndarray, ...] | None]: ...

@@ -19,12 +19,15 @@ the generator passed in.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from recagent_gym.simulator.config import SimulationConfig
+
+log = logging.getLogger(__name__)
 
 
 def fit_pareto(samples: np.ndarray, x_min: float | None = None) -> tuple[float, float]:
@@ -94,7 +97,10 @@ class Activation:
             return cls("marginal", probs, config.active_threshold)
         alpha, x_min = config.pareto_alpha, config.pareto_x_min
         if config.fit_activity:
-            alpha, _ = fit_pareto(counts if dataset_counts is None else dataset_counts)
+            try:
+                alpha, _ = fit_pareto(counts if dataset_counts is None else dataset_counts)
+            except ValueError as err:  # e.g. one agent, or all counts equal: nothing to fit
+                log.warning("activity not fitted (%s); using pareto_alpha=%s", err, config.pareto_alpha)
         levels = pareto_levels(n, alpha, x_min, rng)
         if config.fit_activity:
             ranked = np.empty(n)

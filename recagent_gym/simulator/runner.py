@@ -42,7 +42,8 @@ from recagent_gym.simulator.sessions import DeferredEnds, SessionContext, Slot, 
 from recagent_gym.simulator.social_step import social_actions
 from recagent_gym.simulator.summary import summarise
 from recagent_gym.simulator.world import World, build_recommender_for, build_world
-from recagent_gym.users.agent.profile_view import AgentProfile, ProfileTexts
+from recagent_gym.users.agent.profile_view import ProfileTexts
+from recagent_gym.users.profiles import Profile
 
 log = logging.getLogger(__name__)
 
@@ -125,7 +126,7 @@ class Simulation:
             user = int(key)
             current = asdict(self.model.profiles[user])
             current.update({k: tuple(v) if k in ("interests", "features") else v for k, v in edits.items()})
-            self.model.profiles[user] = AgentProfile(**current)
+            self.model.profiles[user] = Profile(**current)
         self.model.profile_text = ProfileTexts(self.model.profiles)  # cached texts are stale now
         self.names = [p.name for p in self.model.profiles]
 
@@ -175,6 +176,8 @@ class Simulation:
         )
         try:
             choices = self._choose_actions(active, rng, t)
+            if not self.config.social.enabled:  # the social media is closed: those who chose it stay idle
+                choices = {u: "nothing" if c == "social" else c for u, c in choices.items()}
             recommender = [u for u in active if choices[u] == "recommender"]
             social = [u for u in active if choices[u] == "social" and u not in human]
             for u in active:

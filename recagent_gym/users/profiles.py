@@ -173,6 +173,10 @@ class Profile:
     synthesized: tuple[str, ...] = field(default=())
     """Fields drawn at random (dataset-aligned) or taken from the dataset after unusable LLM output (``llm``)."""
 
+    def has(self, feature: str) -> bool:
+        """Whether the profile has this behaviour feature."""
+        return feature in self.features
+
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         for key in ("interests", "features", "synthesized"):

@@ -34,10 +34,11 @@ from recagent_gym.users.agent.clock import clock_text
 from recagent_gym.users.agent.feelings import FeelingJob, write_feelings
 from recagent_gym.users.agent.memory_backend import MemoryBackend, RecAgentMemoryBackend, memory_text
 from recagent_gym.users.agent.page import PageDecider, Prepared
-from recagent_gym.users.agent.profile_view import AgentProfile, ProfileTexts, load_profiles
+from recagent_gym.users.agent.profile_view import ProfileTexts, agent_profiles
 from recagent_gym.users.agent.scoring import ScoringRequest, score_requests
 from recagent_gym.users.agent.state import AgentState, PendingFeeling, SessionState
 from recagent_gym.users.agent.taste import ItemVectors, relevance
+from recagent_gym.users.profiles import Profile
 from recagent_gym.users.protocol import Action, Context, Page, Response
 
 log = logging.getLogger(__name__)
@@ -71,7 +72,7 @@ class LLMUserModel:
         self.llm = llm
         self.embedder = embedder
         self.graph = graph
-        self.profiles: list[AgentProfile] = load_profiles(dataset, profiles)
+        self.profiles: list[Profile] = agent_profiles(dataset, profiles)
         self.profile_text = ProfileTexts(self.profiles)
         self.strategy = resolve_strategy(config.user.decision_strategy, config.llm.backend)
         self.memory_backend = memory_backend or RecAgentMemoryBackend(config.memory, llm, embedder)

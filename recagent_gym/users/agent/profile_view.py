@@ -8,10 +8,10 @@ cached by :class:`ProfileTexts`, so it costs nothing on the critical path.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from recagent_gym.data.schema import Dataset
+from recagent_gym.users.profiles import Profile
 
 FEATURE_TEXT: dict[str, str] = {
     "Watcher": "watches and rates movies often",
@@ -40,59 +40,41 @@ FEATURE_VIEWS: dict[str, tuple[str, ...]] = {
 """Behaviour features that matter to each behaviour (the others are left out of its prompt)."""
 
 
-@dataclass(frozen=True)
-class AgentProfile:
-    """The paper's profile fields plus the dataset-aligned behaviour statistics (see ``data/schema.py``)."""
+def _from_record(user_id: int, record: Any) -> Profile:
+    """From a ``users`` table row, a mapping, or a :class:`Profile` (missing fields take neutral defaults)."""
+    if isinstance(record, Profile):
+        return record
 
-    user_id: int
-    name: str
-    gender: str = ""
-    age: int = -1
-    traits: str = ""
-    career: str = ""
-    interests: tuple[str, ...] = ()
-    features: tuple[str, ...] = ()
-    activity: float = 0.5
-    diversity: float = 0.5
-    conformity: float = 0.5
+    def get(key: str, default: Any) -> Any:
+        value = record.get(key, default) if isinstance(record, Mapping) else getattr(record, key, default)
+        return default if value is None else value
 
-    @classmethod
-    def from_record(cls, user_id: int, record: Any) -> AgentProfile:
-        """From a ``users`` table row, a mapping, or any object with these attribute names (e.g. ``Profile``)."""
-
-        def get(key: str, default: Any) -> Any:
-            value = record.get(key, default) if isinstance(record, Mapping) else getattr(record, key, default)
-            return default if value is None else value
-
-        return cls(
-            user_id=user_id,
-            name=str(get("name", "") or f"User {user_id}"),
-            gender=str(get("gender", "")),
-            age=int(get("age", -1)),
-            traits=str(get("traits", "")),
-            career=str(get("career", "")),
-            interests=tuple(str(g) for g in get("interests", ())),
-            features=tuple(str(f) for f in get("features", ())),
-            activity=float(get("activity", 0.5)),
-            diversity=float(get("diversity", 0.5)),
-            conformity=float(get("conformity", 0.5)),
-        )
-
-    def has(self, feature: str) -> bool:
-        return feature in self.features
+    return Profile(
+        user_id=user_id,
+        name=str(get("name", "") or f"User {user_id}"),
+        gender=str(get("gender", "")),
+        age=int(get("age", -1)),
+        traits=str(get("traits", "")),
+        career=str(get("career", "")),
+        interests=tuple(str(g) for g in get("interests", ())),
+        features=tuple(str(f) for f in get("features", ())),
+        activity=float(get("activity", 0.5)),
+        diversity=float(get("diversity", 0.5)),
+        conformity=float(get("conformity", 0.5)),
+    )
 
 
-def load_profiles(dataset: Dataset, profiles: Sequence[Any] | Mapping[int, Any] | None) -> list[AgentProfile]:
+def agent_profiles(dataset: Dataset, profiles: Sequence[Any] | Mapping[int, Any] | None) -> list[Profile]:
     """One profile per dataset user: from ``profiles`` (indexed by dense user id) or the dataset's users table."""
     if profiles is None:
         records: Sequence[Any] = dataset.users.to_dict("records")
-        return [AgentProfile.from_record(i, rec) for i, rec in enumerate(records)]
+        return [_from_record(i, rec) for i, rec in enumerate(records)]
     if len(profiles) != dataset.n_users:
         raise ValueError(f"got {len(profiles)} profiles for {dataset.n_users} users of dataset {dataset.name!r}")
-    return [AgentProfile.from_record(i, profiles[i]) for i in range(dataset.n_users)]
+    return [_from_record(i, profiles[i]) for i in range(dataset.n_users)]
 
 
-def relevant_profile(profile: AgentProfile, behaviour: str) -> str:
+def relevant_profile(profile: Profile, behaviour: str) -> str:
     """The profile text for one behaviour (a key of :data:`VIEWS`)."""
     if behaviour not in VIEWS:
         raise KeyError(f"unknown behaviour {behaviour!r}; expected one of {sorted(VIEWS)}")
@@ -121,7 +103,7 @@ def relevant_profile(profile: AgentProfile, behaviour: str) -> str:
 class ProfileTexts:
     """Per-agent, per-behaviour profile texts, computed once (precomputed relevant profile)."""
 
-    def __init__(self, profiles: Sequence[AgentProfile]) -> None:
+    def __init__(self, profiles: Sequence[Profile]) -> None:
         self._profiles = profiles
         self._cache: dict[tuple[int, str], str] = {}
 

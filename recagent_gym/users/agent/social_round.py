@@ -89,9 +89,12 @@ def socialise(
 
     Each chats with one random friend (weight ``chat_weight + Chatter``) or posts to all friends (``post_weight +
     Poster``); friends in ``exclude`` are never chat partners, those in ``exclude_recipients`` never receive posts.
-    Events are plain dicts (``chat``, ``post``, ``no_friends``) carrying tokens and latency.
+    Events are plain dicts (``chat``, ``post``, ``no_friends``) carrying tokens and latency. Nothing happens
+    when ``social.enabled`` is off.
     """
     cfg = model.config.social
+    if not cfg.enabled:
+        return []
     events: list[dict[str, Any]] = []
     chats: list[tuple[int, int]] = []
     posters: list[int] = []
