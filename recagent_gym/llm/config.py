@@ -64,7 +64,7 @@ class LLMConfig(Section):
     kv_size: int = Field(8192, ge=256, le=131072)
     """Embedded model: KV-cache cells shared by all sequences of a batch and the resident prompt prefixes."""
 
-    prefix_slots: int = Field(4, ge=0, le=64)
+    prefix_slots: int = Field(8, ge=0, le=64)
     """Embedded model: prompt prefixes kept in the KV cache between calls, so a repeated profile and memory
     prefix is not recomputed (least recently used is dropped)."""
 

@@ -306,8 +306,7 @@ class EmbeddedLLM:
             keep: dict[int, int] = {}
             for k, (i, _, _, _) in enumerate(chunk):
                 keep.setdefault(i, k)
-            # Keep each prompt's own tokens (the part before its options) for the next call.
-            rt.finish([(k, chunk[k][2][: chunk[k][3]]) for k in keep.values()])
+            rt.finish(_group_prefixes([(k, chunk[k][2][: chunk[k][3]]) for k in keep.values()]))
         except BaseException:
             rt.clear_working()
             raise
@@ -349,3 +348,20 @@ def _distinct(prompts: Sequence[str]) -> list[int]:
     for k, prompt in enumerate(prompts):
         seen.setdefault(prompt, k)
     return list(seen.values())
+
+
+def _group_prefixes(prompts: list[tuple[int, list[int]]]) -> list[tuple[int, list[int]]]:
+    """The prefixes worth keeping resident after a call: one per group of consecutive prompts that share at least
+    half their tokens (e.g. one user's candidates after the same few-shot history), cut to the group's common
+    prefix. Keeping whole prompts instead would fill every slot with the first user's candidates, and the other
+    users of a batched call (a vector env's sub-envs) would start cold on their next page."""
+    groups: list[tuple[int, list[int]]] = []
+    for k, tokens in prompts:
+        if groups:
+            first, prefix = groups[-1]
+            shared = common_prefix(prefix, tokens)
+            if shared >= len(tokens) // 2:
+                groups[-1] = (first, prefix[:shared])
+                continue
+        groups.append((k, list(tokens)))
+    return groups

@@ -1,0 +1,69 @@
+"""Env steps with the embedded-LLM users (configs/quickstart.yaml): single env vs vector env (batched decisions).
+
+    .venv/bin/python benchmarks/bench_env_llm.py [--steps 48] [--envs 4]
+
+Prints the median and mean seconds per user step, and steps per second, for one env stepped alone and for a
+vector env whose sub-envs' decisions go to the model as one batch. Sessions start and end as they come (cold
+prompt prefixes of new users, the social world between sessions and the batched end-of-session writes all
+count), so the means include everything a training run pays. Not a timed test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import numpy as np
+
+import recagent_gym  # noqa: F401  (registers the env)
+from recagent_gym.config import load_config
+from recagent_gym.data import load_dataset_from_config
+from recagent_gym.envs.recagent_env import RecAgentEnv
+from recagent_gym.envs.vector import RecAgentVectorEnv
+from recagent_gym.llm.embedder import SentenceEmbedder
+from recagent_gym.llm.factory import build_llm
+
+
+def report(name: str, seconds_per_step: list[float], wall: float, steps: int) -> None:
+    print(
+        f"{name:<22}: median {statistics.median(seconds_per_step):.3f} s/step, "
+        f"mean {statistics.mean(seconds_per_step):.3f} s/step, {steps / wall:.2f} steps/s ({steps} steps)"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=48, help="user steps in each setting")
+    parser.add_argument("--envs", type=int, default=4)
+    args = parser.parse_args()
+    config = load_config("quickstart")
+    dataset = load_dataset_from_config(config.data)
+    llm, embedder = build_llm(config.llm), SentenceEmbedder()
+    rng = np.random.default_rng(0)
+
+    env = RecAgentEnv(dataset, "llm", config=config, llm=llm, embedder=embedder)
+    env.reset(seed=0)
+    times = []
+    start = time.perf_counter()
+    while len(times) < args.steps:
+        t = time.perf_counter()
+        _, _, terminated, truncated, _ = env.step(rng.integers(0, dataset.n_items, size=env.page_size))
+        times.append(time.perf_counter() - t)
+        if terminated or truncated:
+            env.reset()
+    report("single env", times, time.perf_counter() - start, len(times))
+
+    venv = RecAgentVectorEnv(args.envs, dataset, "llm", config=config, llm=llm, embedder=embedder)
+    venv.reset(seed=0)
+    per_step = []
+    start = time.perf_counter()
+    for _ in range(args.steps // args.envs):
+        t = time.perf_counter()
+        venv.step(rng.integers(0, dataset.n_items, size=(args.envs, env.page_size)))
+        per_step += [(time.perf_counter() - t) / args.envs] * args.envs
+    report(f"vector env x{args.envs}", per_step, time.perf_counter() - start, len(per_step))
+
+
+if __name__ == "__main__":
+    main()
