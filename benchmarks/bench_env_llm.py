@@ -11,6 +11,7 @@ count), so the means include everything a training run pays. Not a timed test.
 from __future__ import annotations
 
 import argparse
+import collections
 import statistics
 import time
 
@@ -24,12 +25,35 @@ from recagent_gym.envs.vector import RecAgentVectorEnv
 from recagent_gym.llm.embedder import SentenceEmbedder
 from recagent_gym.llm.factory import build_llm
 
+PHASES = ("respond_batch", "between_sessions", "flush_ended")
+"""User-model methods timed: decisions, the social world between sessions, batched end-of-session writes (the
+last can run inside the others, when a pending user's memory is needed)."""
 
-def report(name: str, seconds_per_step: list[float], wall: float, steps: int) -> None:
+
+def time_phases(user_model: object) -> collections.Counter[str]:
+    """Wrap the user model's phase methods (on the instance) so their wall time adds up in the returned counter."""
+    spent: collections.Counter[str] = collections.Counter()
+    for name in PHASES:
+        method = getattr(user_model, name)
+
+        def timed(*args: object, _method=method, _name=name, **kwargs: object) -> object:
+            start = time.perf_counter()
+            try:
+                return _method(*args, **kwargs)
+            finally:
+                spent[_name] += time.perf_counter() - start
+
+        setattr(user_model, name, timed)
+    return spent
+
+
+def report(name: str, seconds_per_step: list[float], wall: float, steps: int, spent: collections.Counter) -> None:
     print(
         f"{name:<22}: median {statistics.median(seconds_per_step):.3f} s/step, "
-        f"mean {statistics.mean(seconds_per_step):.3f} s/step, {steps / wall:.2f} steps/s ({steps} steps)"
+        f"mean {statistics.mean(seconds_per_step):.3f} s/step, {steps / wall:.2f} steps/s ({steps} steps, "
+        f"{wall:.1f} s)"
     )
+    print(" " * 24 + ", ".join(f"{k} {spent[k]:.1f} s" for k in PHASES))
 
 
 def main() -> None:
@@ -43,6 +67,7 @@ def main() -> None:
     rng = np.random.default_rng(0)
 
     env = RecAgentEnv(dataset, "llm", config=config, llm=llm, embedder=embedder)
+    spent = time_phases(env.user_model)
     env.reset(seed=0)
     times = []
     start = time.perf_counter()
@@ -52,9 +77,10 @@ def main() -> None:
         times.append(time.perf_counter() - t)
         if terminated or truncated:
             env.reset()
-    report("single env", times, time.perf_counter() - start, len(times))
+    report("single env", times, time.perf_counter() - start, len(times), spent)
 
     venv = RecAgentVectorEnv(args.envs, dataset, "llm", config=config, llm=llm, embedder=embedder)
+    spent = time_phases(venv.user_model)
     venv.reset(seed=0)
     per_step = []
     start = time.perf_counter()
@@ -62,7 +88,7 @@ def main() -> None:
         t = time.perf_counter()
         venv.step(rng.integers(0, dataset.n_items, size=(args.envs, env.page_size)))
         per_step += [(time.perf_counter() - t) / args.envs] * args.envs
-    report(f"vector env x{args.envs}", per_step, time.perf_counter() - start, len(per_step))
+    report(f"vector env x{args.envs}", per_step, time.perf_counter() - start, len(per_step), spent)
 
 
 if __name__ == "__main__":
