@@ -51,7 +51,10 @@ def test_every_fault_recovers_results_in_order_without_duplicates(server: FaultS
     successes = Counter(r["tag"] for r in server.requests if r["fault"] is None)
     assert all(successes[tag] == 1 for tag in tags)  # each prompt answered exactly once
     assert backend.retries == sum(1 for f in server.plan.values() if f)
-    assert server.max_in_flight <= 4
+    # The server still counts a "slow" request the client gave up on (timeout) while the retry runs: the client's
+    # bound of 4 holds for the requests it waits on, the server may see one more per timed-out request.
+    slow = sum(1 for f in server.plan.values() if f == ["slow"])
+    assert server.max_in_flight <= 4 + slow
     assert all(g.usage.prompt_tokens == 7 and g.usage.calls == 1 for g in out)
 
 
