@@ -117,3 +117,36 @@ def test_draw_user_never_returns_a_busy_user_even_with_concentrated_weights() ->
         assert user in (2, 3)
     with pytest.raises(ValueError, match="all 4 users"):
         draw_user(cumulative, rng, busy=frozenset({0, 1, 2, 3}))
+
+
+def test_sub_envs_starting_together_share_one_social_round(dataset):
+    class SocialUser(RecSimUser):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.rounds: list[tuple[float, list[int]]] = []
+
+        def between_sessions(self, rng, time_h, exclude=(), *, users=None):
+            self.rounds.append((time_h, sorted(exclude)))
+            return [{"type": "post", "round": len(self.rounds)}]
+
+    user = SocialUser(dataset)
+    venv = RecAgentVectorEnv(4, dataset, user, max_pages=1, social=True)  # every session lasts one page
+    venv.reset(seed=0)
+    assert user.rounds == []  # the world's first sessions start without a round
+    for step in range(1, 4):
+        _, _, terminated, truncated, infos = venv.step(venv.action_space.sample())
+        assert (terminated | truncated).all()
+        assert len(user.rounds) == step  # one round for the four restarting sub-envs, not four
+        incoming = sorted(info["reset"]["user_id"] for info in infos["env_infos"])
+        assert user.rounds[-1][1] == incoming
+        reported = [info["reset"]["social_events"] for info in infos["env_infos"]]
+        assert reported[0] == [{"type": "post", "round": step}] and reported[1:] == [[], [], []]
+        assert [info["reset"].get("social_round_env") for info in infos["env_infos"]] == [None, 0, 0, 0]
+
+    single = RecAgentEnv(dataset, SocialUser(dataset), max_pages=1, social=True)
+    single.reset(seed=0)
+    for _ in range(3):
+        single.step(single.action_space.sample())
+        _, info = single.reset()
+        assert single.user_model.rounds[-1][1] == [info["user_id"]]
+    assert len(single.user_model.rounds) == 3

@@ -172,3 +172,34 @@ def test_min_interactions_must_exceed_the_held_out_size() -> None:
         EvaluationConfig(min_interactions=3, settings=[(3, 3)])
     with pytest.raises(ValidationError, match="min_interactions"):
         EvaluationConfig(min_interactions=10, sequence_lengths=[10])
+
+
+def test_swapped_histories_hold_none_of_the_users_candidates(
+    tiny_ml: Dataset,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    class Recorder:
+        def __init__(self, train: Dataset) -> None:
+            self.train, self.shown = train, {}
+
+        def score_items(self, user_id: int, items: Sequence[int], rng: np.random.Generator) -> np.ndarray:
+            self.shown.setdefault(user_id, set()).update(int(i) for i in items)
+            return np.zeros(len(items))
+
+    builds: list[Recorder] = []
+
+    def fake_build(self: Resources, kind: str, train: Dataset) -> Any:
+        builds.append(Recorder(train))
+        return builds[-1]
+
+    monkeypatch.setattr(Resources, "build", fake_build)
+    resources = make_resources(tiny_ml, user_models=["recsim"], settings=[(1, 5), (1, 9)], negatives="both")
+    result = run_discrimination(resources, progress=False)
+    plain, swapped = builds
+    assert plain.shown == swapped.shown and swapped.shown
+    donor_watched_a_candidate = False
+    for user, shown in swapped.shown.items():
+        history = set(swapped.train.user_history(user)["item_id"].tolist())
+        assert history and not history & shown  # a donor's candidate would be a few-shot "Yes" for the swap
+        donor_watched_a_candidate |= bool(set(tiny_ml.user_history(result.donors[user])["item_id"]) & shown)
+    assert donor_watched_a_candidate  # otherwise the check above proves nothing

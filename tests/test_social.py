@@ -46,7 +46,7 @@ def test_chats_and_posts_reach_memories_and_heard_items() -> None:
         ],
     )
     model = make_model(llm, overrides=SOCIAL)
-    events = model.between_sessions(np.random.default_rng(0), 10.0, exclude_user=5)
+    events = model.between_sessions(np.random.default_rng(0), 10.0, exclude=[5])
     kinds = [e["type"] for e in events]
     assert all(e["user"] != 5 for e in events if "user" in e)
     assert kinds.count("take_action") >= 1 and all(e["choice"] == "social" for e in events if "choice" in e)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,19 @@ from recagent_gym.users.protocol import Action, Context, Page, Response, UserMod
 
 RESPONSE_CODES: tuple[str, ...] = ("start", "watch", "next", "search_watch", "search_next", "leave")
 """Order of the ``last_response`` one-hot in the observation."""
+
+
+@dataclass(frozen=True)
+class UpcomingSession:
+    """The next session of a sub-env, drawn but not started (see :meth:`RecAgentEnv.draw_session`)."""
+
+    user_id: int
+    redraws: int
+    social_seed: int
+    session_seed: int
+    time_h: float
+    social_due: bool
+    """A social round should run before it (social on, the user model has one, not the world's first session)."""
 
 
 class RecAgentEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
@@ -250,12 +264,23 @@ class RecAgentEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         """End any open session, run the social world, draw the next user and start its session.
 
         ``time_h`` sets the simulated clock (an outer simulator's time); by default each session advances it by
-        ``env.session_hours``.
+        ``env.session_hours``. The vector env calls the three parts itself (:meth:`draw_session`,
+        :meth:`social_round`, :meth:`open_session`) so that one social round serves all its sub-envs that start a
+        session at the same step.
         """
+        upcoming = self.draw_session(user_id, busy, time_h=time_h)
+        events = self.social_round([upcoming.user_id], upcoming.social_seed) if upcoming.social_due else []
+        return self.open_session(upcoming, events)
+
+    def draw_session(
+        self, user_id: int | None = None, busy: frozenset[int] = frozenset(), *, time_h: float | None = None
+    ) -> UpcomingSession:
+        """End any open session, advance the clock and draw the next session's user and seeds."""
         if self._weights is None:
             raise RuntimeError("RecAgentEnv: call reset() before starting a session")
         if self._session_open and self._user is not None:
             self.user_model.end_session(self._user)
+            self._session_open = False
         if time_h is not None:
             self._clock = time_h
         elif self._sessions_started > 0:
@@ -267,11 +292,23 @@ class RecAgentEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
             raise ValueError(f"reset option user_id={user_id} is outside 0..{self.tables.n_users - 1}")
         # Both child seeds are drawn every session so the streams do not depend on the social switch.
         social_seed, session_seed = (int(s) for s in self.np_random.integers(0, 2**63 - 1, size=2))
-        events: list[dict[str, Any]] = []
+        social_due = self.social and hasattr(self.user_model, "between_sessions") and self._sessions_started > 0
+        return UpcomingSession(int(user_id), redraws, social_seed, session_seed, self._clock, social_due)
+
+    def social_round(self, incoming: Sequence[int], seed: int, time_h: float | None = None) -> list[dict[str, Any]]:
+        """Run the user model's social world once (``incoming`` users, about to start, sit it out); its events."""
         between = getattr(self.user_model, "between_sessions", None)
-        if self.social and between is not None and self._sessions_started > 0:
-            events = list(between(np.random.default_rng(social_seed), self._clock, user_id))
-        self._session_rng = np.random.default_rng(session_seed)
+        if between is None:
+            return []
+        clock = self._clock if time_h is None else time_h
+        return list(between(np.random.default_rng(seed), clock, list(incoming)))
+
+    def open_session(
+        self, upcoming: UpcomingSession, events: Sequence[dict[str, Any]] = ()
+    ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        """Start the drawn session (``events``: the social round that ran before it, reported in ``info``)."""
+        user_id = upcoming.user_id
+        self._session_rng = np.random.default_rng(upcoming.session_seed)
         self._user = user_id
         self._sessions_started += 1
         history = self.tables.histories[user_id]
@@ -290,7 +327,12 @@ class RecAgentEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         self._last_info = {}
         self.user_model.start_session(user_id, self._session_rng)
         self._session_open = True
-        info = {"user_id": user_id, "time_h": self._clock, "activation_redraws": redraws, "social_events": events}
+        info = {
+            "user_id": user_id,
+            "time_h": self._clock,
+            "activation_redraws": upcoming.redraws,
+            "social_events": list(events),
+        }
         return self._observation(), info
 
     def begin_step(self, action: np.ndarray) -> tuple[Page, Context]:

@@ -4,7 +4,9 @@
 and info are in ``info['final_obs']`` / ``info['final_info']`` and the returned observation is the next session's
 first). Its sub-envs are :class:`RecAgentEnv` cores sharing one dataset, one search index and one user model, so an
 LLM user model sends the whole batch to its backend at once. Two sub-envs never run the same user at the same time
-(the activation redraws a busy user; ``info['env_infos'][i]['activation_redraws']`` counts it).
+(the activation redraws a busy user; ``info['env_infos'][i]['activation_redraws']`` counts it). The sub-envs that
+start a new session at the same step share ONE social round (one batched take-action, chat and post call for the
+world, not one round per sub-env).
 :class:`SB3VecEnv` adapts it to stable-baselines3's ``VecEnv``.
 """
 
@@ -157,15 +159,17 @@ class RecAgentVectorEnv(gym.vector.VectorEnv):
         truncations = np.zeros(self.num_envs, dtype=bool)
         final_obs = np.full(self.num_envs, None, dtype=object)
         final_info = np.full(self.num_envs, None, dtype=object)
+        finished: list[int] = []
         for i, env in enumerate(envs):
             obs, rewards[i], terminations[i], truncations[i], info = env.end_step(responses[i], search_responses.get(i))
             if terminations[i] or truncations[i]:
                 final_obs[i], final_info[i] = self._one_obs(obs), info
-                busy = frozenset(e.current_user for j, e in enumerate(envs) if j != i and e.current_user is not None)
-                obs, reset_info = env.begin_session(None, busy)
-                info = {**info, "reset": reset_info}
+                finished.append(i)
             observations.append(obs)
             env_infos.append(info)
+        for i, (obs, reset_info) in self._restart(finished).items():
+            observations[i] = obs
+            env_infos[i] = {**env_infos[i], "reset": reset_info}
         done = terminations | truncations
         infos = {
             "env_infos": env_infos,
@@ -181,6 +185,36 @@ class RecAgentVectorEnv(gym.vector.VectorEnv):
             env.close()
 
     # ---------------------------------------------------------------------------------------------------- helpers
+    def _restart(self, finished: list[int]) -> dict[int, tuple[Any, dict[str, Any]]]:
+        """Start the next session in each finished sub-env, with ONE social round for all of them.
+
+        Users are drawn in sub-env order (never one already in a session or just drawn); the round runs at the
+        latest of their clocks with the first due sub-env's seed, the incoming users sitting it out; its events
+        are reported in that sub-env's reset info (``social_events``; the others get ``social_round_env``).
+        """
+        if not finished:
+            return {}
+        envs = self.envs
+        taken = {e.current_user for j, e in enumerate(envs) if j not in finished and e.current_user is not None}
+        upcoming = {}
+        for i in finished:
+            upcoming[i] = envs[i].draw_session(None, frozenset(taken))
+            taken.add(upcoming[i].user_id)
+        due = [i for i in finished if upcoming[i].social_due]
+        events: list[dict[str, Any]] = []
+        if due:
+            first = due[0]
+            clock = max(upcoming[i].time_h for i in due)
+            incoming = [u.user_id for u in upcoming.values()]
+            events = envs[first].social_round(incoming, upcoming[first].social_seed, clock)
+        out = {}
+        for i in finished:
+            obs, info = envs[i].open_session(upcoming[i], events if due and i == due[0] else ())
+            if due and i != due[0]:
+                info["social_round_env"] = due[0]
+            out[i] = (obs, info)
+        return out
+
     def _seeds(self, seed: int | Sequence[int | None] | None) -> list[int | None]:
         if seed is None:
             return [None] * self.num_envs

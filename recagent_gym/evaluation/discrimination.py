@@ -16,9 +16,11 @@ Protocol, per setting ``(a, b)``:
 Rows: the random expectation ``a / (a + b)`` (its ± is the standard error of a random picker over these users),
 **Popularity** (most interactions in the training data first; no user information), each user model, and the
 paper's published rows for reference. **Personalization check**: every model is rebuilt on a training set where
-each sampled user's history and profile are replaced by another random user's (minus the sampled user's held-out
-items) and scored on the same candidates; the drop ``p - p_swapped`` (paired over users) is reported. A model whose
-score does not drop is not modelling the user.
+each sampled user's history and profile are replaced by another random user's and scored on the same candidates;
+the drop ``p - p_swapped`` (paired over users) is reported. A model whose score does not drop is not modelling the
+user. The donor's interactions with any of the user's candidates (held-out items and negatives alike) are removed
+from the swapped history: kept, a negative the donor watched would sit among the swapped model's few-shot "Yes"
+examples, its score would beat the held-out item's and push ``p_swapped`` below chance, inflating the drop.
 """
 
 from __future__ import annotations
@@ -229,23 +231,25 @@ def build_trials(
     return trials, widened
 
 
-def _score_trials(model: Any, trials: list[Trial], label: str, key: tuple, seed: int, bar: tqdm) -> np.ndarray:
-    metric = DiscriminationHitRate()
-    selected = []
-    for trial in trials:
-        scores = np.asarray(
-            model.score_items(trial.user, list(trial.candidates), child_rng(seed, "score", *key, trial.user)),
-            dtype=np.float64,
+def _score_trial(model: Any, trial: Trial, label: str, key: tuple, seed: int) -> list[int]:
+    """The model's top-``a`` candidates for one trial.
+
+    The scoring generator depends on the model, ``a`` and the user only (``key[0]``, ``key[2]``), not on the sampler
+    or ``b``: a user's few-shot examples are then the same in every setting with the same history, and the embedded
+    backend evaluates that prompt prefix once and reuses it (trials are scored user by user).
+    """
+    kind, _sampler, a, _b = key
+    scores = np.asarray(
+        model.score_items(trial.user, list(trial.candidates), child_rng(seed, "score", kind, a, trial.user)),
+        dtype=np.float64,
+    )
+    if scores.shape != (len(trial.candidates),) or not np.isfinite(scores).all():
+        raise ValueError(
+            f"{label}: score_items for user {trial.user} returned {scores.shape} scores "
+            f"(finite: {bool(np.isfinite(scores).all())}) for {len(trial.candidates)} candidates"
         )
-        if scores.shape != (len(trial.candidates),) or not np.isfinite(scores).all():
-            raise ValueError(
-                f"{label}: score_items for user {trial.user} returned {scores.shape} scores "
-                f"(finite: {bool(np.isfinite(scores).all())}) for {len(trial.candidates)} candidates"
-            )
-        pick = top_k(scores, len(trial.truth), child_rng(seed, "pick", *key, trial.user))
-        selected.append([trial.candidates[i] for i in pick])
-        bar.update(1)
-    return metric.per_user([t.truth for t in trials], selected)
+    pick = top_k(scores, len(trial.truth), child_rng(seed, "pick", *key, trial.user))
+    return [trial.candidates[i] for i in pick]
 
 
 def run_discrimination(resources: Resources, *, progress: bool = True) -> DiscriminationResult:
@@ -272,6 +276,7 @@ def run_discrimination(resources: Resources, *, progress: bool = True) -> Discri
             cells.append(Cell(RANDOM, sampler, a, b, _random_row(a, b, len(users)), []))
     build_seconds: dict[str, float] = {}
     runs = 2 if donors else 1
+    metric = DiscriminationHitRate()
     total = (len(models) - 1) * runs * len(samplers) * len(settings) * len(users)
     with tqdm(total=total, desc="discrimination", unit="user", disable=not progress) as bar:
         for kind in models[1:]:
@@ -283,26 +288,39 @@ def run_discrimination(resources: Resources, *, progress: bool = True) -> Discri
                     labels[kind] = f"LLM agent ({resources.language_model().name})"
                 swapped_model = None
                 if donors:
-                    swapped_train = swap_histories(splits[a].train, donors, held_out[a])
+                    swapped_train = swap_histories(splits[a].train, donors, _candidates_of(trials, a, users))
                     swapped_model = _build(resources, kind, swapped_train)
                 build_seconds[kind] = build_seconds.get(kind, 0.0) + time.perf_counter() - built
                 bar.set_postfix_str(f"{kind}, a={a}")
-                for sampler in samplers:
-                    for b in [b for aa, b in settings if aa == a]:
+                keys = [(sampler, b) for sampler in samplers for b in [b for aa, b in settings if aa == a]]
+                picks: dict[tuple[str, int], list[list[int]]] = {k: [] for k in keys}
+                swapped_picks: dict[tuple[str, int], list[list[int]]] = {k: [] for k in keys}
+                seconds = dict.fromkeys(keys, 0.0)
+                for index in range(len(users)):  # user by user: each history's prompt prefix stays resident
+                    for sampler, b in keys:
                         start = time.perf_counter()
                         key = (kind, sampler, a, b)
-                        group = trials[(sampler, a, b)]
-                        per_user = _score_trials(model, group, labels[kind], key, seed, bar)
-                        estimate = summarize(per_user, child_rng(seed, "bootstrap", *key),
-                                             bootstrap=cfg.bootstrap_samples, confidence=cfg.confidence)  # fmt: skip
-                        cell = Cell(kind, sampler, a, b, estimate, per_user.tolist())
+                        trial = trials[(sampler, a, b)][index]
+                        picks[(sampler, b)].append(_score_trial(model, trial, labels[kind], key, seed))
                         if swapped_model is not None:
-                            swapped = _score_trials(swapped_model, group, labels[kind], key, seed, bar)
-                            boot = dict(bootstrap=cfg.bootstrap_samples, confidence=cfg.confidence)
-                            cell.swapped = summarize(swapped, child_rng(seed, "bootstrap-swap", *key), **boot)
-                            cell.drop = summarize(per_user - swapped, child_rng(seed, "bootstrap-drop", *key), **boot)
-                        cell.seconds = time.perf_counter() - start
-                        cells.append(cell)
+                            swapped_picks[(sampler, b)].append(
+                                _score_trial(swapped_model, trial, labels[kind], key, seed)
+                            )
+                        seconds[(sampler, b)] += time.perf_counter() - start
+                        bar.update(runs)
+                for sampler, b in keys:
+                    key = (kind, sampler, a, b)
+                    truths = [t.truth for t in trials[(sampler, a, b)]]
+                    per_user = metric.per_user(truths, picks[(sampler, b)])
+                    estimate = summarize(per_user, child_rng(seed, "bootstrap", *key),
+                                         bootstrap=cfg.bootstrap_samples, confidence=cfg.confidence)  # fmt: skip
+                    cell = Cell(kind, sampler, a, b, estimate, per_user.tolist(), seconds=seconds[(sampler, b)])
+                    if swapped_model is not None:
+                        swapped = metric.per_user(truths, swapped_picks[(sampler, b)])
+                        boot = dict(bootstrap=cfg.bootstrap_samples, confidence=cfg.confidence)
+                        cell.swapped = summarize(swapped, child_rng(seed, "bootstrap-swap", *key), **boot)
+                        cell.drop = summarize(per_user - swapped, child_rng(seed, "bootstrap-drop", *key), **boot)
+                    cells.append(cell)
     result = DiscriminationResult(
         dataset=full.name, users=users, settings=settings, samplers=samplers, models=models, labels=labels,
         cells=cells, donors=donors, widened=widened, build_seconds=build_seconds, usage=resources.usage_line(),
@@ -310,6 +328,16 @@ def run_discrimination(resources: Resources, *, progress: bool = True) -> Discri
     )  # fmt: skip
     logger.info("discrimination on %s: %d users, %d cells in %.1fs", full.name, len(users), len(cells), result.seconds)
     return result
+
+
+def _candidates_of(trials: dict[tuple[str, int, int], list[Trial]], a: int, users: Sequence[int]) -> dict[int, set]:
+    """Every item shown to each user in the settings holding out ``a`` (positives and negatives, all samplers)."""
+    shown: dict[int, set] = {int(u): set() for u in users}
+    for (_sampler, aa, _b), group in trials.items():
+        if aa == a:
+            for trial in group:
+                shown[trial.user].update(trial.candidates)
+    return shown
 
 
 def _build(resources: Resources, kind: str, train: Dataset) -> Any:

@@ -61,8 +61,9 @@ def pick_donors(
 def swap_histories(train: Dataset, donors: dict[int, int], hidden: dict[int, Sequence[int]]) -> Dataset:
     """``train`` where each user ``u`` in ``donors`` has the donor's training history and profile instead of its own.
 
-    The donor's interactions with ``hidden[u]`` (u's held-out items) are dropped, so a swap never hands the answer
-    over. Other users keep their rows, so popularity and quality statistics barely move.
+    The donor's interactions with ``hidden[u]`` (u's held-out items, or every candidate shown to u) are dropped, so
+    a swap never hands an answer over, right or wrong. Other users keep their rows, so popularity and quality
+    statistics barely move.
     """
     inter = train.interactions
     swapped_users = set(donors)

@@ -17,7 +17,7 @@ critical path (end of session, between sessions), unless ``user.feeling_timing``
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -447,17 +447,19 @@ class LLMUserModel:
         self,
         rng: np.random.Generator,
         time_h: float,
-        exclude_user: int | None = None,
+        exclude: Collection[int] = (),
         *,
         users: Sequence[int] | None = None,
     ) -> list[dict[str, Any]]:
         """Run the social world once (activation, take action, chats and posts); returns the events.
 
-        ``users`` limits who may be activated (default: everyone); friends outside it can still be chatted with.
+        ``exclude``: users about to start a session (they neither act nor receive posts this round); a vector env
+        passes every sub-env that starts a session at this step, so one round serves them all. ``users`` limits
+        who may be activated (default: everyone); friends outside it can still be chatted with.
         """
         from recagent_gym.users.agent.social_round import run_social_round
 
-        return run_social_round(self, rng, time_h, exclude_user, users)
+        return run_social_round(self, rng, time_h, exclude, users)
 
     # -- accounting and state -------------------------------------------------------------------------------------
 

@@ -1,6 +1,6 @@
 """The social world between sessions: activation, take action, chats and posts, all batched.
 
-1. Each agent (of ``users``, default all; not in a session, not ``exclude_user``) is active with probability
+1. Each agent (of ``users``, default all; not in a session, not in ``exclude``) is active with probability
    ``social.activation_rate * (0.5 + activity)``; at most ``social.max_active_agents`` are kept (seeded sample).
 2. Active agents take an action (one batched ``choose`` with behaviour priors, ``prompts/take_action.py``).
 3. Those who enter the social media chat with one random friend (weight ``1 + Chatter``) or post to all friends
@@ -12,7 +12,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -57,21 +57,23 @@ def run_social_round(
     model: LLMUserModel,
     rng: np.random.Generator,
     time_h: float,
-    exclude_user: int | None,
+    exclude: Collection[int] = (),
     users: Sequence[int] | None = None,
 ) -> list[dict[str, Any]]:
+    """One round for everyone but ``exclude`` (users about to start a session: they neither act nor receive
+    posts) and those in a session (they receive posts, but do not act or chat)."""
     cfg = model.config.social
     if not cfg.enabled:
         return []
-    exclude = set(model._sessions) | ({exclude_user} if exclude_user is not None else set())
-    active = active_agents(model, rng, exclude, users)
+    incoming = {int(u) for u in exclude}
+    busy = set(model._sessions) | incoming
+    active = active_agents(model, rng, busy, users)
     choices = model.take_action(active, rng, time_h)
     events: list[dict[str, Any]] = [
         {"type": "take_action", "user": u, "choice": c, "time_h": time_h} for u, c in zip(active, choices, strict=True)
     ]
     social = [u for u, choice in zip(active, choices, strict=True) if choice == "social"]
-    recipients_exclude = {exclude_user} if exclude_user is not None else set()
-    return events + socialise(model, social, rng, time_h, exclude=exclude, exclude_recipients=recipients_exclude)
+    return events + socialise(model, social, rng, time_h, exclude=busy, exclude_recipients=incoming)
 
 
 def socialise(
