@@ -1,11 +1,13 @@
 """Env steps with the embedded-LLM users (configs/quickstart.yaml): single env vs vector env (batched decisions).
 
-    .venv/bin/python benchmarks/bench_env_llm.py [--steps 48] [--envs 4]
+    .venv/bin/python benchmarks/bench_env_llm.py [--steps 96] [--envs 4]
 
-Prints the median and mean seconds per user step, and steps per second, for one env stepped alone and for a
-vector env whose sub-envs' decisions go to the model as one batch. Sessions start and end as they come (cold
+Prints the median and mean seconds per user step, and steps per second (wall clock, first reset included), for
+one env stepped alone and for a vector env whose sub-envs' decisions go to the model as one batch and whose
+sub-envs starting sessions at the same step share one social round. Sessions start and end as they come (cold
 prompt prefixes of new users, the social world between sessions and the batched end-of-session writes all
-count), so the means include everything a training run pays. Not a timed test.
+count, in the step that ends a session), so the figures include everything a training run pays. Not a timed
+test; with random pages, runs of a few dozen steps vary by 10-20%.
 """
 
 from __future__ import annotations
@@ -58,32 +60,38 @@ def report(name: str, seconds_per_step: list[float], wall: float, steps: int, sp
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=48, help="user steps in each setting")
+    parser.add_argument("--steps", type=int, default=96, help="user steps in each setting")
     parser.add_argument("--envs", type=int, default=4)
     args = parser.parse_args()
     config = load_config("quickstart")
     dataset = load_dataset_from_config(config.data)
-    llm, embedder = build_llm(config.llm), SentenceEmbedder()
-    rng = np.random.default_rng(0)
+    embedder = SentenceEmbedder()
 
+    # Each setting gets a freshly loaded model (no prompt prefixes resident from the other) and the same stream of
+    # random pages; a step's time includes the session start that follows it (social world, cold prefixes).
+    llm = build_llm(config.llm)
     env = RecAgentEnv(dataset, "llm", config=config, llm=llm, embedder=embedder)
     spent = time_phases(env.user_model)
+    rng = np.random.default_rng(0)
+    start = time.perf_counter()
     env.reset(seed=0)
     times = []
-    start = time.perf_counter()
     while len(times) < args.steps:
         t = time.perf_counter()
         _, _, terminated, truncated, _ = env.step(rng.integers(0, dataset.n_items, size=env.page_size))
-        times.append(time.perf_counter() - t)
         if terminated or truncated:
             env.reset()
+        times.append(time.perf_counter() - t)
     report("single env", times, time.perf_counter() - start, len(times), spent)
+    llm.close()
 
+    llm = build_llm(config.llm)
     venv = RecAgentVectorEnv(args.envs, dataset, "llm", config=config, llm=llm, embedder=embedder)
     spent = time_phases(venv.user_model)
+    rng = np.random.default_rng(0)
+    start = time.perf_counter()
     venv.reset(seed=0)
     per_step = []
-    start = time.perf_counter()
     for _ in range(args.steps // args.envs):
         t = time.perf_counter()
         venv.step(rng.integers(0, dataset.n_items, size=(args.envs, env.page_size)))

@@ -85,6 +85,45 @@ def test_repeated_prefix_is_reused_across_calls(embedded_llm: EmbeddedLLM) -> No
     assert embedded_llm.stats["tokens_decoded"] - decoded < 20
 
 
+YES_NO = [[" Yes", " No"]]
+
+
+def _reused_by(llm: EmbeddedLLM, prompt: str) -> int:
+    before = llm.stats["tokens_reused"]
+    llm.choose([prompt], YES_NO)
+    return llm.stats["tokens_reused"] - before
+
+
+def test_a_users_next_pages_replace_its_own_prefix_not_another_users(embedded_llm: EmbeddedLLM) -> None:  # noqa: F811
+    assert embedded_llm.config.prefix_slots == 2
+    embedded_llm._rt.reset()
+    other = "Profile of a second viewer, fond of silent comedies.\n" + HISTORY.replace("Film", "Picture")
+    embedded_llm.choose([f"{other}Movie: Film about rain\nWatched:"], YES_NO)
+    for page in range(4):  # more pages than slots; each page's memory line differs, profile and examples do not
+        embedded_llm.choose([f"{HISTORY}Memory: page {page} was about {'tides ' * page}\nMovie: Film {page}\nWatched:"],
+                            YES_NO)  # fmt: skip
+    other_tokens = len(embedded_llm._rt.tokenize(other))
+    assert _reused_by(embedded_llm, f"{other}Movie: Film about snow\nWatched:") >= other_tokens - 2
+
+
+def test_higher_priority_prefix_outlives_background_prompts(embedded_llm: EmbeddedLLM) -> None:  # noqa: F811
+    from recagent_gym.llm.factory import build_llm
+    from recagent_gym.llm.wrapping import prefix_priority
+
+    history_tokens = len(embedded_llm._rt.tokenize(HISTORY))
+    notes = [f"Note {i}: " + "background chatter " * (10 + i) for i in range(4)]
+    for priority, survives in ((1, True), (0, False)):
+        embedded_llm._rt.reset()
+        with prefix_priority(build_llm(embedded_llm.config, backend=embedded_llm), priority):  # through the wrappers
+            assert embedded_llm._priority() == priority
+            embedded_llm.choose([f"{HISTORY}Movie: Film about rain\nWatched:"], YES_NO)
+        assert embedded_llm._priority() == 0
+        for note in notes:
+            embedded_llm.generate([note], max_tokens=1)
+        reused = _reused_by(embedded_llm, f"{HISTORY}Movie: Film about snow\nWatched:")
+        assert (reused >= history_tokens - 2) is survives, (priority, reused, history_tokens)
+
+
 def test_too_small_batch_is_refused_not_aborted() -> None:
     from recagent_gym.llm.config import LLMConfig
 

@@ -81,7 +81,7 @@ def plot_discrimination(result: DiscriminationResult, path: str | Path) -> None:
     from recagent_gym.evaluation.discrimination import PAPER_ROWS
 
     heads = [f"({a},{b})" for a, b in result.settings]
-    fig, axes = plt.subplots(1, len(result.samplers), figsize=(6.5 * len(result.samplers), 4.2), squeeze=False)
+    fig, axes = plt.subplots(1, len(result.samplers), figsize=(9.5 * len(result.samplers), 4.2), squeeze=False)
     for ax, sampler in zip(axes[0], result.samplers, strict=True):
         series = {
             result.labels[m]: [result.cell(m, sampler, a, b).hit_rate for a, b in result.settings]
@@ -97,7 +97,7 @@ def plot_discrimination(result: DiscriminationResult, path: str | Path) -> None:
         ax.set_xlabel("(a, b)")
         ax.set_ylabel("hit rate p")
         ax.set_ylim(0, 1.05)
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside the panel, never over bars
     fig.suptitle(f"Discrimination on {result.dataset} ({len(result.users)} users, 95% intervals)")
     fig.tight_layout()
     fig.savefig(path, dpi=110)

@@ -15,10 +15,12 @@ order); use the response cache (``llm.cache_mode``) for bit-identical replays.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +70,7 @@ class EmbeddedLLM:
         )
         self.load_s = time.perf_counter() - started
         self._calls = 0
+        self._local = threading.local()
         log.info(
             "embedded model %s loaded from %s in %.2f s (%d threads)", self.model, path, self.load_s, self.n_threads
         )
@@ -80,6 +83,21 @@ class EmbeddedLLM:
     def stats(self) -> dict[str, int]:
         """Tokens actually decoded vs reused from the prefix cache, since loading."""
         return {"tokens_decoded": self._rt.tokens_decoded, "tokens_reused": self._rt.tokens_reused}
+
+    @contextlib.contextmanager
+    def prefix_priority(self, priority: int) -> Iterator[None]:
+        """Calls made inside (on this thread) keep their prompt prefixes resident at ``priority`` (default 0): a
+        prefix is never pushed out by one of lower priority. The agent's page decisions use 1, so the prompts that
+        run between two pages (feelings, memory, social) do not evict the prefixes of the users in session."""
+        previous = self._priority()
+        self._local.priority = int(priority)
+        try:
+            yield
+        finally:
+            self._local.priority = previous
+
+    def _priority(self) -> int:
+        return getattr(self._local, "priority", 0)
 
     def _call_seed(self, seed: int | None) -> int:
         # Without a seed, successive calls still differ but repeat across runs (counter from the config seed).
@@ -188,7 +206,7 @@ class EmbeddedLLM:
                     accept(k, rt.sample(samplers[k], batch_index))
 
                 rt.step(entries, next_token)
-            rt.finish([(k, tokens[k]) for k in _distinct(prompts)])
+            rt.finish([(k, tokens[k]) for k in _distinct(prompts)], self._priority())
         except BaseException:
             rt.clear_working()
             raise
@@ -306,7 +324,7 @@ class EmbeddedLLM:
             keep: dict[int, int] = {}
             for k, (i, _, _, _) in enumerate(chunk):
                 keep.setdefault(i, k)
-            rt.finish(_group_prefixes([(k, chunk[k][2][: chunk[k][3]]) for k in keep.values()]))
+            rt.finish(_group_prefixes([(k, chunk[k][2][: chunk[k][3]]) for k in keep.values()]), self._priority())
         except BaseException:
             rt.clear_working()
             raise

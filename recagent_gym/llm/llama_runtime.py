@@ -10,6 +10,13 @@ cache is *unified* (every sequence shares one pool of cells) so that:
   whose prompt starts the same way copies the cached cells into its working sequence (``llama_memory_seq_cp``, no
   recomputation) and decodes only the new tail.
 
+Which prefixes stay: a new prefix replaces the resident one of its *family* (one it extends, or that shares at least
+half of it: the same user's next page, whose memory lines differ but whose profile and examples do not), else an
+empty slot, else the least recently used slot of the lowest *priority*. A prefix never displaces one of higher
+priority: page decisions keep their prefixes at a higher priority than the feelings, memory and social prompts that
+run between two pages (see :meth:`recagent_gym.llm.embedded.EmbeddedLLM.prefix_priority`), so with several users
+in session (a vector env) those prompts do not push the users' prefixes out.
+
 llama.cpp requires sequences that share a token in one batch to hold the same positions in memory before it (they
 are "coupled"); :meth:`LlamaRuntime.evaluate` lowers the reused prefix lengths until that holds.
 """
@@ -139,6 +146,7 @@ class LlamaRuntime:
         self._batch = llama_cpp.llama_batch_init(n_batch, 0, n_seq_max)
         self._slots: list[list[int]] = [[] for _ in range(n_slots)]
         self._slot_tick = [0] * n_slots
+        self._slot_priority = [0] * n_slots
         self._tick = 0
         self.lock = threading.RLock()
         """Held by callers for a whole request: a llama.cpp context is not thread-safe."""
@@ -213,6 +221,7 @@ class LlamaRuntime:
         """Forget every resident prefix and working sequence."""
         self._lib.llama_memory_clear(self._mem, True)
         self._slots = [[] for _ in range(self.n_slots)]
+        self._slot_priority = [0] * self.n_slots
 
     def _resident_cells(self) -> int:
         """Upper bound on cells held by the slots (shared prefixes between slots counted once where adjacent)."""
@@ -223,9 +232,10 @@ class LlamaRuntime:
         return total
 
     def _evict_for(self, cells: int, keep: set[int]) -> None:
-        """Drop least recently used slots (not those in ``keep``) until ``cells`` more fit, with a margin."""
+        """Drop slots (lowest priority first, then least recently used; not those in ``keep``) until ``cells`` more
+        fit, with a margin."""
         budget = int(self.kv_size * 0.95)
-        order = sorted((r for r in range(self.n_slots) if r not in keep), key=lambda r: self._slot_tick[r])
+        order = sorted((r for r in range(self.n_slots) if r not in keep), key=self._eviction_rank)
         for slot in order:
             if self._resident_cells() + cells <= budget:
                 return
@@ -355,23 +365,44 @@ class LlamaRuntime:
             for i in range(len(chunk)):
                 on_output(start + i, i)
 
-    def finish(self, keep: Sequence[tuple[int, Sequence[int]]]) -> None:
-        """Keep ``(sequence index, its first tokens)`` as resident prefixes (the first ``n_slots`` of them), then
-        free the working sequences."""
+    def finish(self, keep: Sequence[tuple[int, Sequence[int]]], priority: int = 0) -> None:
+        """Keep ``(sequence index, its first tokens)`` as resident prefixes (the first ``n_slots`` of them) at
+        ``priority`` (see the module docstring), then free the working sequences."""
         for k, tokens in keep[: self.n_slots]:
             tokens = list(tokens)
-            if not tokens or any(slot[: len(tokens)] == tokens for slot in self._slots):
-                continue  # already resident (possibly inside a longer prefix)
-            # Replace a slot the new prefix extends, else the least recently used one.
-            slot = next(
-                (r for r, old in enumerate(self._slots) if old and tokens[: len(old)] == old),
-                min(range(self.n_slots), key=lambda r: self._slot_tick[r]),
-            )
+            if not tokens:
+                continue
+            holder = next((r for r, slot in enumerate(self._slots) if slot[: len(tokens)] == tokens), None)
+            if holder is not None:  # already resident (possibly inside a longer prefix)
+                self._slot_priority[holder] = max(self._slot_priority[holder], priority)
+                continue
+            slot = self._slot_for(tokens, priority)
+            if slot is None:
+                continue  # every slot holds a prefix of higher priority
             self._lib.llama_memory_seq_rm(self._mem, slot, -1, -1)
             self._lib.llama_memory_seq_cp(self._mem, self._seq(k), slot, 0, len(tokens))
             self._slots[slot] = tokens
             self._slot_tick[slot] = self._next_tick()
+            self._slot_priority[slot] = priority
         self.clear_working()
+
+    def _slot_for(self, tokens: list[int], priority: int) -> int | None:
+        """The slot a new prefix goes to: its family's, else an empty one, else the lowest-ranked (None if that one
+        has a higher priority)."""
+        shared = [common_prefix(tokens, old) if old else 0 for old in self._slots]
+        family = max(range(self.n_slots), key=lambda r: shared[r])
+        old = self._slots[family]
+        same_family = bool(old) and (shared[family] == len(old) or 2 * shared[family] >= len(tokens))
+        if same_family and self._slot_priority[family] <= priority:
+            return family
+        empty = next((r for r, slot in enumerate(self._slots) if not slot), None)
+        if empty is not None:
+            return empty
+        victim = min(range(self.n_slots), key=self._eviction_rank)
+        return victim if self._slot_priority[victim] <= priority else None
+
+    def _eviction_rank(self, slot: int) -> tuple[int, int]:
+        return self._slot_priority[slot], self._slot_tick[slot]
 
     def _next_tick(self) -> int:
         self._tick += 1

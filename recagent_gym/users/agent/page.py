@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from recagent_gym.llm.protocol import Usage
+from recagent_gym.llm.wrapping import prefix_priority
 from recagent_gym.prompts import page_decision, search_query
 from recagent_gym.prompts.checked import choose_checked, generate_checked
 from recagent_gym.users.agent.clock import clock_text
@@ -26,6 +27,8 @@ if TYPE_CHECKING:
 
 DIRECT_ITEM_CHARS = 160
 """Longest item line in the ``direct`` prompt (description cut), to bound the prompt."""
+SESSION_PREFIX_PRIORITY = 1
+"""Prefix-cache priority of page decisions (everything else uses 0; see ``llm/llama_runtime.py``)."""
 
 
 @dataclass
@@ -85,7 +88,10 @@ class PageDecider:
                 owners.append(k)
         scored: dict[int, ScoringResult] = {}
         if requests:
-            results = score_requests(m.llm, requests, calibrate=cfg.calibrate, seed=prepared[owners[0]].seed)
+            # The users' profile-and-examples prefixes outrank the feelings, memory and social prompts that run
+            # before their next page (embedded backend), so those do not push them out of the prefix cache.
+            with prefix_priority(m.llm, SESSION_PREFIX_PRIORITY):
+                results = score_requests(m.llm, requests, calibrate=cfg.calibrate, seed=prepared[owners[0]].seed)
             scored = dict(zip(owners, results, strict=True))
         # One embedder call for every item the batch needs (cached afterwards).
         m.vectors.get(
