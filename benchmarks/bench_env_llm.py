@@ -6,8 +6,9 @@ Prints the median and mean seconds per user step, and steps per second (wall clo
 one env stepped alone and for a vector env whose sub-envs' decisions go to the model as one batch and whose
 sub-envs starting sessions at the same step share one social round. Sessions start and end as they come (cold
 prompt prefixes of new users, the social world between sessions and the batched end-of-session writes all
-count, in the step that ends a session), so the figures include everything a training run pays. Not a timed
-test; with random pages, runs of a few dozen steps vary by 10-20%.
+count, in the step that ends a session), so the figures include everything a training run pays. For the single
+env it also prints the median of the steady-state steps (a later page of a session that goes on, the user's prompt
+prefix cached). Not a timed test; with random pages, runs of a few dozen steps vary by 10-20%.
 """
 
 from __future__ import annotations
@@ -75,14 +76,18 @@ def main() -> None:
     rng = np.random.default_rng(0)
     start = time.perf_counter()
     env.reset(seed=0)
-    times = []
+    times, warm = [], []
     while len(times) < args.steps:
         t = time.perf_counter()
-        _, _, terminated, truncated, _ = env.step(rng.integers(0, dataset.n_items, size=env.page_size))
+        _, _, terminated, truncated, info = env.step(rng.integers(0, dataset.n_items, size=env.page_size))
         if terminated or truncated:
             env.reset()
         times.append(time.perf_counter() - t)
+        if info["page_index"] > 0 and not (terminated or truncated):
+            warm.append(times[-1])  # a later page of a session that goes on: the user's prefix is cached
     report("single env", times, time.perf_counter() - start, len(times), spent)
+    if warm:
+        print(" " * 24 + f"later pages of ongoing sessions: median {statistics.median(warm):.3f} s/step ({len(warm)})")
     llm.close()
 
     llm = build_llm(config.llm)
