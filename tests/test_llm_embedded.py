@@ -124,6 +124,21 @@ def test_higher_priority_prefix_outlives_background_prompts(embedded_llm: Embedd
         assert (reused >= history_tokens - 2) is survives, (priority, reused, history_tokens)
 
 
+def test_ended_sessions_prefixes_do_not_starve_other_prompts(embedded_llm: EmbeddedLLM) -> None:  # noqa: F811
+    rt = embedded_llm._rt
+    assert rt.high_slots == 1  # of 2 slots
+    rt.reset()
+    sessions = [f"Viewer {name} profile.\n" + HISTORY.replace("Film", name) for name in ("Ann", "Bob", "Cy")]
+    with embedded_llm.prefix_priority(1):  # three users' sessions, one after the other
+        for prefix in sessions:
+            embedded_llm.choose([f"{prefix}Movie: Film about rain\nWatched:"], YES_NO)
+    note = "Note: " + "background chatter " * 12
+    embedded_llm.generate([note], max_tokens=1)  # a priority-0 prompt still finds a slot ...
+    assert _reused_by(embedded_llm, note + " and more") >= len(rt.tokenize(note)) - 2
+    last = len(rt.tokenize(sessions[-1]))  # ... and the latest session's prefix is still resident
+    assert _reused_by(embedded_llm, f"{sessions[-1]}Movie: Film about snow\nWatched:") >= last - 2
+
+
 def test_too_small_batch_is_refused_not_aborted() -> None:
     from recagent_gym.llm.config import LLMConfig
 

@@ -15,7 +15,10 @@ half of it: the same user's next page, whose memory lines differ but whose profi
 empty slot, else the least recently used slot of the lowest *priority*. A prefix never displaces one of higher
 priority: page decisions keep their prefixes at a higher priority than the feelings, memory and social prompts that
 run between two pages (see :meth:`recagent_gym.llm.embedded.EmbeddedLLM.prefix_priority`), so with several users
-in session (a vector env) those prompts do not push the users' prefixes out.
+in session (a vector env) those prompts do not push the users' prefixes out. At most ``high_slots`` slots (a
+quarter of them left over, at least one) hold a raised priority; past that a new raised prefix replaces the least
+recently used raised one (an ended session's, since users in session reuse theirs every page), so stale session
+prefixes never starve the other prompts of slots.
 
 llama.cpp requires sequences that share a token in one batch to hold the same positions in memory before it (they
 are "coupled"); :meth:`LlamaRuntime.evaluate` lowers the reused prefix lengths until that holds.
@@ -147,6 +150,8 @@ class LlamaRuntime:
         self._slots: list[list[int]] = [[] for _ in range(n_slots)]
         self._slot_tick = [0] * n_slots
         self._slot_priority = [0] * n_slots
+        self.high_slots = n_slots - max(1, n_slots // 4)
+        """Most slots holding a prefix of raised priority (the rest stay for priority-0 prompts)."""
         self._tick = 0
         self.lock = threading.RLock()
         """Held by callers for a whole request: a llama.cpp context is not thread-safe."""
@@ -374,7 +379,8 @@ class LlamaRuntime:
                 continue
             holder = next((r for r, slot in enumerate(self._slots) if slot[: len(tokens)] == tokens), None)
             if holder is not None:  # already resident (possibly inside a longer prefix)
-                self._slot_priority[holder] = max(self._slot_priority[holder], priority)
+                if priority > self._slot_priority[holder] and self._may_take(holder, priority):
+                    self._slot_priority[holder] = priority
                 continue
             slot = self._slot_for(tokens, priority)
             if slot is None:
@@ -388,18 +394,29 @@ class LlamaRuntime:
 
     def _slot_for(self, tokens: list[int], priority: int) -> int | None:
         """The slot a new prefix goes to: its family's, else an empty one, else the lowest-ranked (None if that one
-        has a higher priority)."""
+        has a higher priority); a raised prefix past ``high_slots`` takes the least recently used raised slot."""
         shared = [common_prefix(tokens, old) if old else 0 for old in self._slots]
         family = max(range(self.n_slots), key=lambda r: shared[r])
         old = self._slots[family]
         same_family = bool(old) and (shared[family] == len(old) or 2 * shared[family] >= len(tokens))
-        if same_family and self._slot_priority[family] <= priority:
+        if same_family and self._may_take(family, priority):
             return family
+        if priority > 0 and not self._room_high():
+            raised = [r for r in range(self.n_slots) if 0 < self._slot_priority[r] <= priority]
+            return min(raised, key=self._eviction_rank) if raised else None
         empty = next((r for r, slot in enumerate(self._slots) if not slot), None)
         if empty is not None:
             return empty
         victim = min(range(self.n_slots), key=self._eviction_rank)
         return victim if self._slot_priority[victim] <= priority else None
+
+    def _may_take(self, slot: int, priority: int) -> bool:
+        """Whether a prefix of ``priority`` may replace ``slot`` (never a higher one; raising needs room)."""
+        held = self._slot_priority[slot]
+        return held <= priority and (priority == 0 or held > 0 or self._room_high())
+
+    def _room_high(self) -> bool:
+        return sum(p > 0 for p in self._slot_priority) < self.high_slots
 
     def _eviction_rank(self, slot: int) -> tuple[int, int]:
         return self._slot_priority[slot], self._slot_tick[slot]
