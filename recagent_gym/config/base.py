@@ -9,17 +9,26 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
+from recagent_gym.errors import RecAgentError
+
 
 class Section(BaseModel):
-    """A typed, documented, strict block of configuration."""
+    """A typed, documented, strict block of configuration.
+
+    Strict: ``true`` is not the integer 1 and ``1`` is not a boolean (``simulation.rounds=true`` is an error, not one
+    round); integers are still accepted where a float is expected.
+    """
 
     model_config = ConfigDict(
         extra="forbid",
+        strict=True,
         validate_assignment=True,
         use_attribute_docstrings=True,
         frozen=False,
     )
 
 
-class ConfigError(ValueError):
+class ConfigError(RecAgentError, ValueError):
     """A configuration file or override is malformed; the message names the key and the source."""
+
+    label = "configuration error"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from pydantic import Field, SecretStr
@@ -49,6 +50,16 @@ class Config(Section):
 
     evaluation: EvaluationConfig = Field(default_factory=EvaluationConfig)
     """The paper's evaluations (discrimination, sequence generation)."""
+
+    def in_run_folder(self, folder: str | Path) -> Config:
+        """A copy whose relative run files (the response cache and request record of ``llm`` and of the judge)
+        lie in the run's output ``folder``. Every command calls this once it knows its output folder; a resumed
+        run's configuration is already placed."""
+        config = self.model_copy(deep=True)
+        config.llm = self.llm.in_run_folder(folder)
+        if self.evaluation.judge_llm is not None:
+            config.evaluation.judge_llm = self.evaluation.judge_llm.in_run_folder(folder)
+        return config
 
     def redacted(self) -> dict[str, Any]:
         """Plain data with every secret replaced by ``'***'``: safe for logs, checkpoints and outputs."""

@@ -7,10 +7,9 @@ import logging
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from recagent_gym.cli import add_config_arguments
-from recagent_gym.config import Config, load_config
+from recagent_gym.config import Config, ConfigError, load_config
+from recagent_gym.config.loader import read_config_file
 
 logger = logging.getLogger(__name__)
 
@@ -67,24 +66,18 @@ def _user_model_override(args: argparse.Namespace) -> list[str]:
     if any(o.startswith("user.model=") for o in args.overrides):
         return []
     if args.config is not None:
-        raw = yaml.safe_load(_config_path(args.config).read_text(encoding="utf-8")) or {}
-        if isinstance(raw, dict) and isinstance(raw.get("user"), dict) and "model" in raw["user"]:
+        raw, _ = read_config_file(args.config)
+        if isinstance(raw.get("user"), dict) and "model" in raw["user"]:
             return []
     # Classical users by default: fast runs; ``--user-model llm`` for real ones.
     return ["user.model=recsim"]
-
-
-def _config_path(name: str) -> Path:
-    from recagent_gym.config.loader import PACKAGED_CONFIG_DIR
-
-    path = Path(name)
-    return path if path.exists() or path.suffix else PACKAGED_CONFIG_DIR / f"{name}.yaml"
 
 
 def run_train(args: argparse.Namespace) -> int:
     from recagent_gym.policies.training import train_policy
 
     config = _config(args, train_overrides(args))
+    config = config.in_run_folder(config.train.output_dir)
     result = train_policy(config, progress_bar=not args.no_progress)
     print(f"policy: {result.policy_path}")
     print(f"{result.timesteps} steps in {result.seconds:.1f}s ({result.steps_per_s:.0f} steps/s)")
@@ -137,6 +130,8 @@ def run_evaluate_policies(args: argparse.Namespace) -> int:
     if args.seed is not None:
         overrides.append(f"train.seed={args.seed}")
     config = _config(args, overrides)
+    out = Path(args.output_dir or Path(config.train.output_dir) / "evaluation")
+    config = config.in_run_folder(out)
     env = RecAgentEnv(config.data.dataset, config.user.model, config=config)
     seed = config.train.seed
     recommenders: dict[str, Any] = {}
@@ -146,10 +141,9 @@ def run_evaluate_policies(args: argparse.Namespace) -> int:
         name, _, path = spec.rpartition("=")
         recommenders[name or Path(path).stem] = PolicyRecommender.load(path, env)
     if not recommenders:
-        raise SystemExit("evaluate policies: nothing to evaluate (give --recommenders and/or --policy)")
+        raise ConfigError("evaluate policies: nothing to evaluate (give --recommenders and/or --policy)")
     results = evaluate_recommenders(recommenders, env, config.train.n_eval_episodes, seed)
     title = f"{env.dataset.name}, {config.user.model} users, {config.train.n_eval_episodes} sessions each, seed {seed}"
-    out = Path(args.output_dir or Path(config.train.output_dir) / "evaluation")
     paths = write_results(results, out, title)
     print(title)
     print(markdown_table(results))
