@@ -82,7 +82,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def configure_logging(*, verbose: bool) -> None:
-    """This project's INFO lines (DEBUG with ``verbose``); other libraries' from WARNING (INFO with ``verbose``)."""
+    """This project's INFO lines (DEBUG with ``verbose``); other libraries' from WARNING (INFO with ``verbose``).
+
+    Like :func:`logging.basicConfig`, nothing changes when the root logger already has handlers (an embedding
+    application, pytest).
+    """
     own, others = (logging.DEBUG, logging.INFO) if verbose else (logging.INFO, logging.WARNING)
 
     def keep(record: logging.LogRecord) -> bool:
@@ -92,7 +96,7 @@ def configure_logging(*, verbose: bool) -> None:
     handler = logging.StreamHandler()
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     handler.addFilter(keep)
-    logging.basicConfig(level=own, handlers=[handler], force=True)
+    logging.basicConfig(level=own, handlers=[handler])
 
 
 def error_message(exc: RecAgentError) -> str:

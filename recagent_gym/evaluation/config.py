@@ -13,7 +13,7 @@ NegativeSampler = Literal["uniform", "popularity-matched"]
 NEGATIVE_SAMPLERS: tuple[str, ...] = ("uniform", "popularity-matched")
 
 Setting = Annotated[tuple[StrictInt, StrictInt], Strict(False)]
-"""A discrimination setting ``(a, b)``; a YAML or JSON list ``[a, b]`` is accepted (strict sections take tuples only)."""
+"""A discrimination setting ``(a, b)``; a YAML or JSON list ``[a, b]`` is accepted (strict sections want tuples)."""
 
 
 class EvaluationConfig(Section):
