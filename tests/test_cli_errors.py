@@ -153,7 +153,8 @@ def test_an_absurd_timestamp_is_rejected(capsys: pytest.CaptureFixture[str], tmp
 
 
 def test_half_star_ratings_keep_their_scale(tmp_path: Path) -> None:
-    from recagent_gym.data import DataError, load_dataset
+    from recagent_gym.data.load import load_dataset
+    from recagent_gym.data.schema import DataError
 
     assert load_dataset(fx.ml_latest(tmp_path / "ok")).interactions["rating"].min() == 0.5
     folder = fx.ml_latest(tmp_path / "bad", extra_ratings=f"1,2,5.5,{fx.T0}\n")

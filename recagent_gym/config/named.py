@@ -11,7 +11,7 @@ from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
 
-from recagent_gym.config.base import ConfigError
+from recagent_gym.section import ConfigError
 
 SUFFIX = ".yaml"
 

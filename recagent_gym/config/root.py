@@ -7,7 +7,6 @@ from typing import Any
 
 from pydantic import Field, SecretStr
 
-from recagent_gym.config.base import Section
 from recagent_gym.data.config import DataConfig
 from recagent_gym.envs.config import EnvConfig
 from recagent_gym.evaluation.config import EvaluationConfig
@@ -15,6 +14,7 @@ from recagent_gym.llm.config import LLMConfig
 from recagent_gym.memory.config import MemoryConfig
 from recagent_gym.policies.config import TrainConfig
 from recagent_gym.recommenders.config import RecommenderConfig
+from recagent_gym.section import Section
 from recagent_gym.simulator.config import SimulationConfig
 from recagent_gym.social.config import SocialConfig
 from recagent_gym.users.config import UserConfig

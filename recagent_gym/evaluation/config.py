@@ -6,8 +6,8 @@ from typing import Annotated, Literal
 
 from pydantic import Field, Strict, StrictInt, field_validator, model_validator
 
-from recagent_gym.config.base import Section
 from recagent_gym.llm.config import LLMConfig
+from recagent_gym.section import Section
 
 NegativeSampler = Literal["uniform", "popularity-matched"]
 NEGATIVE_SAMPLERS: tuple[str, ...] = ("uniform", "popularity-matched")

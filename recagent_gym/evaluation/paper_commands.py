@@ -86,7 +86,7 @@ def load_configs(args: argparse.Namespace) -> tuple[Config, EvaluationConfig]:
 
 
 def _prepare(args: argparse.Namespace) -> Any:
-    from recagent_gym.data import load_dataset_from_config
+    from recagent_gym.data.load import load_dataset_from_config
     from recagent_gym.evaluation.subjects import Resources
 
     config, evaluation = load_configs(args)
