@@ -258,3 +258,10 @@ def test_in_run_folder_places_relative_run_files_only(tmp_path: Path) -> None:
     assert placed.evaluation.judge_llm is not None
     assert placed.evaluation.judge_llm.cache_path == str(tmp_path / "out" / "j.sqlite")
     assert config.llm.cache_path == "c.sqlite"  # a copy
+
+
+def test_verbose_adds_the_traceback(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["-v", "train", "--config", "quikstart"]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" in err and "ConfigError" in err
+    assert err.rstrip().splitlines()[-1].startswith("recagent-gym: configuration error: unknown configuration")
