@@ -265,3 +265,26 @@ def test_verbose_adds_the_traceback(capsys: pytest.CaptureFixture[str]) -> None:
     err = capsys.readouterr().err
     assert "Traceback" in err and "ConfigError" in err
     assert err.rstrip().splitlines()[-1].startswith("recagent-gym: configuration error: unknown configuration")
+
+
+def test_train_and_evaluate_place_run_files_in_their_output_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from recagent_gym.evaluation import paper_commands
+    from recagent_gym.policies import training
+
+    seen: list[object] = []
+
+    def fake_train(config: object, **_: object) -> object:
+        seen.append(config)
+        raise ConfigError("stop here")
+
+    monkeypatch.setattr(training, "train_policy", fake_train)
+    cache = ["--set", "llm.cache_path=c.sqlite", "--set", "llm.record_path=r.jsonl"]
+    assert main(["train", "--output-dir", str(tmp_path / "t"), *cache]) == 2
+    (config,) = seen
+    assert config.llm.cache_path == str(tmp_path / "t" / "c.sqlite")  # type: ignore[attr-defined]
+    assert config.llm.record_path == str(tmp_path / "t" / "r.jsonl")  # type: ignore[attr-defined]
+    args = build_parser().parse_args(["evaluate", "sequence", "--out", str(tmp_path / "e"), *cache])
+    config, _ = paper_commands.load_configs(args)
+    assert config.llm.cache_path == str(tmp_path / "e" / "c.sqlite")
