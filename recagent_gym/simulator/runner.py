@@ -37,7 +37,7 @@ from recagent_gym.simulator.clock import SimClock
 from recagent_gym.simulator.errors import SimulationError
 from recagent_gym.simulator.events import Event, EventLog
 from recagent_gym.simulator.export import export_interactions
-from recagent_gym.simulator.files import atomic_write_text
+from recagent_gym.simulator.files import atomic_write_text, remove_stale_temp_files
 from recagent_gym.simulator.sessions import DeferredEnds, SessionContext, Slot, run_sessions
 from recagent_gym.simulator.social_step import social_actions
 from recagent_gym.simulator.summary import summarise
@@ -435,6 +435,7 @@ def start(config: Config, out: Path, *, llm: Any = None, embedder: Any = None, h
     sim = Simulation(world, out)
     if human is not None:
         sim.human = human.bind(sim)
+    remove_stale_temp_files(out)
     return sim
 
 
@@ -469,6 +470,7 @@ def resume(
         sim.human = human.bind(sim)
     if dry:
         return sim
+    remove_stale_temp_files(target)
     if in_place:
         sim.log.restore(payload["state"]["log_offsets"])
         sim.write_outputs()
