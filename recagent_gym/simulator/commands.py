@@ -98,7 +98,7 @@ def run_simulate(
             config = load_config(args.config, args.overrides)
             out = Path(args.out or DEFAULT_OUT)
             sim = runner.start(config, out, llm=llm, embedder=embedder, human=human)
-    except (SimulationError, CheckpointError) as exc:
+    except (SimulationError, CheckpointError, LLMError) as exc:  # LLMError: e.g. no API key for the backend
         return _fail(exc)
     try:
         sim.run(args.rounds)
@@ -157,7 +157,7 @@ def run_intervene(args: argparse.Namespace, *, llm: Any = None, embedder: Any = 
                 )
             )
         path = runner.save_intervention(sim, args.checkpoint, Path(args.out) if args.out else None)
-    except (SimulationError, CheckpointError) as exc:
+    except (SimulationError, CheckpointError, LLMError) as exc:  # LLMError: e.g. no API key for the backend
         return _fail(exc)
     print(f"intervention saved: {path}")
     return 0
@@ -171,11 +171,16 @@ def run_interview(
     try:
         sim = runner.resume(args.checkpoint, None, args.overrides, llm=llm, embedder=embedder, dry=True)
         user = sim.find_agent(args.agent)
-    except (SimulationError, CheckpointError) as exc:
+    except (SimulationError, CheckpointError, LLMError) as exc:  # LLMError: e.g. no API key for the backend
         return _fail(exc)
     questions = list(args.question) or [line.strip() for line in (stdin or sys.stdin) if line.strip()]
     rng = np.random.default_rng(np.random.SeedSequence([sim.config.simulation.seed, sim.clock.round, user]))
-    for question in questions:
-        answer = sim.model.interview(user, question, rng, sim.clock.time_h)
-        print(f"Interviewer: {question}\n{sim.names[user]}: {answer}")
+    try:
+        for question in questions:
+            answer = sim.model.interview(user, question, rng, sim.clock.time_h)
+            print(f"Interviewer: {question}\n{sim.names[user]}: {answer}")
+    except LLMError as exc:
+        return _fail(RuntimeError(f"language model failed during the interview: {exc}"))
+    finally:
+        sim.close()
     return 0
