@@ -154,3 +154,15 @@ def test_simulate_reports_persistent_malformed_replies_with_the_resume_hint(
     err = capsys.readouterr().err
     assert "malformed reply" in err and "checkpoints" in err and f"--resume {tmp_path / 'run'}" in err
     assert "Traceback" not in err and server.base_url in err
+
+
+def test_secrets_in_urls_never_reach_the_logs(server: FaultServer, caplog) -> None:  # type: ignore[no-untyped-def]
+    caplog.set_level(logging.DEBUG)
+    secret = "sk-in-the-query-string-0123456789"
+    server.plan = {"r": ["500"]}
+    backend = _backend(f"{server.base_url}?api_key={secret}")
+    (generation,) = backend.generate(["<<r>> hello"])  # one retry: the backend logs it, the HTTP client logs both
+    backend.close()
+    assert generation.text == "reply <<r>>"
+    assert "retry 1/1" in caplog.text and "127.0.0.1" in caplog.text
+    assert secret not in caplog.text and KEY not in caplog.text

@@ -23,7 +23,6 @@ import asyncio
 import email.utils
 import itertools
 import json
-import logging
 import threading
 import time
 import urllib.parse
@@ -35,11 +34,13 @@ import numpy as np
 from recagent_gym.llm.config import LLMConfig
 from recagent_gym.llm.openai_reply import Completion, MalformedReply, parse_completion
 from recagent_gym.llm.protocol import Choice, Generation, LLMError, Usage
-from recagent_gym.llm.secrets import redact, resolve_api_keys
+from recagent_gym.llm.secrets import redact, redacting_logger, resolve_api_keys
 from recagent_gym.llm.seeding import derive_seed
 from recagent_gym.llm.text import clean_text
 
-log = logging.getLogger(__name__)
+log = redacting_logger(__name__)
+for _client_logger in ("httpx", "httpx2", "openai"):  # their request and retry lines carry URLs and headers
+    redacting_logger(_client_logger)
 T = TypeVar("T")
 
 # Local servers (vLLM, Ollama, llama.cpp) accept any key; the client library insists on one.
