@@ -166,3 +166,11 @@ def test_secrets_in_urls_never_reach_the_logs(server: FaultServer, caplog) -> No
     assert generation.text == "reply <<r>>"
     assert "retry 1/1" in caplog.text and "127.0.0.1" in caplog.text
     assert secret not in caplog.text and KEY not in caplog.text
+
+
+def test_the_local_server_answers_from_the_options_not_from_listed_items(server: FaultServer) -> None:
+    backend = _backend(server)
+    prompt = "<<page>> The page shows:\n- Dangerous Minds (1995)\n- Heat (1995)\nDo you watch one?"
+    (choice,) = backend.choose([prompt], [["watch", "next page"]])
+    backend.close()
+    assert choice.answered and choice.option == "watch" and server.attempts["page"] == 1
