@@ -1,9 +1,10 @@
 """The simulator's RecBole export against RecBole's documented atomic-file format.
 
-RecBole itself needs numpy<2, so it is not imported: :func:`load_atomic` reads a file the way RecBole's
-``Dataset._load_feat`` does (header line ``field:type``, tab-separated, ``pandas.read_csv`` with ``float64`` for
-``float`` and ``str`` otherwise, sequences split on spaces), and :func:`recbole_dataset_folder` resolves the folder
-as RecBole's config does (``os.path.join(data_path, dataset)``, then ``<dataset>.inter`` inside).
+RecBole itself needs numpy<2, so it is not imported: :func:`load_atomic` reads a file the way RecBole 1.2.1's
+``Dataset._load_feat`` does (header ``f.readline()[:-1]`` split into ``field:type``, tab-separated,
+``pandas.read_csv(engine="python")`` with ``float64`` for ``float`` and ``str`` otherwise, sequences split on
+spaces), and :func:`recbole_dataset_folder` resolves the folder as its ``Config`` does
+(``os.path.join(data_path, dataset)``, then ``<dataset>.inter`` inside).
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ def load_atomic(path: Path) -> tuple[dict[str, str], pd.DataFrame]:
         assert ftype in RECBOLE_TYPES, f"{path.name}: {field} has type {ftype!r}"
         types[field] = ftype
     dtype = {f"{f}:{t}": (np.float64 if t == "float" else str) for f, t in types.items()}
-    table = pd.read_csv(path, delimiter="\t", dtype=dtype, keep_default_na=True)
+    table = pd.read_csv(path, delimiter="\t", usecols=list(dtype), dtype=dtype, encoding="utf-8", engine="python")
     table.columns = list(types)
     for field, ftype in types.items():
         if ftype.endswith("seq"):
