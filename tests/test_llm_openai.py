@@ -12,7 +12,7 @@ import pytest
 from recagent_gym.config import load_config
 from recagent_gym.llm.config import LLMConfig
 from recagent_gym.llm.factory import build_llm
-from recagent_gym.llm.openai_backend import InvalidChoice, OpenAIBackend, Refusal
+from recagent_gym.llm.openai_backend import OpenAIBackend
 from recagent_gym.llm.protocol import LLMError
 from tests._llm_server import FaultServer
 
@@ -97,13 +97,13 @@ def test_client_errors_are_not_retried(server: FaultServer) -> None:
     backend.close()
 
 
-def test_refusal_is_a_typed_error(server: FaultServer) -> None:
+def test_refusal_is_an_unusable_answer_not_an_error(server: FaultServer) -> None:
     server.plan = {"f": ["refuse"], "g": ["refuse", "refuse", "refuse"]}
     backend = _backend(server, structured_output="text")
-    with pytest.raises(Refusal):
-        backend.generate(["<<f>>"])
-    with pytest.raises(Refusal):
-        backend.choose(["<<g>>"], [["yes", "no"]])
+    (generation,) = backend.generate(["<<f>>"])
+    assert generation.text == "" and generation.finish_reason == "refusal"  # validation fails: the fallback applies
+    (choice,) = backend.choose(["<<g>>"], [["yes", "no"]])
+    assert not choice.answered and "refused" in choice.extra["unanswered"]
     backend.close()
 
 
@@ -121,14 +121,16 @@ def test_choose_with_json_schema_and_fallback_to_text(server: FaultServer) -> No
     backend.close()
 
 
-def test_invalid_answer_gets_one_reask_then_a_typed_error(server: FaultServer) -> None:
+def test_invalid_answer_gets_one_reask_then_comes_back_unanswered(server: FaultServer) -> None:
     server.plan = {"once": ["nonsense"], "twice": ["nonsense", "nonsense"]}
     backend = _backend(server, structured_output="text")
     (choice,) = backend.choose(["<<once>> PICK:b"], [["a", "b"]])
     assert choice.option == "b" and choice.extra["reasked"] is True
-    with pytest.raises(InvalidChoice):
-        backend.choose(["<<twice>>"], [["a", "b"]])
-    assert server.attempts["twice"] == 2  # exactly one re-ask, never coerced
+    ok, unanswered = backend.choose(["<<ok>>", "<<twice>>"], [["a", "b"], ["a", "b"]])
+    assert ok.option == "a"  # the other prompt of the batch is not lost
+    assert unanswered.index == -1 and unanswered.option == "" and not unanswered.answered  # never coerced
+    assert "banana" in unanswered.extra["unanswered"] and unanswered.usage.calls == 2
+    assert server.attempts["twice"] == 2  # exactly one re-ask
     backend.close()
 
 

@@ -56,10 +56,10 @@ def test_outputs_of_a_run(reference: Path) -> None:
         rows = list(csv.DictReader(handle))
     assert len(rows) == sum(e["kind"] == "watch" for e in events)
     assert all(r["rating"] for r in rows), "deferred ratings are filled in when the session ends"
-    inter = (reference / "recbole" / "simulation.inter").read_text().splitlines()
+    inter = (reference / "recbole" / "simulation" / "simulation.inter").read_text().splitlines()
     assert inter[0] == "user_id:token\titem_id:token\trating:float\ttimestamp:float"
     assert len(inter) == len(rows) + 1
-    assert (reference / "recbole" / "simulation.item").read_text().startswith("item_id:token\t")
+    assert (reference / "recbole" / "simulation" / "simulation.item").read_text().startswith("item_id:token\t")
     summary = json.loads((reference / "summary.json").read_text())
     assert summary["rounds"] == 3 and summary["interactions"] == len(rows)
     assert summary["events"]["watch"] == len(rows)

@@ -44,10 +44,11 @@ class LLMConfig(Section):
     """Most requests in flight at once to a remote server."""
 
     timeout_s: float = Field(60.0, gt=0)
-    """Per-request timeout for remote servers."""
+    """Limit on each whole attempt at a remote request (connect, send, wait, read however slowly), in seconds."""
 
     max_retries: int = Field(4, ge=0, le=20)
-    """Retries on 429, 5xx, timeouts and dropped connections (exponential backoff with jitter, honours Retry-After)."""
+    """Retries on 429, 5xx, timeouts, dropped connections and malformed replies (exponential backoff with jitter,
+    honours Retry-After)."""
 
     backoff_base_s: float = Field(0.5, gt=0.0, le=60.0)
     """First retry delay for remote servers; doubles per attempt, with jitter, unless the server sends

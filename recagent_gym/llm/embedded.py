@@ -31,6 +31,7 @@ from recagent_gym.llm.llama_runtime import LlamaRuntime, common_prefix
 from recagent_gym.llm.model_files import packaged_gemma_path
 from recagent_gym.llm.protocol import Choice, Generation, LLMError, Usage
 from recagent_gym.llm.seeding import derive_seed
+from recagent_gym.llm.text import clean_text
 
 log = logging.getLogger(__name__)
 
@@ -222,7 +223,8 @@ class EmbeddedLLM:
                 if marker in text:
                     text = text[: text.index(marker)]
             usage = Usage(calls=1, prompt_tokens=len(tokens[k]), completion_tokens=len(out[k]), latency_s=elapsed / n)
-            results.append(Generation(text=text, usage=usage, finish_reason=finish[k]))
+            # bytes decoded with "replace" hold no surrogates today; the shared boundary helper keeps it that way
+            results.append(Generation(text=clean_text(text), usage=usage, finish_reason=finish[k]))
         return results
 
     # -- choose ---------------------------------------------------------------------------------------------------

@@ -3,7 +3,7 @@
 It stands in for a remote provider in benchmarks (``recagent-gym evaluate efficiency``) and tests: every
 ``POST .../chat/completions`` sleeps ``latency_s`` and answers
 
-- a choice request (``response_format`` with a JSON schema whose ``choice`` is an enum, or a prompt listing the
+- a choice request (``response_format`` with a JSON schema whose ``choice`` is an enum, or a prompt ending in the
   options as ``- option`` lines, as :class:`~recagent_gym.llm.openai_backend.OpenAIBackend` sends them): the option
   named by ``PICK:<label>`` in the prompt, else the first option (``choice="first"``) or a seeded random one
   (``choice="random"``), as ``{"choice": ...}`` under a schema and as plain text otherwise;
@@ -32,7 +32,19 @@ from typing import Any, Literal
 import numpy as np
 
 PICK = re.compile(r"PICK:(\S+)")
-OPTION_LINE = re.compile(r"^- (.+)$", re.MULTILINE)
+OPTION_PREFIX = "- "
+
+
+def trailing_options(prompt: str) -> list[str]:
+    """The ``- option`` lines that end the prompt (where the backend lists them); earlier ``- `` lines (a page of
+    items, memories) are not options."""
+    lines = prompt.rstrip("\n").split("\n")
+    options: list[str] = []
+    while lines and lines[-1].startswith(OPTION_PREFIX):
+        options.append(lines.pop()[len(OPTION_PREFIX) :])
+    return options[::-1]
+
+
 DEFAULT_REPLY = "I watched Toy Story last week and enjoyed it a lot."
 
 
@@ -153,7 +165,7 @@ class LocalServer:
         if wants_schema:
             labels = body["response_format"]["json_schema"]["schema"]["properties"]["choice"]["enum"]
         else:
-            labels = OPTION_LINE.findall(prompt)
+            labels = trailing_options(prompt)
         if not labels:
             return self.no_options_reply(prompt)
         pick = PICK.search(prompt)

@@ -3,8 +3,13 @@
 An async core (``agenerate``/``achoose``) sends the prompts of a batch concurrently, at most ``max_concurrency`` in
 flight, cycling through the configured API keys (the paper's parallel keys). Each request is retried on 429, 5xx,
 timeouts, dropped connections and malformed bodies with exponential backoff and jitter, honouring ``Retry-After``;
-the client's own retries are off so that every attempt is counted here. Results come back in prompt order, one per
-prompt; a request that fails for good raises a typed :class:`LLMError`.
+the client's own retries are off so that every attempt is counted here. ``timeout_s`` bounds each whole attempt
+(connect, send, wait and read, however slowly the body trickles in). Every 200 body is checked where it enters
+(:mod:`~recagent_gym.llm.openai_reply`): a malformed one is retried like a dropped connection. Results come back in
+prompt order, one per prompt; a request that fails for good raises a typed :class:`LLMError` naming the server, with
+secrets redacted. An answer that is unusable as such (a refusal; for ``choose``, no option named even after one
+re-ask) is not an error: ``generate`` returns empty text with ``finish_reason="refusal"`` and ``choose`` returns an
+unanswered :class:`~recagent_gym.llm.protocol.Choice`, so the caller's documented fallback applies and is counted.
 
 ``generate``/``choose`` are the synchronous facade: they run the coroutine on a private event loop in a background
 thread, so they work from plain code and also from a thread that already runs an event loop (a notebook), where
@@ -18,20 +23,24 @@ import asyncio
 import email.utils
 import itertools
 import json
-import logging
 import threading
 import time
+import urllib.parse
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any, TypeVar
 
 import numpy as np
 
 from recagent_gym.llm.config import LLMConfig
+from recagent_gym.llm.openai_reply import Completion, MalformedReply, parse_completion
 from recagent_gym.llm.protocol import Choice, Generation, LLMError, Usage
-from recagent_gym.llm.secrets import redact, resolve_api_keys
+from recagent_gym.llm.secrets import redact, redacting_logger, resolve_api_keys
 from recagent_gym.llm.seeding import derive_seed
+from recagent_gym.llm.text import clean_text
 
-log = logging.getLogger(__name__)
+log = redacting_logger(__name__)
+for _client_logger in ("httpx", "httpx2", "openai"):  # their request and retry lines carry URLs and headers
+    redacting_logger(_client_logger)
 T = TypeVar("T")
 
 # Local servers (vLLM, Ollama, llama.cpp) accept any key; the client library insists on one.
@@ -42,12 +51,16 @@ REASK_INSTRUCTION = (
 )
 
 
-class Refusal(LLMError):
-    """The server refused to answer (a content refusal), after the one re-ask where applicable."""
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
 
-class InvalidChoice(LLMError):
-    """The server's answer named none of the options, also after one re-ask; never coerced to an option."""
+def server_label(base_url: str | None) -> str:
+    """The server as error messages name it: scheme, host, port and path, without user info or query (where a key
+    could hide), redacted."""
+    parts = urllib.parse.urlsplit(base_url or DEFAULT_BASE_URL)
+    host = parts.hostname or ""
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return redact(urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, "", "")))
 
 
 class _Retryable(Exception):
@@ -98,6 +111,7 @@ class OpenAIBackend:
                 "(several keys separated by commas) or llm.api_keys"
             )
         self.config = config
+        self._server = server_label(config.base_url)
         self._keys = [k.get_secret_value() for k in keys] or [PLACEHOLDER_KEY]
         self._key_cycle = itertools.cycle(range(len(self._keys)))
         self._http_client_factory = http_client_factory
@@ -171,8 +185,8 @@ class OpenAIBackend:
 
     # -- one request with retries ---------------------------------------------------------------------------------
 
-    async def _complete(self, messages: list[dict[str, str]], **params: Any) -> tuple[Any, float]:
-        """One chat completion with retries; returns the response and its latency (the last attempt's)."""
+    async def _complete(self, messages: list[dict[str, str]], **params: Any) -> tuple[Completion, float]:
+        """One chat completion with retries; returns the checked reply and its latency (the last attempt's)."""
         import openai
 
         clients = self._ensure_clients()
@@ -184,41 +198,62 @@ class OpenAIBackend:
             try:
                 async with self._semaphore:
                     self.requests += 1
-                    try:
-                        response = await client.chat.completions.create(
-                            model=self.config.model, messages=messages, **params
-                        )
-                    except openai.RateLimitError as exc:
-                        raise _Retryable("429 rate limited", _retry_after_seconds(exc.response.headers)) from exc
-                    except openai.APITimeoutError as exc:
-                        raise _Retryable("timed out") from exc
-                    except openai.APIConnectionError as exc:
-                        raise _Retryable(f"connection failed ({type(exc.__cause__).__name__})") from exc
-                    except openai.APIResponseValidationError as exc:
-                        raise _Retryable("malformed response body") from exc
-                    except openai.APIStatusError as exc:
-                        if exc.status_code >= 500 or exc.status_code in (408, 409):
-                            wait = _retry_after_seconds(exc.response.headers)
-                            raise _Retryable(f"HTTP {exc.status_code}", wait) from exc
-                        raise
-                    except (json.JSONDecodeError, ValueError) as exc:
-                        raise _Retryable(f"malformed response body ({type(exc).__name__})") from exc
-                    if not getattr(response, "choices", None):
-                        raise _Retryable("response without choices")
-                return response, time.perf_counter() - started
+                    reply = await self._attempt(client, messages, params)
+                return reply, time.perf_counter() - started
             except _Retryable as failure:
                 if attempt + 1 >= attempts:
-                    raise LLMError(
-                        f"{self.name}: request failed after {attempts} attempts, last: {failure.reason}"
-                    ) from None
+                    raise self._error(f"request failed after {attempts} attempts, last: {failure.reason}") from None
                 delay = self._backoff(attempt, failure.retry_after)
                 self.retries += 1
-                log.info("%s: %s; retry %d/%d in %.2f s", self.name, failure.reason, attempt + 1, attempts - 1, delay)
+                log.info(
+                    "%s: %s; retry %d/%d in %.2f s",
+                    self.name,
+                    redact(failure.reason),
+                    attempt + 1,
+                    attempts - 1,
+                    delay,
+                )
                 await asyncio.sleep(delay)
             except openai.APIStatusError as exc:
-                message = redact(str(exc))
-                raise LLMError(f"{self.name}: HTTP {exc.status_code} (not retried): {message}") from None
+                raise self._error(f"HTTP {exc.status_code} (not retried): {exc}") from None
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _error(self, text: str) -> LLMError:
+        """An :class:`LLMError` naming the model and the server, secrets redacted."""
+        return LLMError(redact(f"{self.name} at {self._server}: {text}"))
+
+    async def _attempt(self, client: Any, messages: list[dict[str, str]], params: dict[str, Any]) -> Completion:
+        """One HTTP attempt, bounded as a whole by ``timeout_s``; retryable failures raise :class:`_Retryable`."""
+        import openai
+
+        timeout = self.config.timeout_s
+        try:
+            body = await asyncio.wait_for(self._post(client, messages, params), timeout=timeout)
+        except TimeoutError as exc:
+            raise _Retryable(f"timed out (no complete reply within timeout_s={timeout:g} s)") from exc
+        except openai.RateLimitError as exc:
+            raise _Retryable("429 rate limited", _retry_after_seconds(exc.response.headers)) from exc
+        except openai.APITimeoutError as exc:
+            raise _Retryable(f"timed out (timeout_s={timeout:g} s)") from exc
+        except openai.APIConnectionError as exc:
+            raise _Retryable(f"connection failed ({type(exc.__cause__).__name__})") from exc
+        except openai.APIResponseValidationError as exc:
+            raise _Retryable("malformed response body") from exc
+        except openai.APIStatusError as exc:
+            if exc.status_code >= 500 or exc.status_code in (408, 409):
+                raise _Retryable(f"HTTP {exc.status_code}", _retry_after_seconds(exc.response.headers)) from exc
+            raise
+        try:
+            return parse_completion(body)
+        except MalformedReply as exc:
+            raise _Retryable(f"malformed reply: {exc}") from exc
+
+    async def _post(self, client: Any, messages: list[dict[str, str]], params: dict[str, Any]) -> bytes:
+        """The raw body of one completion request (read whole; the caller checks its shape)."""
+        raw = await client.chat.completions.with_raw_response.create(
+            model=self.config.model, messages=messages, **params
+        )
+        return bytes(raw.http_response.content)  # read in full by the client (not a streamed request)
 
     def _backoff(self, attempt: int, retry_after: float | None) -> float:
         cap = self.config.backoff_max_s
@@ -228,26 +263,19 @@ class OpenAIBackend:
         return float(min(cap, base * (0.5 + self._jitter.random())))  # "equal jitter": spreads synchronized retries
 
     @staticmethod
-    def _usage(response: Any, latency: float) -> Usage:
-        usage = getattr(response, "usage", None)
+    def _usage(reply: Completion, latency: float) -> Usage:
         return Usage(
-            calls=1,
-            prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
-            completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
-            latency_s=latency,
+            calls=1, prompt_tokens=reply.prompt_tokens, completion_tokens=reply.completion_tokens, latency_s=latency
         )
 
     # -- generate -------------------------------------------------------------------------------------------------
 
     async def _generate_one(self, prompt: str, params: dict[str, Any]) -> Generation:
-        response, latency = await self._complete([{"role": "user", "content": prompt}], **params)
-        choice = response.choices[0]
-        message = choice.message
-        if getattr(message, "refusal", None):
-            raise Refusal(f"{self.name} refused: {redact(str(message.refusal))[:200]}")
-        return Generation(
-            text=message.content or "", usage=self._usage(response, latency), finish_reason=choice.finish_reason
-        )
+        reply, latency = await self._complete([{"role": "user", "content": clean_text(prompt)}], **params)
+        if reply.refusal:  # an unusable answer, not a failure: the caller's fallback applies
+            log.warning("%s refused to answer: %s", self.name, redact(reply.refusal)[:200])
+            return Generation(text="", usage=self._usage(reply, latency), finish_reason="refusal")
+        return Generation(text=reply.content, usage=self._usage(reply, latency), finish_reason=reply.finish_reason)
 
     async def agenerate(
         self,
@@ -305,11 +333,9 @@ class OpenAIBackend:
         return None
 
     async def _choose_one(self, prompt: str, options: Sequence[str], seed: int | None) -> Choice:
-        import openai
-
-        labels = self._labels(options)
+        labels = self._labels([clean_text(option) for option in options])
         listing = "\n".join(f"- {label}" for label in labels)
-        question = prompt + CHOICE_INSTRUCTION.format(options=listing)
+        question = clean_text(prompt) + CHOICE_INSTRUCTION.format(options=listing)
         params: dict[str, Any] = {"max_tokens": 64, "temperature": 0.0}
         if seed is not None:
             params["seed"] = derive_seed(seed, prompt)
@@ -323,36 +349,30 @@ class OpenAIBackend:
             }
             fmt = {"type": "json_schema", "json_schema": {"name": "choice", "strict": True, "schema": schema}}
             try:
-                response, latency = await self._complete(
+                reply, latency = await self._complete(
                     [{"role": "user", "content": question}], response_format=fmt, **params
                 )
             except LLMError as exc:
                 # A server without structured outputs answers 400 naming response_format: fall back, once.
-                if self.config.structured_output == "auto" and "response_format" in str(exc.__cause__ or exc):
+                if self.config.structured_output == "auto" and "response_format" in str(exc):
                     self._use_schema = False
                     self.schema_fallbacks += 1
                     log.warning("%s: no structured output support; choosing by validated text", self.name)
                 else:
                     raise
             else:
-                total = total + self._usage(response, latency)
-                message = response.choices[0].message
-                if not getattr(message, "refusal", None):
-                    index = self._parse_json_choice(message.content or "", labels)
+                total = total + self._usage(reply, latency)
+                if not reply.refusal:
+                    index = self._parse_json_choice(reply.content, labels)
                     if index is not None:
                         return Choice(index, options[index], usage=total, extra={"method": "json_schema"})
                 # a refusal or an off-schema answer gets the text path's one re-ask below
         messages = [{"role": "user", "content": question}]
-        answer = ""
+        answer, refusal = "", None
         for attempt in range(2):
-            try:
-                response, latency = await self._complete(messages, **params)
-            except openai.OpenAIError as exc:  # pragma: no cover - _complete already converts these
-                raise LLMError(redact(str(exc))) from None
-            total = total + self._usage(response, latency)
-            message = response.choices[0].message
-            refusal = getattr(message, "refusal", None)
-            answer = message.content or ""
+            reply, latency = await self._complete(messages, **params)
+            total = total + self._usage(reply, latency)
+            refusal, answer = reply.refusal, reply.content
             index = None if refusal else self._match(answer, labels)
             if index is not None:
                 extra = {"method": "text", "reasked": attempt > 0}
@@ -365,9 +385,11 @@ class OpenAIBackend:
                         "content": question + REASK_INSTRUCTION.format(answer=answer[:80], options=listing),
                     }
                 ]
-            elif refusal:
-                raise Refusal(f"{self.name} refused to choose: {redact(str(refusal))[:200]}")
-        raise InvalidChoice(f"{self.name}: answer {redact(answer)[:80]!r} is none of {labels} (after one re-ask)")
+        # Unusable twice: never coerced to an option; the caller's fallback applies (and counts it).
+        reason = f"refused: {refusal[:200]}" if refusal else f"answer {answer[:80]!r} is none of the options"
+        reason = redact(reason)
+        log.warning("%s: no usable choice after one re-ask (%s)", self.name, reason)
+        return Choice.unanswered(reason, usage=total, extra={"method": "text", "reasked": True, "answer": answer[:80]})
 
     @staticmethod
     def _parse_json_choice(content: str, labels: list[str]) -> int | None:

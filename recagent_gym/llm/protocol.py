@@ -48,12 +48,20 @@ class Generation:
     finish_reason: str | None = None
 
 
+NO_CHOICE = -1
+"""``Choice.index`` of an unanswered choice (see :meth:`Choice.unanswered`)."""
+
+
 @dataclass(frozen=True)
 class Choice:
     """The option chosen for one prompt.
 
     ``scores`` holds one number per option where the backend provides it (log-likelihood of the option's text after
-    the prompt, higher is better), else None. ``index`` always points into the options given.
+    the prompt, higher is better), else None. ``index`` points into the options given, except for an *unanswered*
+    choice: a remote model that named no option even after its one re-ask, or refused, gives ``index == NO_CHOICE``,
+    ``option == ""`` and the reason in ``extra["unanswered"]``. That is an unusable answer, not a failure: callers
+    apply their prompt's documented fallback and count it (:func:`~recagent_gym.prompts.checked.choose_checked`
+    does). Backends that score options (the embedded model) always answer.
     """
 
     index: int
@@ -61,6 +69,15 @@ class Choice:
     scores: tuple[float, ...] | None = None
     usage: Usage = field(default_factory=Usage)
     extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def answered(self) -> bool:
+        return self.index != NO_CHOICE
+
+    @classmethod
+    def unanswered(cls, reason: str, *, usage: Usage | None = None, extra: dict[str, Any] | None = None) -> Choice:
+        """A choice the model did not make; ``reason`` says why (no secrets: it is logged and kept in ``info``)."""
+        return cls(NO_CHOICE, "", usage=usage or Usage(), extra={**(extra or {}), "unanswered": reason})
 
 
 @runtime_checkable

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import threading
@@ -32,6 +33,29 @@ def redact(text: str) -> str:
         if secret in text:
             text = text.replace(secret, REDACTED)
     return _KEY_PATTERN.sub(REDACTED, text)
+
+
+class RedactingFilter(logging.Filter):
+    """Scrubs secrets from a log record's final message (its format arguments included) before any handler sees it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        clean = redact(message)
+        if clean != message:
+            record.msg, record.args = clean, None
+        return True
+
+
+_FILTER = RedactingFilter()
+
+
+def redacting_logger(name: str) -> logging.Logger:
+    """``logging.getLogger(name)`` with :class:`RedactingFilter` attached (once): for the modules that talk to
+    servers, and for the HTTP client's own logger, whose request lines carry the URL."""
+    logger = logging.getLogger(name)
+    if _FILTER not in logger.filters:
+        logger.addFilter(_FILTER)
+    return logger
 
 
 def resolve_api_keys(config: LLMConfig) -> list[SecretStr]:

@@ -185,9 +185,13 @@ def _importance(
             raise RuntimeError(f"{llm.name}: choose returned {len(choices)} answers for {len(prompts)} prompts")
         report.llm_calls += 1
         report.prompts += len(prompts)
-        baseline = choices[-1].scores if calibrate else None
+        baseline = choices[-1].scores if calibrate and choices[-1].answered else None
         for i, choice in zip(members, choices, strict=False):
             memories[i].usage += choice.usage
+            if not choice.answered:  # a remote model named no level: the default importance, counted
+                memories[i].stats["importance_fallbacks"] += 1
+                report.fallbacks += 1
+                continue
             scores[i] = memory_importance.parse(choice, levels, baseline)
         for choice in choices:
             report.usage += choice.usage

@@ -33,6 +33,9 @@ ECHO_CHARS = 20
 ECHO_COVERAGE = 0.6
 """Share of an answer matched by a template line above which (and above its match with the inputs) it is an echo."""
 
+MAX_ECHO_CHARS = 1024
+"""Longest answer :func:`echoes_prompt` compares (its first characters); longer ones are judged by them."""
+
 
 @cache
 def fixed_fragments(template_name: str) -> tuple[str, ...]:
@@ -55,7 +58,7 @@ def echoes_prompt(answer: str, template_name: str, inputs: Sequence[str] = ()) -
     """True when the answer is mostly the template's own wording (a small base model's favourite failure): a
     template line covers at least ECHO_COVERAGE of it, and more of it than any of the prompt's ``inputs`` (the
     observation, the memories) does, so faithful answers that reuse the input's words are not echoes."""
-    low = " ".join(answer.lower().split())
+    low = " ".join(answer[: 2 * MAX_ECHO_CHARS].lower().split())[:MAX_ECHO_CHARS]
     if len(low) < ECHO_CHARS:
         return False
     from_template = max((coverage(low, f) for f in fixed_fragments(template_name)), default=0.0)

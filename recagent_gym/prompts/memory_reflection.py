@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from recagent_gym.prompts import memory_insight
+from recagent_gym.prompts.checked import cap_reply
 from recagent_gym.prompts.memory_common import REMINDER, clean_line, echoes_prompt
 from recagent_gym.prompts.template import load_template
 
@@ -27,8 +28,14 @@ def build(agent_name: str, memories: Sequence[str], count: int, *, retry: bool =
     )
 
 
+MAX_CANDIDATES = 16
+"""Lines of a reply considered as insights (a reply holds at most ``count`` <= 5 of them; the rest is noise)."""
+
+
 def parse(text: str) -> list[str]:
-    return [line for line in (clean_line(raw) for raw in text.split("\n")) if line]
+    """The reply's non-empty lines, cleaned: at most :data:`MAX_CANDIDATES`, read from its capped start."""
+    lines = [line for line in (clean_line(raw) for raw in cap_reply(text).split("\n")) if line]
+    return lines[:MAX_CANDIDATES]
 
 
 def valid_insights(

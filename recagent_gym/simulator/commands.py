@@ -155,7 +155,10 @@ def run_interview(
     user = sim.find_agent(args.agent)
     questions = list(args.question) or [line.strip() for line in (stdin or sys.stdin) if line.strip()]
     rng = np.random.default_rng(np.random.SeedSequence([sim.config.simulation.seed, sim.clock.round, user]))
-    for question in questions:
-        answer = sim.model.interview(user, question, rng, sim.clock.time_h)
-        print(f"Interviewer: {question}\n{sim.names[user]}: {answer}")
+    try:
+        for question in questions:
+            answer = sim.model.interview(user, question, rng, sim.clock.time_h)
+            print(f"Interviewer: {question}\n{sim.names[user]}: {answer}")
+    finally:
+        sim.close()
     return 0

@@ -9,6 +9,7 @@ gets it), or ``skip``. End of input means ``nothing`` / ``leave``. The other age
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Sequence
 from typing import IO, TYPE_CHECKING, Any
@@ -37,6 +38,13 @@ ACTION_WORDS = {
     "nothing": "nothing",
 }
 PAGE_HELP = "type: w <n> [rating 1-5] | n (next page) | s <query> (search) | l (leave)"
+_ASCII_INT = re.compile(r"[0-9]{1,6}")
+
+
+def _ascii_int(word: str) -> int | None:
+    """``word`` as a number when it is ASCII digits only (``str.isdigit`` accepts ``²`` and ``٣``, which ``int``
+    then rejects or reads differently)."""
+    return int(word) if _ASCII_INT.fullmatch(word) else None
 
 
 class HumanPlayer:
@@ -124,14 +132,16 @@ class HumanPlayer:
             return Response(Action.SEARCH, query=rest.strip(), text=line)
         if word in ("w", "watch"):
             parts = rest.split()
-            if not parts or not parts[0].isdigit() or not 1 <= int(parts[0]) <= len(page.items):
+            number = _ascii_int(parts[0]) if parts else None
+            if number is None or not 1 <= number <= len(page.items):
                 return None
             rating = None
             if len(parts) > 1:
-                if not parts[1].isdigit() or not 1 <= int(parts[1]) <= 5:
+                stars = _ascii_int(parts[1])
+                if stars is None or not 1 <= stars <= 5:
                     return None
-                rating = float(parts[1])
-            return Response(Action.WATCH, item=int(page.items[int(parts[0]) - 1]), rating=rating, text=line)
+                rating = float(stars)
+            return Response(Action.WATCH, item=int(page.items[number - 1]), rating=rating, text=line)
         return None
 
     def social(self, sim: Simulation, round_index: int, time_h: float, rng: np.random.Generator) -> list[Event]:

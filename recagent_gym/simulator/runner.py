@@ -29,6 +29,7 @@ from recagent_gym.config.loader import apply_overrides
 from recagent_gym.envs.recagent_env import RecAgentEnv
 from recagent_gym.envs.tables import EnvTables
 from recagent_gym.llm.protocol import Usage
+from recagent_gym.llm.secrets import resolve_api_keys
 from recagent_gym.prompts import take_action as take_action_prompt
 from recagent_gym.recommenders.search import CatalogueSearch
 from recagent_gym.simulator import checkpoint as ckpt
@@ -37,7 +38,7 @@ from recagent_gym.simulator.clock import SimClock
 from recagent_gym.simulator.errors import SimulationError
 from recagent_gym.simulator.events import Event, EventLog
 from recagent_gym.simulator.export import export_interactions
-from recagent_gym.simulator.files import atomic_write_text
+from recagent_gym.simulator.files import atomic_write_text, remove_stale_temp_files
 from recagent_gym.simulator.sessions import DeferredEnds, SessionContext, Slot, run_sessions
 from recagent_gym.simulator.social_step import social_actions
 from recagent_gym.simulator.summary import summarise
@@ -435,6 +436,7 @@ def start(config: Config, out: Path, *, llm: Any = None, embedder: Any = None, h
     sim = Simulation(world, out)
     if human is not None:
         sim.human = human.bind(sim)
+    remove_stale_temp_files(out)
     return sim
 
 
@@ -469,6 +471,7 @@ def resume(
         sim.human = human.bind(sim)
     if dry:
         return sim
+    remove_stale_temp_files(target)
     if in_place:
         sim.log.restore(payload["state"]["log_offsets"])
         sim.write_outputs()
@@ -520,10 +523,16 @@ def _load(
 
 
 def resume_config(saved: dict[str, Any], overrides: Sequence[str], source: str) -> Config:
-    """The checkpoint's configuration with ``overrides``; only run-control keys may change."""
+    """The checkpoint's configuration with ``overrides``; only run-control keys may change.
+
+    API keys are never taken from the checkpoint (it holds them redacted): they come from ``--set llm.api_keys=...``
+    or the environment variable ``llm.api_key_env``, as for a fresh run. A run started with keys in
+    ``llm.api_keys`` that gets none now is refused with a clear error instead of sending a placeholder key.
+    """
     data = dict(saved)
     llm = dict(data.get("llm", {}))
-    llm["api_keys"] = []  # redacted in the checkpoint; keys come from ``api_key_env`` again
+    saved_keys = len(llm.get("api_keys") or [])
+    llm["api_keys"] = []  # "***" in the checkpoint: never sent anywhere
     data["llm"] = llm
     base = config_from_dict(data, source)
     changed = config_from_dict(apply_overrides(data, overrides), f"{source} with overrides {list(overrides)}")
@@ -538,4 +547,9 @@ def resume_config(saved: dict[str, Any], overrides: Sequence[str], source: str) 
                     f"{section}.{key} cannot change on resume (it shaped the saved state); "
                     f"resumable: {', '.join(RESUMABLE_SECTIONS)}, simulation.{{{', '.join(sorted(allowed_sim))}}}"
                 )
+    if saved_keys and changed.llm.backend == "openai" and not resolve_api_keys(changed.llm):
+        raise SimulationError(
+            f"this run used {saved_keys} API key(s) from llm.api_keys, which checkpoints never store: pass them "
+            f"again with --set llm.api_keys=[...] or set the environment variable {changed.llm.api_key_env}"
+        )
     return changed
