@@ -6,11 +6,12 @@ from __future__ import annotations
 import logging
 import socket
 import time
+from functools import partial
 from pathlib import Path
 
 import pytest
 
-from recagent_gym.cli import build_parser
+from recagent_gym.cli import build_parser, dispatch
 from recagent_gym.config import load_config
 from recagent_gym.llm.config import LLMConfig
 from recagent_gym.llm.openai_backend import OpenAIBackend
@@ -150,7 +151,8 @@ def test_simulate_reports_persistent_malformed_replies_with_the_resume_hint(
     server.always = "int_content"
     sets = [a for s in _openai_settings(server, "simulation.rounds=1", "simulation.agents=4") for a in ("--set", s)]
     args = build_parser().parse_args(["simulate", *sets, "--out", str(tmp_path / "run")])
-    assert commands.run_simulate(args, embedder=make_embedder()) == 2
+    args.func = partial(commands.run_simulate, embedder=make_embedder())
+    assert dispatch(args) == 2
     err = capsys.readouterr().err
     assert "malformed reply" in err and "checkpoints" in err and f"--resume {tmp_path / 'run'}" in err
     assert "Traceback" not in err and server.base_url in err

@@ -4,11 +4,12 @@ the placeholder key."""
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 import pytest
 
-from recagent_gym.cli import build_parser
+from recagent_gym.cli import build_parser, dispatch
 from recagent_gym.llm.openai_backend import PLACEHOLDER_KEY
 from recagent_gym.simulator import commands
 from tests._llm_server import FaultServer
@@ -42,7 +43,8 @@ def _dispatch(args) -> int:  # type: ignore[no-untyped-def]
         "sim-interview": commands.run_interview,
         "sim-intervene": commands.run_intervene,
     }[args.command]
-    return handler(args, embedder=make_embedder())
+    args.func = partial(handler, embedder=make_embedder())
+    return dispatch(args)  # typed errors become one line and exit 2, as from the command line
 
 
 @pytest.fixture(scope="module")
@@ -115,5 +117,5 @@ def test_a_failing_model_during_an_interview_is_one_clear_line(
     argv = ["sim-interview", str(run), "--agent", "#0", "--question", "Still there?", "--set", "llm.max_retries=0"]
     assert _dispatch(build_parser().parse_args(argv)) == 2
     err = capsys.readouterr().err
-    assert "language model failed during the interview" in err and "malformed reply" in err
+    assert "language model error" in err and "malformed reply" in err and err.count("\n") == 1
     assert "Traceback" not in err and KEY not in err
