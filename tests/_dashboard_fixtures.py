@@ -68,7 +68,8 @@ def serve(dashboard: Dashboard) -> Iterator[str]:
     import uvicorn
 
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(dashboard), host="127.0.0.1", port=port, log_level="warning"))
+    app = create_app(dashboard, host="127.0.0.1", port=port)
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, name="dashboard-test-server", daemon=True)
     thread.start()
     try:
@@ -186,7 +187,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             if args.command == "serve":
                 import uvicorn
 
-                uvicorn.run(create_app(dashboard), host="127.0.0.1", port=args.port, log_level="warning")
+                app = create_app(dashboard, host="127.0.0.1", port=args.port)
+                uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
                 return 0
             missing = chromium_missing()
             if missing:
