@@ -128,11 +128,7 @@ function renderSystem(s, usage, recommenders) {
 
 const CHART_FONT_PX = 12;  // CSS pixels: the canvas is drawn at its displayed size, so this is what one sees
 
-function tickText(v, top) {
-  return top < 10 ? v.toFixed(2) : String(Math.round(v));
-}
-
-function drawChart(canvas, xs, ys, color) {
+function drawChart(canvas, xs, ys, color, digits) {
   // Size the bitmap to the canvas's displayed box (times the pixel ratio): nothing is scaled down afterwards.
   const w = canvas.clientWidth, h = canvas.clientHeight, dpr = window.devicePixelRatio || 1;
   if (!w || !h) return;
@@ -144,8 +140,9 @@ function drawChart(canvas, xs, ys, color) {
   ctx.clearRect(0, 0, w, h);
   ctx.font = `${CHART_FONT_PX}px system-ui, sans-serif`;
   const top = Math.max(0, ...ys) || 1;  // all zeros: a unit scale rather than a collapsed axis
-  const yTicks = [0, top / 2, top];
-  const left = 10 + Math.ceil(Math.max(...yTicks.map((v) => ctx.measureText(tickText(v, top)).width)));
+  const yTicks = digits ? [0, top / 2, top] : [...new Set([0, Math.round(top / 2), top])];  // counts: whole ticks
+  const tickText = (v) => v.toFixed(digits);
+  const left = 10 + Math.ceil(Math.max(...yTicks.map((v) => ctx.measureText(tickText(v)).width)));
   const upper = CHART_FONT_PX / 2 + 4, right = 12, bottom = 2 * CHART_FONT_PX + 12;
   const plotW = w - left - right, plotH = h - upper - bottom;
   const y = (v) => upper + plotH - (v / top) * plotH;
@@ -157,7 +154,7 @@ function drawChart(canvas, xs, ys, color) {
   ctx.textAlign = "right";
   ctx.textBaseline = "middle";
   for (const v of yTicks) {
-    ctx.fillText(tickText(v, top), left - 6, y(v));
+    ctx.fillText(tickText(v), left - 6, y(v));
     ctx.beginPath(); ctx.moveTo(left - 3, y(v)); ctx.lineTo(left, y(v)); ctx.stroke();
   }
   ctx.textAlign = "right";
@@ -183,7 +180,8 @@ function drawChart(canvas, xs, ys, color) {
   ctx.fillStyle = "#444";
   ctx.textAlign = "center";
   ctx.textBaseline = "top";
-  const every = Math.ceil(xs.length / Math.max(1, Math.floor(plotW / (3 * CHART_FONT_PX))));
+  const labelW = Math.max(...xs.map((r) => ctx.measureText(String(r)).width)) + CHART_FONT_PX;
+  const every = Math.ceil(xs.length / Math.max(1, Math.floor(plotW / labelW)));  // labels never overlap
   xs.forEach((r, i) => { if (i % every === 0) ctx.fillText(String(r), x(i), upper + plotH + 4); });
 }
 
@@ -191,8 +189,8 @@ let charts = null;
 function renderCharts(data) {
   if (!changed("charts", data)) return;
   charts = data;
-  drawChart($("chart-watches"), data.round, data.watches, "#1971c2");
-  drawChart($("chart-entropy"), data.round, data.entropy, "#e8590c");
+  drawChart($("chart-watches"), data.round, data.watches, "#1971c2", 0);
+  drawChart($("chart-entropy"), data.round, data.entropy, "#e8590c", 2);
 }
 // A resized canvas is redrawn at its new size (the bitmap follows the displayed box, see drawChart).
 new ResizeObserver(() => { if (charts) { delete last.charts; renderCharts(charts); } })
