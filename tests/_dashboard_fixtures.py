@@ -68,7 +68,8 @@ def serve(dashboard: Dashboard) -> Iterator[str]:
     import uvicorn
 
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(dashboard), host="127.0.0.1", port=port, log_level="warning"))
+    app = create_app(dashboard, host="127.0.0.1", port=port)
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, name="dashboard-test-server", daemon=True)
     thread.start()
     try:
@@ -91,17 +92,34 @@ def chromium_missing() -> str | None:
 
 
 @contextmanager
-def browser_page() -> Iterator[Any]:
-    """A Playwright page in headless Debian Chromium (Playwright's own browsers cannot be downloaded here)."""
+def browser_page(
+    width: int = 1500, height: int = 1000, scale: float = 1.0, extra_args: Sequence[str] = ()
+) -> Iterator[Any]:
+    """A Playwright page in headless Debian Chromium (Playwright's own browsers cannot be downloaded here);
+    ``scale``: the device pixel ratio; ``extra_args``: more Chromium switches."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=list(CHROMIUM_ARGS), headless=True)
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=[*CHROMIUM_ARGS, *extra_args], headless=True)
         try:
-            page = browser.new_page(viewport={"width": 1500, "height": 1000})
+            page = browser.new_page(viewport={"width": width, "height": height}, device_scale_factor=scale)
             yield page
         finally:
             browser.close()
+
+
+LAYOUT_PROBE = """() => {
+  const clipped = [...document.querySelectorAll('.panel')]
+    .filter((p) => p.scrollWidth > p.clientWidth + 1)
+    .map((p) => `${p.querySelector('h2').textContent}: ${p.scrollWidth} px of content in ${p.clientWidth} px`);
+  const charts = [...document.querySelectorAll('canvas')].map((c) => ({
+    id: c.id, shown_px: c.clientWidth,
+    label_px: Number(c.dataset.fontPx || 0) * c.clientWidth * devicePixelRatio / c.width,
+  }));
+  return {page_width: document.documentElement.scrollWidth, window: window.innerWidth, clipped, charts};
+}"""
+"""What the layout test reads in the page: horizontal overflow of the page and of each panel, and each chart's
+label size in CSS pixels as shown (its font size times how much the canvas bitmap is scaled on screen)."""
 
 
 def play_flow(
@@ -164,12 +182,23 @@ def play_flow(
     return seen
 
 
+def compact_png(path: Path) -> None:
+    """Rewrite a screenshot with a 256-colour palette (no dithering, so text stays crisp): a third of the size."""
+    from PIL import Image  # matplotlib's dependency
+
+    with Image.open(path) as image:
+        small = image.convert("RGB").quantize(256, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE)
+    small.save(path, optimize=True)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests._dashboard_fixtures")
     sub = parser.add_subparsers(dest="command", required=True)
     shot = sub.add_parser("screenshot")
     shot.add_argument("path", type=Path)
     shot.add_argument("--embedded", action="store_true", help="the embedded Gemma model (minutes) instead of scripted")
+    shot.add_argument("--width", type=int, default=1440, help="window width in CSS pixels (default: 1440)")
+    shot.add_argument("--height", type=int, default=900, help="window height in CSS pixels (default: 900)")
     manual = sub.add_parser("serve")
     manual.add_argument("--port", type=int, default=8000)
     args = parser.parse_args(argv)
@@ -186,15 +215,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             if args.command == "serve":
                 import uvicorn
 
-                uvicorn.run(create_app(dashboard), host="127.0.0.1", port=args.port, log_level="warning")
+                app = create_app(dashboard, host="127.0.0.1", port=args.port)
+                uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
                 return 0
             missing = chromium_missing()
             if missing:
                 print(missing, file=sys.stderr)
                 return 1
-            with serve(dashboard) as base, browser_page() as page:
+            with serve(dashboard) as base, browser_page(args.width, args.height) as page:
                 play_flow(page, base, dashboard, shots=args.path, wait_s=900 if args.embedded else 60)
-            print(f"screenshot: {args.path}")
+            compact_png(args.path)
+            print(f"screenshot: {args.path} ({args.path.stat().st_size // 1024} KB)")
         finally:
             dashboard.close()
     return 0

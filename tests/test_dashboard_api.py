@@ -1,10 +1,14 @@
 """Every endpoint of the dashboard's API with the scripted model: results, bad input (422/400/404/409 with a
-message) and that a refused or failed request leaves the simulation's state exactly as it was."""
+message) and that a refused or failed request leaves the simulation's state exactly as it was.
+
+The client is the page's own: it names the bound address and sends JSON with the per-run token (the boundary
+itself is tested in ``test_dashboard_guard.py``)."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -54,9 +58,21 @@ def dash(tmp_path: Path, llm: SwitchableLLM) -> Iterator[Dashboard]:
     dashboard.close()
 
 
+BASE = "http://127.0.0.1:8000"
+
+
+def own_client(app: Any) -> TestClient:
+    """A client of ``app`` that sends what the page sends: JSON and the token from the page's meta tag."""
+    client = TestClient(app, base_url=BASE)
+    token = re.search(r'name="dashboard-token" content="([^"]+)"', client.get("/").text)
+    assert token is not None
+    client.headers.update({"Content-Type": "application/json", "X-Dashboard-Token": token.group(1)})
+    return client
+
+
 @pytest.fixture
 def client(dash: Dashboard) -> TestClient:
-    return TestClient(create_app(dash))
+    return own_client(create_app(dash))
 
 
 def frozen(dash: Dashboard) -> str:
@@ -364,11 +380,19 @@ def test_serve_command(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     seen: dict[str, Any] = {}
 
     def fake_run(app: Any, host: str, port: int, log_level: str) -> None:
-        seen.update(host=host, port=port, state=TestClient(app).get("/api/state").json())
+        client = own_client(app)
+        seen.update(host=host, port=port, state=client.get("/api/state").json())
+        seen["mode"] = client.post("/api/mode", json={"execution": "serial"}).status_code
+        seen["foreign"] = client.get("/api/state", headers={"Host": "attacker.example:8000"}).status_code
+        seen["other_port"] = client.get("/api/state", headers={"Host": "127.0.0.1:8001"}).status_code
 
     monkeypatch.setattr(uvicorn, "run", fake_run)
     assert commands.run_serve(args, llm=make_llm(), embedder=make_embedder()) == 0
     assert seen["host"] == "127.0.0.1" and seen["port"] == 8000 and len(seen["state"]["agents"]) == 4
+    assert (seen["mode"], seen["foreign"], seen["other_port"]) == (200, 403, 403), "the app guards the bound address"
     bad = argparse.Namespace(**{**vars(args), "port": 0})
     with pytest.raises(ConfigError, match="--port"):
+        commands.run_serve(bad)
+    bad = argparse.Namespace(**{**vars(args), "allow_host": ["dash.lan:http"]})
+    with pytest.raises(ConfigError, match="allow-host"):
         commands.run_serve(bad)

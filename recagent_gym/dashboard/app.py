@@ -1,5 +1,9 @@
 """The web API and page of the dashboard (FastAPI). Every error answers ``{"error": "<message>"}``:
-400 refused, 404 unknown agent or checkpoint, 409 busy or not asked, 422 invalid body, 500 restored after a failure.
+400 refused, 403 foreign host or origin or a missing token, 404 unknown agent or checkpoint, 409 busy or not asked,
+415 not JSON, 422 invalid body, 500 restored after a failure.
+
+Every request passes :class:`.guard.Guard` first (host, origin, JSON content type and the per-run token of
+state-changing requests, security headers); the page gets the token in its ``dashboard-token`` meta tag.
 
 Routes are plain ``def`` functions: FastAPI runs them in its thread pool, and the controller's lock and the worker
 thread keep the simulation consistent.
@@ -7,15 +11,18 @@ thread keep the simulation consistent.
 
 from __future__ import annotations
 
+import html
+from collections.abc import Iterable
 from importlib import resources
 from typing import Any
 
 from fastapi import FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import FileResponse, JSONResponse, Response
+from fastapi.responses import HTMLResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 
 from recagent_gym.dashboard.controller import Dashboard, DashboardError
+from recagent_gym.dashboard.guard import Guard, allowed_hosts, new_token
 from recagent_gym.dashboard.requests import (
     HumanAction,
     InterviewRequest,
@@ -29,6 +36,7 @@ from recagent_gym.dashboard.requests import (
 )
 
 STATIC = resources.files("recagent_gym.dashboard") / "static"
+TOKEN_SLOT = 'name="dashboard-token" content=""'
 
 
 def _validation_message(exc: RequestValidationError) -> str:
@@ -39,11 +47,30 @@ def _validation_message(exc: RequestValidationError) -> str:
     return "; ".join(parts)
 
 
-def create_app(dashboard: Dashboard) -> FastAPI:
-    """The app serving ``dashboard`` (the caller owns it and closes it after the server stops)."""
-    app = FastAPI(title="recagent-gym dashboard", docs_url="/api/docs", redoc_url=None)
+def create_app(
+    dashboard: Dashboard,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    allow_hosts: Iterable[str] = (),
+    token: str | None = None,
+) -> FastAPI:
+    """The app serving ``dashboard`` (the caller owns it and closes it after the server stops).
+
+    ``host``/``port``: the address the server binds, which requests must name in ``Host`` (and ``Origin``);
+    ``allow_hosts``: more names (``name`` or ``name:port``), e.g. behind a proxy; ``token``: the token of
+    state-changing requests (default: a fresh random one, in ``app.state.token``).
+    """
+    # No Swagger page: it loads its scripts from a CDN, which the page's CSP (rightly) refuses.
+    app = FastAPI(title="recagent-gym dashboard", docs_url=None, redoc_url=None, openapi_url="/api/openapi.json")
     app.state.dashboard = dashboard
+    app.state.token = token or new_token()
+    app.add_middleware(Guard, hosts=allowed_hosts(host, port, allow_hosts), token=app.state.token)
     app.mount("/static", StaticFiles(directory=str(STATIC)), name="static")
+    page = (STATIC / "index.html").read_text(encoding="utf-8")
+    if TOKEN_SLOT not in page:
+        raise RuntimeError("static/index.html lost its dashboard-token meta tag")
+    page = page.replace(TOKEN_SLOT, f'name="dashboard-token" content="{html.escape(app.state.token)}"')
 
     @app.exception_handler(DashboardError)
     def refused(request: Request, exc: DashboardError) -> JSONResponse:
@@ -57,8 +84,8 @@ def create_app(dashboard: Dashboard) -> FastAPI:
         return {"ok": True, "message": message, **data}
 
     @app.get("/", include_in_schema=False)
-    def index() -> FileResponse:
-        return FileResponse(str(STATIC / "index.html"))
+    def index() -> HTMLResponse:
+        return HTMLResponse(page, headers={"cache-control": "no-store"})  # holds the token: never cached
 
     @app.get("/favicon.ico", include_in_schema=False)
     def favicon() -> Response:

@@ -1,15 +1,16 @@
-"""``recagent-gym serve --config C [--host 127.0.0.1] [--port 8000] [--out DIR]``: the web dashboard."""
+"""``recagent-gym serve --config C [--host 127.0.0.1] [--port 8000] [--allow-host NAME] [--out DIR]``: the web
+dashboard."""
 
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import logging
 from pathlib import Path
 from typing import Any
 
 from recagent_gym.cli import add_config_arguments
 from recagent_gym.config import ConfigError, load_config
+from recagent_gym.dashboard.guard import allowed_hosts, is_loopback
 
 log = logging.getLogger(__name__)
 
@@ -21,17 +22,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_config_arguments(serve)
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback only)")
     serve.add_argument("--port", type=int, default=8000, help="port (default: 8000)")
+    serve.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="NAME[:PORT]",
+        help="another Host name the dashboard answers to (repeatable; default: the bound address, loopback names)",
+    )
     serve.add_argument("--out", default=DEFAULT_OUT, help=f"folder of the runs (run-001, ...; default: {DEFAULT_OUT})")
     serve.set_defaults(func=lambda args: run_serve(args))
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def run_serve(args: argparse.Namespace, *, llm: Any = None, embedder: Any = None) -> int:
@@ -43,13 +42,22 @@ def run_serve(args: argparse.Namespace, *, llm: Any = None, embedder: Any = None
 
     if not 0 < args.port < 65536:
         raise ConfigError(f"--port must be in 1..65535, got {args.port}")
-    if not _is_loopback(args.host):
-        log.warning("serving on %s: the dashboard has no authentication; anyone who reaches it controls it", args.host)
+    try:
+        allowed_hosts(args.host, args.port, args.allow_host)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    if not is_loopback(args.host):
+        log.warning(
+            "serving on %s: the dashboard has no login (its token is in its page); anyone who reaches it controls it",
+            args.host,
+        )
     config = load_config(args.config, args.overrides).in_run_folder(args.out)  # the LLM cache beside the runs
     dashboard = Dashboard(config, Path(args.out), llm=llm, embedder=embedder)
     try:
-        print(f"dashboard: http://{args.host}:{args.port}/  (runs in {args.out}; Ctrl-C stops)", flush=True)
-        uvicorn.run(create_app(dashboard), host=args.host, port=args.port, log_level="warning")
+        shown = f"[{args.host}]" if ":" in args.host else args.host
+        print(f"dashboard: http://{shown}:{args.port}/  (runs in {args.out}; Ctrl-C stops)", flush=True)
+        app = create_app(dashboard, host=args.host, port=args.port, allow_hosts=args.allow_host)
+        uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
     finally:
         dashboard.close()
     return 0

@@ -4,6 +4,8 @@
 const $ = (id) => document.getElementById(id);
 const POLL_MS = 600;
 const MAX_LOG = 2000;
+// The server's per-run token, put in the page by the server: every state-changing request sends it.
+const TOKEN = document.querySelector('meta[name="dashboard-token"]').content;
 let epoch = null;
 let since = 0;
 let last = {};  // JSON of what was rendered last, per part, so inputs and selections survive re-renders
@@ -28,9 +30,10 @@ function show(text, kind = "info") {
 
 async function api(path, body) {
   const options = { method: body === undefined ? "GET" : "POST", headers: {} };
-  if (body !== undefined && body !== null) {
+  if (body !== undefined) {  // the server refuses a POST that is not JSON or lacks the token
     options.headers["Content-Type"] = "application/json";
-    options.body = JSON.stringify(body);
+    options.headers["X-Dashboard-Token"] = TOKEN;
+    options.body = JSON.stringify(body ?? {});
   }
   let response, data;
   try {
@@ -123,42 +126,75 @@ function renderSystem(s, usage, recommenders) {
   ]);
 }
 
-function drawChart(canvas, xs, ys, color) {
+const CHART_FONT_PX = 12;  // CSS pixels: the canvas is drawn at its displayed size, so this is what one sees
+
+function drawChart(canvas, xs, ys, color, digits) {
+  // Size the bitmap to the canvas's displayed box (times the pixel ratio): nothing is scaled down afterwards.
+  const w = canvas.clientWidth, h = canvas.clientHeight, dpr = window.devicePixelRatio || 1;
+  if (!w || !h) return;
+  canvas.width = Math.round(w * dpr);
+  canvas.height = Math.round(h * dpr);
+  canvas.dataset.fontPx = CHART_FONT_PX;
   const ctx = canvas.getContext("2d");
-  const w = canvas.width, h = canvas.height, pad = 26;
+  ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
   ctx.clearRect(0, 0, w, h);
+  ctx.font = `${CHART_FONT_PX}px system-ui, sans-serif`;
+  const top = Math.max(0, ...ys) || 1;  // all zeros: a unit scale rather than a collapsed axis
+  const yTicks = digits ? [0, top / 2, top] : [...new Set([0, Math.round(top / 2), top])];  // counts: whole ticks
+  const tickText = (v) => v.toFixed(digits);
+  const left = 10 + Math.ceil(Math.max(...yTicks.map((v) => ctx.measureText(tickText(v)).width)));
+  const upper = CHART_FONT_PX / 2 + 4, right = 12, bottom = 2 * CHART_FONT_PX + 12;
+  const plotW = w - left - right, plotH = h - upper - bottom;
+  const y = (v) => upper + plotH - (v / top) * plotH;
   ctx.strokeStyle = "#99a";
+  ctx.fillStyle = "#444";
   ctx.beginPath();
-  ctx.moveTo(pad, 6); ctx.lineTo(pad, h - pad); ctx.lineTo(w - 6, h - pad);
+  ctx.moveTo(left, upper); ctx.lineTo(left, upper + plotH); ctx.lineTo(left + plotW, upper + plotH);
   ctx.stroke();
-  ctx.fillStyle = "#555";
-  ctx.font = "10px sans-serif";
-  if (!ys.length) { ctx.fillText("no rounds yet", pad + 10, h / 2); return; }
-  const top = Math.max(...ys) || 1;  // all zeros: a unit scale rather than a collapsed axis
-  ctx.fillText(top.toFixed(top < 10 ? 2 : 0), 0, 12);
-  ctx.fillText("0", 12, h - pad);
-  const step = (w - pad - 12) / Math.max(ys.length, 1);
-  const x = (i) => pad + step * (i + 0.5);
-  const y = (v) => h - pad - (v / top) * (h - pad - 12);
+  ctx.textAlign = "right";
+  ctx.textBaseline = "middle";
+  for (const v of yTicks) {
+    ctx.fillText(tickText(v), left - 6, y(v));
+    ctx.beginPath(); ctx.moveTo(left - 3, y(v)); ctx.lineTo(left, y(v)); ctx.stroke();
+  }
+  ctx.textAlign = "right";
+  ctx.textBaseline = "bottom";
+  ctx.fillText("round", w - 2, h - 1);
+  if (!ys.length) {
+    ctx.textAlign = "center";
+    ctx.textBaseline = "middle";
+    ctx.fillText("no rounds yet", left + plotW / 2, upper + plotH / 2);
+    return;
+  }
+  const step = plotW / ys.length;
+  const x = (i) => left + step * (i + 0.5);
   ctx.fillStyle = color;
   ctx.strokeStyle = color;
+  ctx.lineWidth = 2;
   ctx.beginPath();
   ys.forEach((v, i) => (i ? ctx.lineTo(x(i), y(v)) : ctx.moveTo(x(i), y(v))));
   ctx.stroke();
   ys.forEach((v, i) => {
-    ctx.beginPath(); ctx.arc(x(i), y(v), 3, 0, 2 * Math.PI); ctx.fill();
+    ctx.beginPath(); ctx.arc(x(i), y(v), 3.5, 0, 2 * Math.PI); ctx.fill();
   });
-  ctx.fillStyle = "#555";
-  const every = Math.ceil(xs.length / 10);
-  xs.forEach((r, i) => { if (i % every === 0) ctx.fillText(String(r), x(i) - 3, h - pad + 12); });
-  ctx.fillText("round", w - 34, h - 2);
+  ctx.fillStyle = "#444";
+  ctx.textAlign = "center";
+  ctx.textBaseline = "top";
+  const labelW = Math.max(...xs.map((r) => ctx.measureText(String(r)).width)) + CHART_FONT_PX;
+  const every = Math.ceil(xs.length / Math.max(1, Math.floor(plotW / labelW)));  // labels never overlap
+  xs.forEach((r, i) => { if (i % every === 0) ctx.fillText(String(r), x(i), upper + plotH + 4); });
 }
 
-function renderCharts(charts) {
-  if (!changed("charts", charts)) return;
-  drawChart($("chart-watches"), charts.round, charts.watches, "#1971c2");
-  drawChart($("chart-entropy"), charts.round, charts.entropy, "#e8590c");
+let charts = null;
+function renderCharts(data) {
+  if (!changed("charts", data)) return;
+  charts = data;
+  drawChart($("chart-watches"), data.round, data.watches, "#1971c2", 0);
+  drawChart($("chart-entropy"), data.round, data.entropy, "#e8590c", 2);
 }
+// A resized canvas is redrawn at its new size (the bitmap follows the displayed box, see drawChart).
+new ResizeObserver(() => { if (charts) { delete last.charts; renderCharts(charts); } })
+  .observe($("chart-watches"));
 
 function renderCheckpoints(list) {
   if (!changed("checkpoints", list)) return;
