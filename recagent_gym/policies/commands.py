@@ -115,8 +115,14 @@ def add_evaluate_policies(evaluate_subparsers: Any) -> None:
         metavar="[NAME=]PATH",
         help="a trained policy (policy.zip, a checkpoint or its run folder); repeatable",
     )
-    parser.add_argument("--episodes", type=int, default=None, help="sessions per recommender")
-    parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument(
+        "--users", type=int, default=None, help="held-out users to evaluate (default train.eval_users; 0: all)"
+    )
+    parser.add_argument(
+        "--sessions-per-user", type=int, default=None, help="sessions per held-out user (train.eval_sessions_per_user)"
+    )
+    parser.add_argument("--no-swapped", action="store_true", help="skip the personalisation (swapped encoding) check")
+    parser.add_argument("--seed", type=int, default=None, help="evaluation seed (users' starting states)")
     parser.add_argument("--output-dir", default=None, help="folder for policies.md/.csv/.png")
     parser.set_defaults(func=run_evaluate_policies)
 
@@ -124,34 +130,59 @@ def add_evaluate_policies(evaluate_subparsers: Any) -> None:
 def run_evaluate_policies(args: argparse.Namespace) -> int:
     from recagent_gym.envs.recagent_env import RecAgentEnv
     from recagent_gym.policies.evaluate_policies import (
+        EvalProtocol,
         PolicyRecommender,
         evaluate_recommenders,
+        load_meta,
         markdown_table,
+        summary_line,
         write_results,
     )
+    from recagent_gym.policies.protocol import split_users
     from recagent_gym.recommenders.factory import build_recommender
 
     overrides = _user_model_override(args)
-    if args.episodes is not None:
-        overrides.append(f"train.n_eval_episodes={args.episodes}")
-    if args.seed is not None:
-        overrides.append(f"train.seed={args.seed}")
+    if args.users is not None:
+        overrides.append(f"train.eval_users={args.users}")
+    if args.sessions_per_user is not None:
+        overrides.append(f"train.eval_sessions_per_user={args.sessions_per_user}")
     config = _config(args, overrides)
+    train = config.train
     env = RecAgentEnv(config.data.dataset, config.user.model, config=config)
-    seed = config.train.seed
+    seed = train.seed if args.seed is None else args.seed
     recommenders: dict[str, Any] = {}
     for name in filter(None, (n.strip() for n in args.recommenders.split(","))):
         recommenders[name] = build_recommender(name, env.dataset, config, env.page_size, seed)
+    learned: dict[str, list[Any]] = {}
+    steps: dict[str, list[int]] = {}
     for spec in args.policy:
         name, _, path = spec.rpartition("=")
-        recommenders[name or Path(path).stem] = PolicyRecommender.load(path, env)
+        name = name or Path(path).stem
+        learned.setdefault(name, []).append(PolicyRecommender.load(path, env))  # same name: one row, pooled seeds
+        steps.setdefault(name, []).append(int(load_meta(path).get("timesteps", 0)))
+    recommenders.update(learned)
     if not recommenders:
         raise SystemExit("evaluate policies: nothing to evaluate (give --recommenders and/or --policy)")
-    results = evaluate_recommenders(recommenders, env, config.train.n_eval_episodes, seed)
-    title = f"{env.dataset.name}, {config.user.model} users, {config.train.n_eval_episodes} sessions each, seed {seed}"
-    out = Path(args.output_dir or Path(config.train.output_dir) / "evaluation")
-    paths = write_results(results, out, title)
+    split = split_users(env.dataset.n_users, test_fraction=train.test_fraction, seed=train.split_seed)
+    users = split.test[: train.eval_users] if train.eval_users else split.test
+    protocol = EvalProtocol(
+        users=users,
+        sessions_per_user=train.eval_sessions_per_user,
+        seed=seed,
+        n_boot=train.n_bootstrap,
+        swapped=train.eval_swapped and not args.no_swapped,
+    )
+    results = evaluate_recommenders(recommenders, env, protocol, progress=lambda line: print(line, flush=True))
+    trained = ", ".join(f"{n} trained {'/'.join(str(s) for s in v)} steps" for n, v in steps.items())
+    title = (
+        f"{env.dataset.name}, {config.user.model} users: {len(users)} held-out users x "
+        f"{protocol.sessions_per_user} session(s), eval seed {seed}" + (f"; {trained}" if trained else "")
+    )
+    summary = summary_line(results, learned=list(learned))
+    out = Path(args.output_dir or Path(train.output_dir) / "evaluation")
+    paths = write_results(results, out, title, summary)
     print(title)
     print(markdown_table(results))
+    print(summary)
     print("written: " + ", ".join(str(p) for p in paths.values()))
     return 0
