@@ -103,6 +103,8 @@ class HeldOutEval(BaseCallback):
         self.n_boot, self.seed = n_boot, seed
         self.stream = stream
         self.points: list[tuple[int, Interval]] = []
+        self.per_user: list[tuple[int, np.ndarray]] = []
+        """The raw per-user returns of every point (to pool training seeds)."""
         self._next = 0
 
     def _on_training_start(self) -> None:
@@ -128,6 +130,7 @@ class HeldOutEval(BaseCallback):
         interval = bootstrap_mean(per_user, n_boot=self.n_boot, seed=self.seed + len(self.points))
         step = int(self.model.num_timesteps)
         self.points.append((step, interval))
+        self.per_user.append((step, per_user))
         self.logger.record("eval/heldout_return", interval.mean)
         self.logger.record("eval/heldout_ci_low", interval.low)
         self.logger.record("eval/heldout_ci_high", interval.high)

@@ -126,6 +126,24 @@ def add_evaluate_policies(evaluate_subparsers: Any) -> None:
     parser.add_argument("--output-dir", default=None, help="folder for policies.md/.csv/.png")
     parser.set_defaults(func=run_evaluate_policies)
 
+    comparison = evaluate_subparsers.add_parser(
+        "rl-comparison",
+        help="the RL comparison on RecAgent-v1: train every learner for every seed on training users, "
+        "evaluate all recommenders on held-out users (e.g. --config rl_recsim)",
+    )
+    add_config_arguments(comparison)
+    comparison.add_argument("--user-model", choices=USER_MODELS, default=None)
+    comparison.add_argument("--output-dir", default=None, help="folder for the tables, plots and curves")
+    comparison.set_defaults(func=run_rl_comparison)
+
+
+def run_rl_comparison(args: argparse.Namespace) -> int:
+    from recagent_gym.policies.comparison import run_comparison
+
+    config = _config(args, _user_model_override(args))
+    run_comparison(config, output_dir=args.output_dir or Path(config.train.output_dir) / "comparison")
+    return 0
+
 
 def run_evaluate_policies(args: argparse.Namespace) -> int:
     from recagent_gym.envs.recagent_env import RecAgentEnv

@@ -69,6 +69,25 @@ class TrainConfig(Section):
     eval_curve_users: int = Field(20, ge=1)
     """Held-out users per learning-curve point (one session each)."""
 
+    # -- the RL comparison on RecAgent-v1 (``recagent-gym evaluate rl-comparison``) --------------------------------
+
+    seeds: list[int] = Field(default_factory=lambda: [0, 1, 2])
+    """Training seeds of every learned policy in the comparison (one row per policy, seeds pooled per user)."""
+
+    compare: list[str] = Field(
+        default_factory=lambda: ["random", "popularity", "mf", "bandit", "slateq", "ppo", "oracle"]
+    )
+    """Recommenders of the comparison: random, popularity, mf, bandit (LinUCB), slateq, ppo, a2c, oracle."""
+
+    n_candidates: int = Field(50, ge=1)
+    """Candidates per step of RecAgent-v1 (the retrieval stage's K)."""
+
+    gamma: float = Field(0.9, gt=0.0, le=1.0)
+    """Discount of PPO/A2C/SlateQ in the comparison (sessions are a few pages long)."""
+
+    bandit_alpha: float = Field(0.5, ge=0.0)
+    """LinUCB exploration bonus while training (evaluation is greedy)."""
+
     checkpoint_every: int = Field(10_000, ge=1)
     """Save the policy every N environment steps."""
 
