@@ -78,6 +78,7 @@ class CandidateRetriever:
         ]
         self._top_genres = np.argsort(-tables.user_features[:, : tables.n_genres], axis=1, kind="stable")[:, :3]
         self._friends_items = self._friends(dataset, tables)
+        self._mf_cache: dict[int, np.ndarray] = {}
 
     @staticmethod
     def _friends(dataset: Dataset, tables: EnvTables) -> list[np.ndarray]:
@@ -95,6 +96,17 @@ class CandidateRetriever:
             )
             out.append(items[np.argsort(rank[items], kind="stable")][:200].astype(np.int64))
         return out
+
+    def _mf_order(self, user: int) -> np.ndarray:
+        """The user's MF head (best ``4 * quota + 64`` items, best first), computed once per user: the scores are
+        fixed, only the exclusions change from step to step."""
+        order = self._mf_cache.get(user)
+        if order is None:
+            scores = self.mf_scores(user)
+            n = min(4 * self.quota.get("mf", 0) + 64, len(scores))
+            top = np.argpartition(-scores, n - 1)[:n]
+            order = self._mf_cache[user] = top[np.argsort(-scores[top], kind="stable")]
+        return order
 
     def mf_scores(self, user: int, items: np.ndarray | None = None) -> np.ndarray:
         """The MF score of ``items`` (all items when None) for ``user``."""
@@ -117,11 +129,15 @@ class CandidateRetriever:
 
         quota = self.quota
         if "mf" in quota:
-            scores = np.where(taken, -np.inf, self.mf_scores(user))
-            n = min(quota["mf"], int((~taken).sum()))
-            if n > 0:
-                top = np.argpartition(-scores, n - 1)[:n]
-                take(top[np.argsort(-scores[top], kind="stable")], n)
+            order = self._mf_order(user)
+            before = sum(len(o) for o in out)
+            take(order, quota["mf"])
+            if sum(len(o) for o in out) - before < quota["mf"]:  # the cached head is spent: rank everything left
+                scores = np.where(taken, -np.inf, self.mf_scores(user))
+                n = min(quota["mf"] - (sum(len(o) for o in out) - before), int((~taken).sum()))
+                if n > 0:
+                    top = np.argpartition(-scores, n - 1)[:n]
+                    take(top[np.argsort(-scores[top], kind="stable")], n)
         if "genre" in quota:
             genres = self._top_genres[user]
             per = [quota["genre"] // len(genres) + (1 if i < quota["genre"] % len(genres) else 0) for i in range(3)]

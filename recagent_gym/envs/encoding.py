@@ -130,8 +130,10 @@ class Encoder:
         n = len(candidates)
         if n:
             cands[:n, : self.f] = feats[candidates]
-            cands[:n, self.f] = [min(shown_counts.get(int(i), 0), 1) for i in candidates]
-            cands[:n, self.f + 1] = [float(int(i) in shown_before) for i in candidates]
+            if shown_counts:
+                cands[:n, self.f] = np.isin(candidates, np.fromiter(shown_counts, np.int64, len(shown_counts)))
+            if shown_before:
+                cands[:n, self.f + 1] = np.isin(candidates, np.fromiter(shown_before, np.int64, len(shown_before)))
             mask[:n] = 1.0
         return {
             "user": self.tables.user_features[user].copy(),

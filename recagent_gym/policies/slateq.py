@@ -152,13 +152,14 @@ def train_slateq(
     batch_size: int = 64,
     warmup: int = 500,
     target_every: int = 250,
+    train_every: int = 4,
     epsilon: tuple[float, float] = (0.3, 0.02),
     gamma: float = 0.9,
     lr: float = 1e-3,
     callback: Any = None,
 ) -> SlateQ:
-    """SlateQ trained for ``steps`` env steps on ``env`` (its users: the training users); ``callback(agent,
-    step)`` is called every step (the held-out learning curve)."""
+    """SlateQ trained for ``steps`` env steps on ``env`` (its users: the training users), one gradient step every
+    ``train_every`` env steps; ``callback(agent, step)`` is called every step (the held-out learning curve)."""
     core = env.unwrapped
     rng = np.random.default_rng(seed)
     agent = SlateQ(core.observation_space, core.page_size, gamma=gamma, lr=lr, seed=seed)
@@ -179,7 +180,7 @@ def train_slateq(
         done = bool(terminated or truncated)
         replay.add(({k: obs[k] for k in OBS_KEYS}, slate, clicked, float(reward), next_obs, float(done)))
         obs = env.reset()[0] if done else next_obs
-        if step >= warmup:
+        if step >= warmup and step % train_every == 0:  # as DQN's train_freq: one update per few env steps
             agent.update(replay.sample(batch_size, rng))
             if step % target_every == 0:
                 agent.sync_target()
