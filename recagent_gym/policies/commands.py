@@ -42,7 +42,11 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--n-envs", type=int, default=None)
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--output-dir", default=None, help="folder for logs, checkpoints and the policy")
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument(
+        "--no-progress",
+        action="store_true",
+        help="no progress bar (off anyway when stderr is not a terminal; the plain progress lines stay)",
+    )
     parser.set_defaults(func=run_train)
 
 
