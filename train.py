@@ -64,6 +64,7 @@ def main() -> None:
         "train.output_dir": args.output_dir,
     }  # fmt: skip
     config = load_config(args.config, [*args.overrides, *(f"{k}={v}" for k, v in flags.items() if v is not None)])
+    config = config.in_run_folder(config.train.output_dir)  # a relative llm.cache_path lies in the run's folder
     result = train_policy(config, progress_bar=args.progress)
     print(f"policy: {result.policy_path} ({result.timesteps} steps, {result.steps_per_s:.0f} steps/s)")
 

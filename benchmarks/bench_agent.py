@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from recagent_gym.config import Config
-from recagent_gym.data import load_dataset
+from recagent_gym.data.load import load_dataset
 from recagent_gym.data.schema import Dataset
 from recagent_gym.llm.config import LLMConfig
 from recagent_gym.llm.embedded import EmbeddedLLM

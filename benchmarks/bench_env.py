@@ -12,7 +12,7 @@ import gymnasium as gym
 import numpy as np
 
 import recagent_gym  # noqa: F401  (registers the env)
-from recagent_gym.data import load_dataset
+from recagent_gym.data.load import load_dataset
 from recagent_gym.envs import ENV_ID
 from recagent_gym.envs.recagent_env import RecAgentEnv
 from recagent_gym.envs.vector import RecAgentVectorEnv

@@ -22,7 +22,7 @@ import numpy as np
 
 import recagent_gym  # noqa: F401  (registers the env)
 from recagent_gym.config import load_config
-from recagent_gym.data import load_dataset_from_config
+from recagent_gym.data.load import load_dataset_from_config
 from recagent_gym.envs.recagent_env import RecAgentEnv
 from recagent_gym.envs.vector import RecAgentVectorEnv
 from recagent_gym.llm.embedder import SentenceEmbedder

@@ -13,7 +13,9 @@ import time
 
 import numpy as np
 
-from recagent_gym.memory import LongTermMemory, MemoryConfig, MemoryRecord
+from recagent_gym.memory.config import MemoryConfig
+from recagent_gym.memory.long_term import LongTermMemory
+from recagent_gym.memory.record import MemoryRecord
 
 
 def main() -> None:

@@ -14,7 +14,9 @@ import time
 from recagent_gym.llm.config import LLMConfig
 from recagent_gym.llm.embedded import EmbeddedLLM
 from recagent_gym.llm.embedder import SentenceEmbedder
-from recagent_gym.memory import AgentMemory, MemoryConfig, flush_memories
+from recagent_gym.memory.agent_memory import AgentMemory
+from recagent_gym.memory.config import MemoryConfig
+from recagent_gym.memory.writer import flush_memories
 
 OBSERVATIONS = (
     "{n} watched Heat (1995), a tense crime thriller about a bank robbery crew, and rated it 5 out of 5.",

@@ -12,7 +12,7 @@ import argparse
 import tempfile
 
 from recagent_gym.config import Config
-from recagent_gym.data import load_dataset
+from recagent_gym.data.load import load_dataset
 from recagent_gym.policies.config import TrainConfig
 from recagent_gym.policies.training import train_policy
 

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from recagent_gym.config import load_config
-from recagent_gym.data import Dataset, load_dataset
+from recagent_gym.data.load import load_dataset
+from recagent_gym.data.schema import Dataset
 from recagent_gym.evaluation.config import EvaluationConfig
 from recagent_gym.evaluation.subjects import Resources
 

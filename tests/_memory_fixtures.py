@@ -8,7 +8,8 @@ from typing import Any
 import numpy as np
 
 from recagent_gym.llm.testing import ScriptedLLM
-from recagent_gym.memory import AgentMemory, MemoryConfig
+from recagent_gym.memory.agent_memory import AgentMemory
+from recagent_gym.memory.config import MemoryConfig
 
 TOPICS = ("crime", "comedy", "horror", "drama", "romance", "western", "musical", "war")
 

@@ -24,7 +24,6 @@ BASE_SETTINGS: tuple[str, ...] = (
     "simulation.active_prob=0.6",
     "simulation.max_pages=3",
     "recommender.model=popularity",
-    "llm.backend=scripted",
     "user.history_shots=3",
     "user.negative_shots=3",
 )
@@ -70,19 +69,18 @@ def make_config(*extra: str) -> Config:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``recagent-gym`` with the scripted model and hashing embedder injected into the simulator commands."""
-    from recagent_gym.cli import build_parser
+    from recagent_gym.cli import build_parser, dispatch
     from recagent_gym.simulator import commands
 
     args = build_parser().parse_args(argv)
     delay = float(os.environ.get("SIM_TEST_DELAY", "0"))
     kwargs = {"llm": make_llm(delay), "embedder": make_embedder()}
-    if args.command == "simulate":
-        return commands.run_simulate(args, **kwargs)
-    if args.command == "sim-intervene":
-        return commands.run_intervene(args, **kwargs)
-    if args.command == "sim-interview":
-        return commands.run_interview(args, **kwargs)
-    raise SystemExit(f"unsupported command {args.command}")
+    runs = {"simulate": commands.run_simulate, "sim-intervene": commands.run_intervene}
+    runs["sim-interview"] = commands.run_interview
+    if args.command not in runs:
+        raise SystemExit(f"unsupported command {args.command}")
+    args.func = lambda parsed: runs[args.command](parsed, **kwargs)
+    return dispatch(args)
 
 
 def events_bytes(folder: Path) -> bytes:

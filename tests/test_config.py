@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from recagent_gym.config import Config, ConfigError, dump_config, load_config
+from recagent_gym.config.named import config_names
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -63,7 +64,13 @@ def test_malformed_yaml_and_missing_file(tmp_path: Path) -> None:
 def test_overrides_parse_yaml_values(tmp_path: Path) -> None:
     config = load_config(
         write(tmp_path, "env:\n  page_size: 3\n"),
-        ["env.page_size=8", "llm.backend=openai", "llm.base_url=http://127.0.0.1:9/v1", "social.enabled=false"],
+        [
+            "env.page_size=8",
+            "llm.backend=openai",
+            "llm.model=some-model",
+            "llm.base_url=http://127.0.0.1:9/v1",
+            "social.enabled=false",
+        ],
     )
     assert config.env.page_size == 8
     assert config.llm.backend == "openai"
@@ -99,8 +106,10 @@ def test_secrets_are_redacted() -> None:
 
 
 def test_every_shipped_config_loads() -> None:
-    for path in sorted((Path(__file__).resolve().parent.parent / "configs").glob("*.yaml")):
-        load_config(path)
+    names = config_names()
+    assert {"quickstart", "simulate_small", "simulate_paper"} <= set(names)
+    for name in names:
+        load_config(name)
 
 
 def test_off_and_no_stay_strings(tmp_path: Path) -> None:

@@ -27,7 +27,7 @@ def test_info_json_on_each_format(tmp_path, capsys, maker):
 
 def test_info_reports_bad_rows(tmp_path, capsys):
     folder = fx.ml_1m(tmp_path, extra_ratings="1::2::x::5\n")
-    assert main(["data", "info", str(folder)]) == 1
+    assert main(["data", "info", str(folder)]) == 2
     assert "ratings.dat, line 6: column 'rating'" in capsys.readouterr().err
     assert main(["data", "info", str(folder), "--on-bad-row", "skip", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["skipped_rows"] == 1

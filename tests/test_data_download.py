@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from recagent_gym.cli import main
-from recagent_gym.data import load_dataset
 from recagent_gym.data.download import URL_ENV, DownloadError, download
+from recagent_gym.data.load import load_dataset
 from tests import _data_fixtures as fx
 
 
@@ -79,7 +79,7 @@ def test_pinned_checksum_rejects_other_bytes(tmp_path, server, capsys):
     code = main(
         ["data", "download", "ml-1m", "--dir", str(tmp_path / "d"), "--url", f"{base}/ml-1m.zip", "--no-progress"]
     )
-    assert code == 1
+    assert code == 2  # a typed error: one line, exit status 2
     assert "MD5 checksum mismatch" in capsys.readouterr().err
     assert list((tmp_path / "d").iterdir()) == []
 

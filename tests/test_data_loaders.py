@@ -9,9 +9,10 @@ import time
 import numpy as np
 import pytest
 
-from recagent_gym.data import BEHAVIOUR_FEATURES, DataError, detect_format, load_dataset, load_dataset_from_config
 from recagent_gym.data.config import DataConfig
 from recagent_gym.data.fields import split_title
+from recagent_gym.data.load import detect_format, load_dataset, load_dataset_from_config
+from recagent_gym.data.schema import BEHAVIOUR_FEATURES, DataError
 from tests import _data_fixtures as fx
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from recagent_gym.data import DataError, load_dataset
+from recagent_gym.data.load import load_dataset
+from recagent_gym.data.schema import DataError
 from recagent_gym.data.splits import (
     leave_last_out,
     popularity_bands,

@@ -12,6 +12,7 @@ import yaml
 
 from recagent_gym.cli import main
 from tests._eval_fixtures import movielens_dir  # noqa: F401
+from tests._scripted_cli import use_scripted_backend
 
 FAST = ["--set", "evaluation.embedder=hashing", "--set", "evaluation.bootstrap_samples=50",
         "--set", "evaluation.min_interactions=14", "--no-progress"]  # fmt: skip
@@ -53,10 +54,12 @@ def test_sequence_command_without_judge(movielens_dir: Path, tmp_path: Path) -> 
 def test_sequence_command_with_the_scripted_backend_as_agent_and_judge(
     movielens_dir: Path,  # noqa: F811
     tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    use_scripted_backend(monkeypatch)
     out = tmp_path / "seq-llm"
     code = main(["evaluate", "sequence", "--dataset", str(movielens_dir), "--user-model", "llm", "--user-model",
-                 "recsim", "--users", "2", "--lengths", "2", "--set", "llm.backend=scripted", "--out", str(out),
+                 "recsim", "--users", "2", "--lengths", "2", "--out", str(out),
                  *FAST])  # fmt: skip
     assert code == 0
     table = pd.read_csv(out / "table.csv")

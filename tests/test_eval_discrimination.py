@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from recagent_gym.data import Dataset
+from recagent_gym.data.schema import Dataset
 from recagent_gym.data.splits import leave_last_out, popularity_bands, seen_items
 from recagent_gym.evaluation import discrimination
 from recagent_gym.evaluation.discrimination import build_trials, run_discrimination

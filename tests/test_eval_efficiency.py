@@ -23,6 +23,7 @@ from tests._sim_fixtures import make_config
 def _backend(server: LocalServer, keys: int, concurrency: int) -> OpenAIBackend:
     config = LLMConfig(
         backend="openai",
+        model="latency-server",
         base_url=server.base_url,
         api_keys=[f"key-{k}" for k in range(keys)],  # type: ignore[list-item]  # pydantic coerces to SecretStr
         max_concurrency=concurrency,

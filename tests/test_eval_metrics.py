@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from recagent_gym.data import Dataset
+from recagent_gym.data.schema import Dataset
 from recagent_gym.evaluation.metrics import (
     JUDGE_LABELS,
     DiscriminationHitRate,

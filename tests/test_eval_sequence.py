@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from recagent_gym.data import Dataset
+from recagent_gym.data.schema import Dataset
 from recagent_gym.data.splits import leave_last_out
 from recagent_gym.evaluation.sequence import GROUND_TRUTH, MF_TOP, generate_sequence, run_sequence
 from recagent_gym.llm.testing import ScriptedLLM

@@ -97,8 +97,8 @@ def test_social_study_end_to_end_with_the_scripted_model(tmp_path: Path) -> None
 
 def test_social_command_runs_with_the_scripted_backend(tmp_path: Path) -> None:
     out = tmp_path / "social"
-    cmd = [sys.executable, "-m", "recagent_gym.cli", "evaluate", "social", "--agents", "6", "--rounds", "2",
-           "--out", str(out), "--no-progress", "--set", "llm.backend=scripted", "--set", "evaluation.embedder=hashing",
+    cmd = [sys.executable, "-m", "tests._scripted_cli", "evaluate", "social", "--agents", "6", "--rounds", "2",
+           "--out", str(out), "--no-progress", "--set", "evaluation.embedder=hashing",
            "--set", "simulation.activation=uniform", "--set", "recommender.mf_epochs=2"]  # fmt: skip
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]

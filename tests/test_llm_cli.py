@@ -4,17 +4,30 @@ import pytest
 
 from recagent_gym.cli import main
 from tests._llm_server import FaultServer
+from tests._scripted_cli import use_scripted_backend
 
 
-def test_llm_check_on_the_scripted_backend(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["llm", "check", "--set", "llm.backend=scripted"]) == 0
+def test_llm_check_on_the_scripted_backend(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    use_scripted_backend(monkeypatch)
+    assert main(["llm", "check"]) == 0
     out = capsys.readouterr().out
     assert "scripted" in out and "generate" in out and "choose" in out and "tokens" in out
 
 
 def test_llm_check_on_an_openai_compatible_server(capsys: pytest.CaptureFixture[str]) -> None:
     with FaultServer() as server:
-        code = main(["llm", "check", "--set", "llm.backend=openai", "--set", f"llm.base_url={server.base_url}"])
+        code = main(
+            [
+                "llm",
+                "check",
+                "--set",
+                "llm.backend=openai",
+                "--set",
+                "llm.model=m",
+                "--set",
+                f"llm.base_url={server.base_url}",
+            ]
+        )
     out = capsys.readouterr().out
     assert code == 0, out
     assert "openai:" in out and "'Yes'" in out
@@ -30,6 +43,8 @@ def test_llm_check_reports_a_failing_server(capsys: pytest.CaptureFixture[str]) 
                 "check",
                 "--set",
                 "llm.backend=openai",
+                "--set",
+                "llm.model=m",
                 "--set",
                 f"llm.base_url={server.base_url}",
                 "--set",

@@ -146,7 +146,7 @@ def test_sync_facade_works_inside_a_running_event_loop(server: FaultServer) -> N
 def test_no_key_without_base_url_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("NO_SUCH_KEY_VAR", raising=False)
     with pytest.raises(LLMError, match="NO_SUCH_KEY_VAR"):
-        OpenAIBackend(LLMConfig(backend="openai", api_key_env="NO_SUCH_KEY_VAR"))
+        OpenAIBackend(LLMConfig(backend="openai", model="m", api_key_env="NO_SUCH_KEY_VAR"))
 
 
 def test_keys_from_env_never_leak(server: FaultServer, monkeypatch: pytest.MonkeyPatch, caplog, tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -156,6 +156,7 @@ def test_keys_from_env_never_leak(server: FaultServer, monkeypatch: pytest.Monke
         None,
         [
             "llm.backend=openai",
+            "llm.model=test-model",
             f"llm.base_url={server.base_url}",
             "llm.api_key_env=RG_TEST_KEYS",
             "llm.api_keys=[sk-config-secret-cccccccccccc3]",

@@ -106,7 +106,6 @@ def test_recorder_writes_every_call_and_redacts_secrets(tmp_path) -> None:  # ty
 
 def test_factory_stacks_wrappers_and_meters_cost(tmp_path) -> None:  # type: ignore[no-untyped-def]
     cfg = LLMConfig(
-        backend="scripted",
         cache_path=str(tmp_path / "c.sqlite"),
         cache_mode="read_write",
         record_path=str(tmp_path / "r.jsonl"),
@@ -134,4 +133,4 @@ def test_cache_mode_needs_a_path() -> None:
     from recagent_gym.llm.protocol import LLMError
 
     with pytest.raises(LLMError, match="cache_path"):
-        build_llm(LLMConfig(backend="scripted", cache_mode="replay"))
+        build_llm(LLMConfig(cache_mode="replay"), backend=_scripted())

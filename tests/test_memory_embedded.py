@@ -6,7 +6,9 @@ from typing import Any
 
 import pytest
 
-from recagent_gym.memory import AgentMemory, MemoryConfig, flush_memories
+from recagent_gym.memory.agent_memory import AgentMemory
+from recagent_gym.memory.config import MemoryConfig
+from recagent_gym.memory.writer import flush_memories
 from recagent_gym.prompts import memory_sensory
 from tests._llm_fixtures import embedded_llm, sentence_embedder  # noqa: F401  (session fixtures)
 

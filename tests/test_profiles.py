@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from recagent_gym.data import BEHAVIOUR_FEATURES, DataError, load_dataset
+from recagent_gym.data.load import load_dataset
+from recagent_gym.data.schema import BEHAVIOUR_FEATURES, DataError
 from recagent_gym.prompts import profile_generation
 from recagent_gym.users.profiles import Profile, generate_profiles, load_profiles, profiles_from_dataset
 from tests import _data_fixtures as fx

@@ -97,9 +97,9 @@ def test_corrupt_state_gives_a_checkpoint_error(tmp_path: Path) -> None:
         runner.resume(path, llm=make_llm(), embedder=make_embedder())
 
 
-@pytest.mark.parametrize("path", sorted(Path(__file__).resolve().parent.parent.glob("configs/simulate_*.yaml")))
-def test_shipped_simulation_configs_load(path: Path) -> None:
+@pytest.mark.parametrize("name", ["simulate_small", "simulate_paper"])
+def test_shipped_simulation_configs_load(name: str) -> None:
     from recagent_gym.config import load_config
 
-    config = load_config(path)
+    config = load_config(name)
     assert config.user.model == "llm" and config.simulation.agents >= 20

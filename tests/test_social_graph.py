@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from recagent_gym.data import DataError, load_dataset
+from recagent_gym.data.load import load_dataset
+from recagent_gym.data.schema import DataError
 from recagent_gym.social.graph import SocialGraph, generate_graph, load_graph
 from tests import _data_fixtures as fx
 

@@ -4,20 +4,25 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
+from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
 import yaml
 from pydantic import ValidationError
 
-from recagent_gym.config.base import ConfigError
+from recagent_gym.config.named import find_config
+from recagent_gym.config.redact import redact_override, redact_value, secret_paths
 from recagent_gym.config.root import Config
+from recagent_gym.section import ConfigError
 
-PACKAGED_CONFIG_DIR = Path(__file__).resolve().parent.parent.parent / "configs"
+SECRETS = secret_paths(Config)
+"""Configuration keys holding secrets: their values never appear in a message."""
 
 
 class _Yaml12Loader(yaml.SafeLoader):
-    """YAML 1.2 booleans: only true/false. YAML 1.1 would read ``cache_mode: off`` as the boolean False."""
+    """YAML 1.2 booleans and floats: only true/false are booleans (YAML 1.1 would read ``cache_mode: off`` as the
+    boolean False), and ``3e-4`` is a float (YAML 1.1 wants ``3.0e-4`` and would give the string "3e-4")."""
 
 
 _Yaml12Loader.yaml_implicit_resolvers = {
@@ -27,6 +32,11 @@ _Yaml12Loader.yaml_implicit_resolvers = {
 _Yaml12Loader.add_implicit_resolver(
     "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
 )
+_Yaml12Loader.add_implicit_resolver(  # after the int resolver, so "3" stays an int
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?$"),
+    list("-+.0123456789"),
+)
 
 
 def read_yaml(text: str) -> Any:
@@ -35,29 +45,40 @@ def read_yaml(text: str) -> Any:
 
 
 def _format_validation_error(err: ValidationError, source: str) -> str:
+    """One line per problem, naming the key; secret values are masked (also inside a mapping given as the value)."""
     lines = [f"invalid configuration in {source}:"]
     for problem in err.errors():
-        key = ".".join(str(part) for part in problem["loc"]) or "<root>"
+        loc = tuple(str(part) for part in problem["loc"])
+        key = ".".join(loc) or "<root>"
         if problem["type"] == "extra_forbidden":
             lines.append(f"  {key}: unknown key")
+        elif problem["type"] == "value_error":  # a section's own check: its message says what is wrong
+            lines.append(f"  {key}: {problem['msg'].removeprefix('Value error, ')}")
         else:
-            given = problem.get("input")
+            given = redact_value(problem.get("input"), loc, SECRETS)
             lines.append(f"  {key}: {problem['msg']} (got {given!r})")
     return "\n".join(lines)
 
 
+def describe_overrides(overrides: Iterable[str]) -> str:
+    """The overrides for a message, secret values masked."""
+    return str([redact_override(text, SECRETS) for text in overrides])
+
+
 def parse_override(text: str) -> tuple[list[str], Any]:
     """Split ``a.b.c=value`` into a key path and a YAML-parsed value (``3`` is an int, ``[1,2]`` a list)."""
+    shown = redact_override(text, SECRETS)
     if "=" not in text:
-        raise ConfigError(f"override {text!r} is not of the form key=value")
+        raise ConfigError(f"override {shown!r} is not of the form key=value")
     key, raw = text.split("=", 1)
     path = [part for part in key.strip().split(".") if part]
     if not path:
-        raise ConfigError(f"override {text!r} has an empty key")
+        raise ConfigError(f"override {shown!r} has an empty key")
     try:
         value = read_yaml(raw) if raw.strip() else ""
     except yaml.YAMLError as exc:
-        raise ConfigError(f"override {text!r}: value is not valid YAML ({exc})") from exc
+        detail = "" if shown != text else f" ({exc})"  # the parser's message quotes the value
+        raise ConfigError(f"override {shown!r}: value is not valid YAML{detail}") from None
     return path, value
 
 
@@ -70,7 +91,7 @@ def apply_overrides(data: dict[str, Any], overrides: Iterable[str]) -> dict[str,
         for part in path[:-1]:
             child = node.setdefault(part, {})
             if not isinstance(child, dict):
-                raise ConfigError(f"override {text!r}: {part!r} is not a section")
+                raise ConfigError(f"override {redact_override(text, SECRETS)!r}: {part!r} is not a section")
             node = child
         node[path[-1]] = value
     return result
@@ -88,35 +109,37 @@ def config_from_dict(data: Mapping[str, Any], source: str = "<dict>") -> Config:
         raise ConfigError(_format_validation_error(err, source)) from None
 
 
+def read_config_file(path: str | Path) -> tuple[dict[str, Any], str]:
+    """The mapping in a YAML file or shipped configuration (see :func:`~recagent_gym.config.named.find_config`),
+    and the source to name in messages."""
+    file: Path | Traversable = find_config(path)
+    source = str(file)
+    try:
+        loaded = read_yaml(file.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{source} is not valid YAML: {exc}") from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{source}: cannot read ({exc})") from exc
+    if loaded is None:
+        loaded = {}
+    if not isinstance(loaded, dict):
+        raise ConfigError(f"{source}: the top level must be a mapping of sections, got {type(loaded).__name__}")
+    return loaded, source
+
+
 def load_config(path: str | Path | None = None, overrides: Iterable[str] = ()) -> Config:
     """Load a YAML file (or the defaults when ``path`` is None) and apply ``key=value`` overrides.
 
-    A bare name such as ``"quickstart"`` is looked up in the project's ``configs/`` folder.
+    A bare name such as ``"quickstart"`` is one of the configurations shipped in the package (``recagent_gym/configs``).
     """
     data: dict[str, Any] = {}
     source = "<defaults>"
     if path is not None:
-        file = Path(path)
-        if not file.exists() and not file.suffix:
-            candidate = PACKAGED_CONFIG_DIR / f"{path}.yaml"
-            if candidate.exists():
-                file = candidate
-        if not file.is_file():
-            raise ConfigError(f"configuration file not found: {file}")
-        source = str(file)
-        try:
-            loaded = read_yaml(file.read_text(encoding="utf-8"))
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"{source} is not valid YAML: {exc}") from exc
-        if loaded is None:
-            loaded = {}
-        if not isinstance(loaded, dict):
-            raise ConfigError(f"{source}: the top level must be a mapping of sections, got {type(loaded).__name__}")
-        data = loaded
+        data, source = read_config_file(path)
     overrides = list(overrides)
     if overrides:
         data = apply_overrides(data, overrides)
-        source = f"{source} with overrides {overrides}"
+        source = f"{source} with overrides {describe_overrides(overrides)}"
     return config_from_dict(data, source)
 
 

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from pydantic import Field, SecretStr
 
-from recagent_gym.config.base import Section
 from recagent_gym.data.config import DataConfig
 from recagent_gym.envs.config import EnvConfig
 from recagent_gym.evaluation.config import EvaluationConfig
@@ -14,6 +14,7 @@ from recagent_gym.llm.config import LLMConfig
 from recagent_gym.memory.config import MemoryConfig
 from recagent_gym.policies.config import TrainConfig
 from recagent_gym.recommenders.config import RecommenderConfig
+from recagent_gym.section import Section
 from recagent_gym.simulator.config import SimulationConfig
 from recagent_gym.social.config import SocialConfig
 from recagent_gym.users.config import UserConfig
@@ -49,6 +50,16 @@ class Config(Section):
 
     evaluation: EvaluationConfig = Field(default_factory=EvaluationConfig)
     """The paper's evaluations (discrimination, sequence generation)."""
+
+    def in_run_folder(self, folder: str | Path) -> Config:
+        """A copy whose relative run files (the response cache and request record of ``llm`` and of the judge)
+        lie in the run's output ``folder``. Every command calls this once it knows its output folder; a resumed
+        run's configuration is already placed."""
+        config = self.model_copy(deep=True)
+        config.llm = self.llm.in_run_folder(folder)
+        if self.evaluation.judge_llm is not None:
+            config.evaluation.judge_llm = self.evaluation.judge_llm.in_run_folder(folder)
+        return config
 
     def redacted(self) -> dict[str, Any]:
         """Plain data with every secret replaced by ``'***'``: safe for logs, checkpoints and outputs."""

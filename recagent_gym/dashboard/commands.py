@@ -45,7 +45,7 @@ def run_serve(args: argparse.Namespace, *, llm: Any = None, embedder: Any = None
         raise ConfigError(f"--port must be in 1..65535, got {args.port}")
     if not _is_loopback(args.host):
         log.warning("serving on %s: the dashboard has no authentication; anyone who reaches it controls it", args.host)
-    config = load_config(args.config, args.overrides)
+    config = load_config(args.config, args.overrides).in_run_folder(args.out)  # the LLM cache beside the runs
     dashboard = Dashboard(config, Path(args.out), llm=llm, embedder=embedder)
     try:
         print(f"dashboard: http://{args.host}:{args.port}/  (runs in {args.out}; Ctrl-C stops)", flush=True)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from datetime import UTC, datetime
 from typing import Any
 
@@ -12,7 +11,7 @@ import numpy as np
 
 from recagent_gym.data.download import ARCHIVES, URL_ENV, download
 from recagent_gym.data.load import FORMATS, load_dataset, resolve
-from recagent_gym.data.schema import DataError, Dataset
+from recagent_gym.data.schema import Dataset
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -79,14 +78,10 @@ def _date(timestamp: int) -> str:
 
 
 def _info(args: argparse.Namespace) -> int:
-    try:
-        folder, fmt = resolve(args.dataset, args.format)
-        dataset = load_dataset(
-            args.dataset, args.format, on_bad_row=args.on_bad_row, min_user_interactions=args.min_user_interactions
-        )
-    except DataError as exc:
-        print(f"recagent-gym: {exc}", file=sys.stderr)
-        return 1
+    folder, fmt = resolve(args.dataset, args.format)
+    dataset = load_dataset(
+        args.dataset, args.format, on_bad_row=args.on_bad_row, min_user_interactions=args.min_user_interactions
+    )
     summary = {"path": str(folder), "format": fmt, **summarize(dataset)}
     if args.json:
         print(json.dumps(summary, indent=2))
@@ -115,12 +110,8 @@ def _info(args: argparse.Namespace) -> int:
 
 
 def _download(args: argparse.Namespace) -> int:
-    try:
-        folder = download(
-            args.name, args.dir, url=args.url, sha256=args.sha256, force=args.force, progress=not args.no_progress
-        )
-    except DataError as exc:
-        print(f"recagent-gym: {exc}", file=sys.stderr)
-        return 1
+    folder = download(
+        args.name, args.dir, url=args.url, sha256=args.sha256, force=args.force, progress=not args.no_progress
+    )
     print(folder)
     return 0

@@ -43,6 +43,13 @@ ML1M_OCCUPATIONS: dict[int, str] = {
 }
 """MovieLens-1M occupation codes (its README); code 0 is "other or not specified"."""
 
+WHOLE_STARS: tuple[float, float] = (1.0, 5.0)
+"""The rating scale of MovieLens-1M and -100K (1 to 5 stars); a rating off it is a malformed row."""
+
+HALF_STARS: tuple[float, float] = (0.5, 5.0)
+"""The rating scale of MovieLens latest (0.5 to 5 stars), also required of RecAgent CSV ratings: the users'
+statistics (conformity, :mod:`recagent_gym.data.stats`) assume a 5-star scale."""
+
 ML1M_AGE_BANDS: dict[int, int] = {1: 15, 18: 21, 25: 30, 35: 40, 45: 47, 50: 53, 56: 60}
 """MovieLens-1M age-band codes mapped to an age inside the band (its middle; 15 for "under 18", 60 for "56+")."""
 

@@ -25,6 +25,9 @@ logger = logging.getLogger(__name__)
 BadRowMode = Literal["error", "skip"]
 _EXAMPLES_KEPT = 5
 
+TIMESTAMP_RANGE: tuple[int, int] = (0, 4_102_444_800)
+"""Plausible interaction times, seconds since the epoch: 1970-01-01 to 2100-01-01 (anything else is a broken row)."""
+
 
 @dataclass
 class BadRows:
@@ -112,10 +115,24 @@ class RawTable:
         self.reject(invalid, lambda r: f"column {name!r}: {values[r]!r} is not {what}")
         return np.where(invalid, np.nan, parsed)
 
-    def ints(self, name: str) -> np.ndarray:
-        """An integer column (rejected rows hold 0)."""
-        parsed = self.numbers(name, kind="int")
+    def ints(self, name: str, *, low: float = -(2.0**53), high: float = 2.0**53) -> np.ndarray:
+        """An integer column (rejected rows hold 0); values outside ``[low, high]`` are rejected."""
+        parsed = self.bounded(name, self.numbers(name, kind="int"), low, high)
         return np.where(np.isfinite(parsed), parsed, 0).astype(np.int64)
+
+    def bounded(self, name: str, values: np.ndarray, low: float, high: float) -> np.ndarray:
+        """``values`` of column ``name`` with those outside ``[low, high]`` rejected (NaN); NaN stays NaN."""
+        outside = np.isfinite(values) & ((values < low) | (values > high))
+        self.reject(outside, lambda r: f"column {name!r}: {self.columns[name][r].strip()} is outside {low:g}..{high:g}")
+        return np.where(outside, np.nan, values)
+
+    def ratings(self, name: str, scale: tuple[float, float], *, allow_empty: bool = False) -> np.ndarray:
+        """A rating column on ``scale`` (inclusive); ratings off the scale are rejected, never passed on."""
+        return self.bounded(name, self.numbers(name, kind="float", allow_empty=allow_empty), *scale)
+
+    def timestamps(self, name: str) -> np.ndarray:
+        """Seconds since the epoch within :data:`TIMESTAMP_RANGE` (1970 to 2100); others are rejected."""
+        return self.ints(name, low=TIMESTAMP_RANGE[0], high=TIMESTAMP_RANGE[1])
 
     def positions(self, name: str, values: np.ndarray, index: pd.Index, what: str) -> np.ndarray:
         """Row positions of ``values`` in ``index``; rows with an unknown id are rejected (position -1)."""

@@ -38,6 +38,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from recagent_gym.errors import RecAgentError
+
 BEHAVIOUR_FEATURES: tuple[str, ...] = ("Watcher", "Explorer", "Critic", "Chatter", "Poster")
 
 ITEM_COLUMNS = ("item_id", "raw_id", "title", "genres", "year", "description", "tags")
@@ -59,8 +61,10 @@ INTERACTION_COLUMNS = ("user_id", "item_id", "rating", "timestamp")
 SOCIAL_COLUMNS = ("user_1", "user_2", "relationship")
 
 
-class DataError(ValueError):
+class DataError(RecAgentError, ValueError):
     """Malformed or inconsistent data; the message names the file, the line and the problem."""
+
+    label = "data error"
 
 
 @dataclass

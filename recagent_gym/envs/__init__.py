@@ -7,10 +7,9 @@
 
 from gymnasium.envs.registration import register, registry
 
+from recagent_gym.envs.config import DEFAULT_MAX_EPISODE_STEPS
+
 ENV_ID = "recagent_gym/RecAgent-v0"
-DEFAULT_MAX_EPISODE_STEPS = 10
-"""Equals ``EnvConfig().max_pages`` (a test checks); not imported from it, since the config package imports this
-package's ``config`` module while ``recagent_gym`` is still initialising."""
 
 if ENV_ID not in registry:
     register(

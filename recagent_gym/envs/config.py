@@ -6,14 +6,17 @@ from typing import Literal
 
 from pydantic import Field
 
-from recagent_gym.config.base import Section
+from recagent_gym.section import Section
+
+DEFAULT_MAX_EPISODE_STEPS = 10
+"""Pages per session by default: ``EnvConfig.max_pages`` and the registered env's ``max_episode_steps``."""
 
 
 class EnvConfig(Section):
     page_size: int = Field(5, ge=1, le=100)
     """Items per page (the policy's action is one page)."""
 
-    max_pages: int = Field(10, ge=1)
+    max_pages: int = Field(DEFAULT_MAX_EPISODE_STEPS, ge=1)
     """Pages per session before truncation."""
 
     history_length: int = Field(10, ge=1)

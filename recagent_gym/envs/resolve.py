@@ -27,7 +27,7 @@ def resolve_dataset(dataset: Dataset | str | None, config: Config) -> Dataset:
     """A :class:`Dataset` as is, or one loaded by the data package from a spec (``bundled`` or a folder)."""
     if isinstance(dataset, Dataset):
         return dataset
-    from recagent_gym.data import load_dataset_from_config  # lazily: loaders are heavier than the env
+    from recagent_gym.data.load import load_dataset_from_config  # lazily: loaders are heavier than the env
 
     data_config = config.data if dataset is None else config.data.model_copy(update={"dataset": str(dataset)})
     return load_dataset_from_config(data_config)

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, Strict, StrictInt, field_validator, model_validator
 
-from recagent_gym.config.base import Section
 from recagent_gym.llm.config import LLMConfig
+from recagent_gym.section import Section
 
 NegativeSampler = Literal["uniform", "popularity-matched"]
 NEGATIVE_SAMPLERS: tuple[str, ...] = ("uniform", "popularity-matched")
+
+Setting = Annotated[tuple[StrictInt, StrictInt], Strict(False)]
+"""A discrimination setting ``(a, b)``; a YAML or JSON list ``[a, b]`` is accepted (strict sections want tuples)."""
 
 
 class EvaluationConfig(Section):
@@ -30,7 +33,7 @@ class EvaluationConfig(Section):
     settings and lengths (so runs with different settings or models share users and candidates), and each keeps at
     least ``min_interactions - a`` (or ``- N``) training interactions."""
 
-    settings: list[tuple[int, int]] = Field(default_factory=lambda: [(1, 5), (3, 3), (3, 7), (1, 9)])
+    settings: list[Setting] = Field(default_factory=lambda: [(1, 5), (3, 3), (3, 7), (1, 9)])
     """Discrimination settings ``(a, b)``: ``a`` held-out items shown among ``b`` negatives (the paper's four)."""
 
     negatives: Literal["uniform", "popularity-matched", "both"] = "both"

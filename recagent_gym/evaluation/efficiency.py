@@ -177,7 +177,7 @@ def simulation_config(
         fake = [SecretStr(f"local-key-{k}") for k in range(keys)]  # the server only counts them
         llm = base.llm.model_copy(
             update={"backend": "openai", "base_url": base_url, "api_keys": fake, "max_concurrency": concurrency,
-                    "cache_mode": "off", "cache_path": None}
+                    "cache_mode": "off", "cache_path": None, "model": base.llm.model or "latency-server"}
         )  # fmt: skip
     else:
         llm = base.llm.model_copy(update={"backend": "embedded"})

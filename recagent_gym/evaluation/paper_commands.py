@@ -79,15 +79,14 @@ def flag_overrides(args: argparse.Namespace) -> list[str]:
 def load_configs(args: argparse.Namespace) -> tuple[Config, EvaluationConfig]:
     """The root configuration and the evaluation section, with ``--set`` and flag overrides applied."""
     overrides = [*args.overrides, *flag_overrides(args)]
-    config = load_config(args.config, overrides)
-    evaluation = config.evaluation
+    config = load_config(args.config, overrides).in_run_folder(args.out)
     if args.dataset is not None:
         config.data.dataset = args.dataset
-    return config, evaluation
+    return config, config.evaluation
 
 
 def _prepare(args: argparse.Namespace) -> Any:
-    from recagent_gym.data import load_dataset_from_config
+    from recagent_gym.data.load import load_dataset_from_config
     from recagent_gym.evaluation.subjects import Resources
 
     config, evaluation = load_configs(args)
@@ -161,7 +160,7 @@ def _study_configs(args: argparse.Namespace, pairs: dict[str, Any]) -> tuple[Con
     extra = [f"evaluation.{key}={value}" for key, value in pairs.items() if value is not None]
     if args.seed is not None:
         extra += [f"simulation.seed={args.seed}", f"evaluation.seed={args.seed}"]
-    config = load_config(args.config, [*args.overrides, *extra])
+    config = load_config(args.config, [*args.overrides, *extra]).in_run_folder(args.out)
     if args.dataset is not None:
         config.data.dataset = args.dataset
     return config, config.evaluation

@@ -2,20 +2,25 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, model_validator
 
-from recagent_gym.config.base import Section
+from recagent_gym.section import Section
+
+EMBEDDED_MODEL = "gemma-3-270m-q4_k_m"
+"""The name reported for the packaged embedded model."""
 
 
 class LLMConfig(Section):
-    backend: Literal["embedded", "openai", "scripted"] = "embedded"
+    backend: Literal["embedded", "openai"] = "embedded"
     """``embedded``: Gemma 3 270M in-process via llama-cpp-python (offline). ``openai``: any OpenAI-compatible server
-    (OpenAI, vLLM, Ollama, llama.cpp server) at ``base_url``. ``scripted``: deterministic test model."""
+    (OpenAI, vLLM, Ollama, llama.cpp server) at ``base_url``. (Tests pass their scripted model as ``llm=``.)"""
 
-    model: str = "gemma-3-270m-q4_k_m"
-    """Model name sent to the server (``openai``) or reported for the embedded model."""
+    model: str | None = Field(None, min_length=1)
+    """Model name sent to the server: required for ``openai`` (e.g. ``gpt-4o-mini``, or the name your vLLM or Ollama
+    server serves). For ``embedded``, None reports the packaged model (:data:`EMBEDDED_MODEL`)."""
 
     base_url: str | None = None
     """Base URL of an OpenAI-compatible server, e.g. ``http://127.0.0.1:8080/v1``; None means api.openai.com."""
@@ -32,7 +37,7 @@ class LLMConfig(Section):
     max_tokens: int = Field(64, ge=1, le=8192)
     """Default cap on generated tokens per call (the paper's ``max_token``)."""
 
-    seed: int = 0
+    seed: int = Field(0, ge=0)
     """Base seed; per-call seeds are derived from it and the caller's seed."""
 
     max_concurrency: int = Field(8, ge=1, le=1024)
@@ -83,13 +88,15 @@ class LLMConfig(Section):
     """A GGUF file to run instead of the packaged Gemma 3 270M."""
 
     cache_path: str | None = None
-    """SQLite response cache; None disables caching."""
+    """SQLite response cache; None disables caching. A relative path lies in the run's output folder (``--out``,
+    ``train.output_dir``), not in the current directory."""
 
     cache_mode: Literal["off", "read_write", "replay"] = "off"
     """``replay`` raises on a cache miss, so a run can be repeated bit-identically and offline."""
 
     record_path: str | None = None
-    """JSONL file receiving every request and response (keys redacted)."""
+    """JSONL file receiving every request and response (keys redacted); a relative path lies in the run's output
+    folder."""
 
     max_calls: int | None = Field(None, ge=1)
     """Call budget; exceeding it raises ``BudgetExceeded``."""
@@ -102,3 +109,30 @@ class LLMConfig(Section):
 
     cost_per_1k_completion: float = Field(0.0, ge=0.0)
     """USD per 1,000 completion tokens, for the cost estimate."""
+
+    @model_validator(mode="after")
+    def _remote_model_is_named(self) -> LLMConfig:
+        if self.backend != "embedded" and self.model is None:
+            raise ValueError(
+                f"llm.backend is {self.backend!r} but llm.model is not set: name the server's model, "
+                "e.g. --set llm.model=gpt-4o-mini"
+            )
+        return self
+
+    @property
+    def model_name(self) -> str:
+        """The model's name as reported: ``model``, or :data:`EMBEDDED_MODEL` for the packaged one."""
+        return self.model or EMBEDDED_MODEL
+
+    def in_run_folder(self, folder: str | Path) -> LLMConfig:
+        """A copy whose relative run files (:data:`RUN_FILES`) lie in ``folder``; absolute ones are kept."""
+        update = {
+            key: str(Path(folder) / value)
+            for key in RUN_FILES
+            if (value := getattr(self, key)) is not None and not Path(value).is_absolute()
+        }
+        return self.model_copy(update=update)
+
+
+RUN_FILES: tuple[str, ...] = ("cache_path", "record_path")
+"""The files an LLM stack writes during a run (response cache, request record)."""

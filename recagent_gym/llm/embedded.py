@@ -55,7 +55,7 @@ class EmbeddedLLM:
         if not path.is_file():
             raise LLMError(f"embedded model file not found: {path} (llm.model_path)")
         self.config = cfg
-        self.model = cfg.model if chosen is None else path.stem
+        self.model = cfg.model_name if chosen is None else path.stem
         self.n_ctx = cfg.n_ctx
         self.n_threads = cfg.n_threads or os.cpu_count() or 1
         started = time.perf_counter()

@@ -22,10 +22,6 @@ def build_backend(cfg: LLMConfig) -> LanguageModel:
         from recagent_gym.llm.openai_backend import OpenAIBackend
 
         return OpenAIBackend(cfg)
-    if cfg.backend == "scripted":
-        from recagent_gym.llm.testing import ScriptedLLM
-
-        return ScriptedLLM(default="ok", model=cfg.model)
     raise LLMError(f"unknown llm.backend {cfg.backend!r}")  # pragma: no cover - the config validates it
 
 

@@ -10,6 +10,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from recagent_gym.errors import RecAgentError
+
 
 @dataclass(frozen=True)
 class Usage:
@@ -93,8 +95,10 @@ class LanguageModel(Protocol):
         ...
 
 
-class LLMError(RuntimeError):
+class LLMError(RecAgentError, RuntimeError):
     """A language-model call failed for good (after retries); never returned as if it were model output."""
+
+    label = "language model error"
 
 
 class BudgetExceeded(LLMError):

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from recagent_gym.config.base import Section
+from recagent_gym.section import Section
 
 
 class MemoryConfig(Section):

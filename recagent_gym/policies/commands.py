@@ -7,10 +7,9 @@ import logging
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from recagent_gym.cli import add_config_arguments
-from recagent_gym.config import Config, load_config
+from recagent_gym.config import Config, ConfigError, load_config
+from recagent_gym.config.loader import read_config_file
 
 logger = logging.getLogger(__name__)
 
@@ -71,24 +70,18 @@ def _user_model_override(args: argparse.Namespace) -> list[str]:
     if any(o.startswith("user.model=") for o in args.overrides):
         return []
     if args.config is not None:
-        raw = yaml.safe_load(_config_path(args.config).read_text(encoding="utf-8")) or {}
-        if isinstance(raw, dict) and isinstance(raw.get("user"), dict) and "model" in raw["user"]:
+        raw, _ = read_config_file(args.config)
+        if isinstance(raw.get("user"), dict) and "model" in raw["user"]:
             return []
     # Classical users by default: fast runs; ``--user-model llm`` for real ones.
     return ["user.model=recsim"]
-
-
-def _config_path(name: str) -> Path:
-    from recagent_gym.config.loader import PACKAGED_CONFIG_DIR
-
-    path = Path(name)
-    return path if path.exists() or path.suffix else PACKAGED_CONFIG_DIR / f"{name}.yaml"
 
 
 def run_train(args: argparse.Namespace) -> int:
     from recagent_gym.policies.training import train_policy
 
     config = _config(args, train_overrides(args))
+    config = config.in_run_folder(config.train.output_dir)
     result = train_policy(config, progress_bar=not args.no_progress)
     print(f"policy: {result.policy_path}")
     print(f"{result.timesteps} steps in {result.seconds:.1f}s ({result.steps_per_s:.0f} steps/s)")
@@ -145,7 +138,8 @@ def run_rl_comparison(args: argparse.Namespace) -> int:
     from recagent_gym.policies.comparison import run_comparison
 
     config = _config(args, _user_model_override(args))
-    run_comparison(config, output_dir=args.output_dir or Path(config.train.output_dir) / "comparison")
+    out = Path(args.output_dir or Path(config.train.output_dir) / "comparison")
+    run_comparison(config.in_run_folder(out), output_dir=out)
     return 0
 
 
@@ -169,6 +163,8 @@ def run_evaluate_policies(args: argparse.Namespace) -> int:
     if args.sessions_per_user is not None:
         overrides.append(f"train.eval_sessions_per_user={args.sessions_per_user}")
     config = _config(args, overrides)
+    out = Path(args.output_dir or Path(config.train.output_dir) / "evaluation")
+    config = config.in_run_folder(out)
     train = config.train
     env = RecAgentEnv(config.data.dataset, config.user.model, config=config)
     seed = train.seed if args.seed is None else args.seed
@@ -184,7 +180,7 @@ def run_evaluate_policies(args: argparse.Namespace) -> int:
         steps.setdefault(name, []).append(int(load_meta(path).get("timesteps", 0)))
     recommenders.update(learned)
     if not recommenders:
-        raise SystemExit("evaluate policies: nothing to evaluate (give --recommenders and/or --policy)")
+        raise ConfigError("evaluate policies: nothing to evaluate (give --recommenders and/or --policy)")
     split = split_users(env.dataset.n_users, test_fraction=train.test_fraction, seed=train.split_seed)
     users = split.test[: train.eval_users] if train.eval_users else split.test
     protocol = EvalProtocol(
@@ -201,7 +197,6 @@ def run_evaluate_policies(args: argparse.Namespace) -> int:
         f"{protocol.sessions_per_user} session(s), eval seed {seed}" + (f"; {trained}" if trained else "")
     )
     summary = summary_line(results, learned=list(learned))
-    out = Path(args.output_dir or Path(train.output_dir) / "evaluation")
     paths = write_results(results, out, title, summary)
     print(title)
     print(markdown_table(results))

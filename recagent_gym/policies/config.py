@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from recagent_gym.config.base import Section
+from recagent_gym.section import Section
 
 
 class TrainConfig(Section):
@@ -31,7 +31,7 @@ class TrainConfig(Section):
     torch_threads: int = Field(1, ge=1)
     """Torch threads; the policy networks here are small, where one thread is fastest."""
 
-    seed: int = 0
+    seed: int = Field(0, ge=0)
     """Seed of training."""
 
     action: Literal["score", "genre", "page"] = "score"

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from recagent_gym.errors import RecAgentError
 from recagent_gym.simulator.files import atomic_write_text
 
 FORMAT = "recagent-gym-simulation-checkpoint"
@@ -24,8 +25,10 @@ CHECKPOINT_DIR = "checkpoints"
 _NAME = re.compile(r"^round_(\d+)\.json$")
 
 
-class CheckpointError(ValueError):
+class CheckpointError(RecAgentError, ValueError):
     """A checkpoint is missing, unreadable, corrupt or does not fit the run; the message names the file."""
+
+    label = "checkpoint error"
 
 
 def to_plain(value: Any, where: str = "state") -> Any:

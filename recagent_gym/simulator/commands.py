@@ -22,7 +22,6 @@ import numpy as np
 from recagent_gym.cli import add_config_arguments
 from recagent_gym.config import ConfigError, load_config
 from recagent_gym.llm.protocol import LLMError
-from recagent_gym.simulator.checkpoint import CheckpointError
 from recagent_gym.simulator.errors import SimulationError
 from recagent_gym.simulator.events import Event
 from recagent_gym.simulator.human import HumanPlayer
@@ -67,11 +66,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     ask.set_defaults(func=lambda args: run_interview(args))
 
 
-def _fail(exc: Exception) -> int:
-    print(f"recagent-gym: error: {exc}", file=sys.stderr)
-    return 2
-
-
 def run_simulate(
     args: argparse.Namespace,
     *,
@@ -86,30 +80,22 @@ def run_simulate(
     if args.rounds is not None and args.rounds < 1:
         raise ConfigError(f"--rounds must be >= 1, got {args.rounds}")
     human = HumanPlayer(args.human, stdin, stdout) if args.human else None
-    try:
-        if args.resume:
-            if args.config:
-                raise ConfigError(
-                    "--config cannot be combined with --resume (the checkpoint has its config); use --set"
-                )
-            out = Path(args.out) if args.out else None
-            sim = runner.resume(args.resume, out, args.overrides, llm=llm, embedder=embedder, human=human)
-        else:
-            config = load_config(args.config, args.overrides)
-            out = Path(args.out or DEFAULT_OUT)
-            sim = runner.start(config, out, llm=llm, embedder=embedder, human=human)
-    except (SimulationError, CheckpointError) as exc:
-        return _fail(exc)
+    if args.resume:
+        if args.config:
+            raise ConfigError("--config cannot be combined with --resume (the checkpoint has its config); use --set")
+        out = Path(args.out) if args.out else None
+        sim = runner.resume(args.resume, out, args.overrides, llm=llm, embedder=embedder, human=human)
+    else:
+        config = load_config(args.config, args.overrides)
+        out = Path(args.out or DEFAULT_OUT)
+        sim = runner.start(config.in_run_folder(out), out, llm=llm, embedder=embedder, human=human)
     try:
         sim.run(args.rounds)
     except LLMError as exc:
-        last = sim.out / "checkpoints"
-        return _fail(
-            RuntimeError(
-                f"language model failed in round {sim.clock.round + 1}: {exc}; the checkpoints in "
-                f"{last} are intact: fix the cause and continue with --resume {sim.out}"
-            )
-        )
+        raise SimulationError(
+            f"language model failed in round {sim.clock.round + 1}: {exc}; the checkpoints in "
+            f"{sim.out / 'checkpoints'} are intact: fix the cause and continue with --resume {sim.out}"
+        ) from exc
     finally:
         sim.close()
     summary = sim.summary()
@@ -133,32 +119,29 @@ def run_intervene(args: argparse.Namespace, *, llm: Any = None, embedder: Any = 
     if not (args.profile or args.post or args.message or args.recommender):
         raise ConfigError("nothing to do: pass --profile, --post, --message or --recommender")
     overrides = list(args.overrides) + ([f"recommender.model={args.recommender}"] if args.recommender else [])
-    try:
-        # Validate everything against the loaded world before anything is written.
-        sim = runner.resume(args.checkpoint, None, overrides, llm=llm, embedder=embedder, dry=True)
-        if args.profile:
-            sim.edit_profile(args.profile, **edits)
-        t, r = sim.clock.time_h, sim.clock.round
-        if args.post:
-            author = sim.find_agent(args.post[0])
-            deliver_post(sim.model, author, args.post[1], t)
-            sim.note(Event(r, t, "intervention", author, sim.names[author], text=f"injected post: {args.post[1]}"))
-        if args.message:
-            sender, receiver = sim.find_agent(args.message[0]), sim.find_agent(args.message[1])
-            deliver_message(sim.model, sender, receiver, args.message[2], t)
-            sim.note(
-                Event(
-                    r,
-                    t,
-                    "intervention",
-                    sender,
-                    sim.names[sender],
-                    text=f"injected message to {sim.names[receiver]}: {args.message[2]}",
-                )
+    # Validate everything against the loaded world before anything is written.
+    sim = runner.resume(args.checkpoint, None, overrides, llm=llm, embedder=embedder, dry=True)
+    if args.profile:
+        sim.edit_profile(args.profile, **edits)
+    t, r = sim.clock.time_h, sim.clock.round
+    if args.post:
+        author = sim.find_agent(args.post[0])
+        deliver_post(sim.model, author, args.post[1], t)
+        sim.note(Event(r, t, "intervention", author, sim.names[author], text=f"injected post: {args.post[1]}"))
+    if args.message:
+        sender, receiver = sim.find_agent(args.message[0]), sim.find_agent(args.message[1])
+        deliver_message(sim.model, sender, receiver, args.message[2], t)
+        sim.note(
+            Event(
+                r,
+                t,
+                "intervention",
+                sender,
+                sim.names[sender],
+                text=f"injected message to {sim.names[receiver]}: {args.message[2]}",
             )
-        path = runner.save_intervention(sim, args.checkpoint, Path(args.out) if args.out else None)
-    except (SimulationError, CheckpointError) as exc:
-        return _fail(exc)
+        )
+    path = runner.save_intervention(sim, args.checkpoint, Path(args.out) if args.out else None)
     print(f"intervention saved: {path}")
     return 0
 
@@ -168,11 +151,8 @@ def run_interview(
 ) -> int:
     from recagent_gym.simulator import runner
 
-    try:
-        sim = runner.resume(args.checkpoint, None, args.overrides, llm=llm, embedder=embedder, dry=True)
-        user = sim.find_agent(args.agent)
-    except (SimulationError, CheckpointError) as exc:
-        return _fail(exc)
+    sim = runner.resume(args.checkpoint, None, args.overrides, llm=llm, embedder=embedder, dry=True)
+    user = sim.find_agent(args.agent)
     questions = list(args.question) or [line.strip() for line in (stdin or sys.stdin) if line.strip()]
     rng = np.random.default_rng(np.random.SeedSequence([sim.config.simulation.seed, sim.clock.round, user]))
     for question in questions:

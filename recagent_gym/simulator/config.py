@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from recagent_gym.config.base import Section
+from recagent_gym.section import Section
 
 
 class SimulationConfig(Section):
@@ -51,7 +51,7 @@ class SimulationConfig(Section):
     max_pages: int = Field(5, ge=1)
     """Pages per recommender session."""
 
-    seed: int = 0
+    seed: int = Field(0, ge=0)
     """Seed of the whole run."""
 
     keep_checkpoints: int = Field(0, ge=0)

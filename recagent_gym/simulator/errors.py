@@ -1,5 +1,9 @@
 """The simulator's own error (checkpoint problems raise :class:`~.checkpoint.CheckpointError`)."""
 
+from recagent_gym.errors import RecAgentError
 
-class SimulationError(RuntimeError):
+
+class SimulationError(RecAgentError, RuntimeError):
     """A simulation cannot start or continue (unknown agent, output folder in use, checkpoint mismatch)."""
+
+    label = "simulation error"

@@ -13,6 +13,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from recagent_gym.simulator.checkpoint import CheckpointError
+
 EVENT_KINDS: tuple[str, ...] = (
     "enter",
     "page",
@@ -115,12 +117,22 @@ class EventLog:
         return {"jsonl": _size(self.jsonl), "text": _size(self.text)}
 
     def restore(self, offsets: dict[str, int], source: EventLog | None = None) -> None:
-        """Make both files hold exactly the first ``offsets`` bytes (of ``source``'s files when given)."""
-        for key, path in (("jsonl", self.jsonl), ("text", self.text)):
+        """Make both files hold exactly the first ``offsets`` bytes (of ``source``'s files when given).
+
+        A file shorter than its offset (deleted or cut) raises :class:`CheckpointError` before anything is changed.
+        """
+        origins = source if source is not None else self
+        pairs = [("jsonl", self.jsonl, origins.jsonl), ("text", self.text, origins.text)]
+        for key, _, origin in pairs:
+            size, have = int(offsets.get(key, 0)), _size(origin)
+            if have < size:
+                state = "is missing" if not origin.exists() else f"holds {have} bytes"
+                raise CheckpointError(
+                    f"{origin} {state} but the checkpoint expects {size} bytes of events: the run's event log was "
+                    "deleted or cut, so it cannot continue from this checkpoint"
+                )
+        for key, path, origin in pairs:
             size = int(offsets.get(key, 0))
-            origin = path if source is None else (source.jsonl if key == "jsonl" else source.text)
-            if _size(origin) < size:
-                raise FileNotFoundError(f"{origin} holds {_size(origin)} bytes, the checkpoint expects {size}")
             if source is None or origin.resolve() == path.resolve():
                 if path.exists():
                     with path.open("r+b") as handle:

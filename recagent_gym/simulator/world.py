@@ -39,7 +39,7 @@ def population_config(config: Config) -> Config:
 
 
 def load_population(config: Config) -> Dataset:
-    from recagent_gym.data import load_dataset_from_config
+    from recagent_gym.data.load import load_dataset_from_config
 
     dataset = load_dataset_from_config(config.data)
     if dataset.n_users < config.simulation.agents:

@@ -22,12 +22,12 @@ from typing import Any, NamedTuple
 import numpy as np
 import yaml
 
-from recagent_gym.config.base import ConfigError
 from recagent_gym.data.config import DataConfig
 from recagent_gym.data.fields import ML1M_OCCUPATIONS, split_list
 from recagent_gym.data.reader import BadRows, read_table
 from recagent_gym.data.schema import BEHAVIOUR_FEATURES, DataError, Dataset
 from recagent_gym.prompts import profile_generation
+from recagent_gym.section import ConfigError
 
 logger = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from recagent_gym.data.build import Parsed
-from recagent_gym.data.fields import ML100K_GENRES, NO_GENRES, gender_word, split_title
+from recagent_gym.data.fields import ML100K_GENRES, NO_GENRES, WHOLE_STARS, gender_word, split_title
 from recagent_gym.data.reader import BadRows, read_table
 
 ENCODING = "latin-1"
@@ -73,8 +73,8 @@ def parse_ml_100k(folder: Path, name: str, bad: BadRows) -> Parsed:
     )
     user_pos = ratings.positions("user_id", ratings.ints("user_id"), user_index, "user id (not in u.user)")
     item_pos = ratings.positions("item_id", ratings.ints("item_id"), item_index, "item id (not in u.item)")
-    rating = ratings.numbers("rating", kind="float")
-    timestamp = ratings.ints("timestamp")
+    rating = ratings.ratings("rating", WHOLE_STARS)
+    timestamp = ratings.timestamps("timestamp")
     ok = ratings.ok
     interactions = pd.DataFrame(
         {"user": user_pos[ok], "item": item_pos[ok], "rating": rating[ok], "timestamp": timestamp[ok]}

@@ -15,7 +15,14 @@ import numpy as np
 import pandas as pd
 
 from recagent_gym.data.build import Parsed
-from recagent_gym.data.fields import ML1M_AGE_BANDS, ML1M_OCCUPATIONS, gender_word, split_genres, split_title
+from recagent_gym.data.fields import (
+    ML1M_AGE_BANDS,
+    ML1M_OCCUPATIONS,
+    WHOLE_STARS,
+    gender_word,
+    split_genres,
+    split_title,
+)
 from recagent_gym.data.reader import BadRows, read_table
 from recagent_gym.data.schema import DataError
 
@@ -67,8 +74,8 @@ def parse_ml_1m(folder: Path, name: str, bad: BadRows) -> Parsed:
         if user_index is not None:
             table.positions("user_id", user_raw, user_index, "UserID (not in users.dat)")
         item_pos = table.positions("movie_id", table.ints("movie_id"), item_index, "MovieID (not in movies.dat)")
-        rating = table.numbers("rating", kind="float")
-        timestamp = table.ints("timestamp")
+        rating = table.ratings("rating", WHOLE_STARS)
+        timestamp = table.timestamps("timestamp")
         ok = table.ok
         parts.append(
             pd.DataFrame(

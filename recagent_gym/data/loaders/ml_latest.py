@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from recagent_gym.data.build import Parsed
-from recagent_gym.data.fields import fold_tags, split_genres, split_title, tags_description
+from recagent_gym.data.fields import HALF_STARS, fold_tags, split_genres, split_title, tags_description
 from recagent_gym.data.reader import BadRows, RawTable, read_table
 
 REQUIRED = ("movies.csv", "ratings.csv")
@@ -43,8 +43,8 @@ def parse_ml_latest(folder: Path, name: str, bad: BadRows) -> Parsed:
     )
     user_raw = ratings.ints("userId")
     item_pos = ratings.positions("movieId", ratings.ints("movieId"), item_index, "movieId")
-    rating = ratings.numbers("rating", kind="float")
-    timestamp = ratings.ints("timestamp")
+    rating = ratings.ratings("rating", HALF_STARS)
+    timestamp = ratings.timestamps("timestamp")
     ok = ratings.ok
     user_index = pd.Index(np.unique(user_raw[ok]))
     interactions = pd.DataFrame(
@@ -77,7 +77,7 @@ def _tags(
     )
     user_raw = table.ints("userId")
     item_pos = table.positions("movieId", table.ints("movieId"), item_index, "movieId")
-    table.ints("timestamp")
+    table.timestamps("timestamp")
     ok = table.ok
     folded = fold_tags(item_pos[ok], table.columns["tag"][ok], len(item_index))
     user_pos = user_index.get_indexer(user_raw[ok])

@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 
 from recagent_gym.data.build import Parsed
-from recagent_gym.data.fields import gender_word, split_genres, split_list, split_title
+from recagent_gym.data.fields import HALF_STARS, gender_word, split_genres, split_list, split_title
 from recagent_gym.data.reader import BadRows, RawTable, read_table
 from recagent_gym.data.schema import BEHAVIOUR_FEATURES, DataError
 
@@ -178,8 +178,8 @@ def _interactions(
     if user_index is not None:
         table.positions("user_id", users_raw, user_index, "user id (not in the users file)")
     item_pos = table.positions("item_id", table.text("item_id"), item_index, "item id (not in the items file)")
-    rating = table.numbers("rating", kind="float", allow_empty=True)
-    timestamp = table.ints("timestamp") if has_time else np.arange(len(table), dtype=np.int64)
+    rating = table.ratings("rating", HALF_STARS, allow_empty=True)
+    timestamp = table.timestamps("timestamp") if has_time else np.arange(len(table), dtype=np.int64)
     ok = table.ok
     if user_index is None:
         user_index = pd.Index(pd.unique(users_raw[ok]))

@@ -34,12 +34,12 @@ class RecAgentMemoryBackend:
         self.embedder = embedder
 
     def create(self, agent_name: str, seed: int) -> Any:
-        from recagent_gym.memory import AgentMemory
+        from recagent_gym.memory.agent_memory import AgentMemory
 
         return AgentMemory(self.config, self.llm, self.embedder, agent_name, seed=seed)
 
     def flush(self, memories: Sequence[Any], time_h: float) -> None:
-        from recagent_gym.memory import flush_memories
+        from recagent_gym.memory.writer import flush_memories
 
         if memories:
             flush_memories(list(memories), time_h)

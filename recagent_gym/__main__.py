@@ -1,0 +1,7 @@
+"""``python -m recagent_gym``: the ``recagent-gym`` command."""
+
+import sys
+
+from recagent_gym.cli import main
+
+sys.exit(main())
