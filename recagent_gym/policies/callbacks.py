@@ -73,11 +73,16 @@ class ProgressLine(BaseCallback):
         )
         line = (
             f"train step {steps}/{self.total} ({100 * steps / max(self.total, 1):.0f}%) | "
-            f"episodes {self.episodes} | {result} | {steps / elapsed:.0f} steps/s"
+            f"episodes {self.episodes} | {result} | {_rate(steps / elapsed)} steps/s"
         )
         self.lines.append(line)
         self._last_line = time.perf_counter()
         print(line, file=self.stream or sys.stdout, flush=True)
+
+
+def _rate(value: float) -> str:
+    """Steps per second readable both for RecSim users (thousands) and LLM users (a fraction of one)."""
+    return f"{value:.0f}" if value >= 10 else f"{value:.2f}"
 
 
 class HeldOutEval(BaseCallback):
