@@ -118,6 +118,13 @@ def add_evaluate_policies(evaluate_subparsers: Any) -> None:
     parser.add_argument(
         "--sessions-per-user", type=int, default=None, help="sessions per held-out user (train.eval_sessions_per_user)"
     )
+    parser.add_argument(
+        "--episodes",
+        dest="users",
+        type=int,
+        default=None,
+        help="old name of --users (sessions per recommender = held-out users, one session each)",
+    )
     parser.add_argument("--no-swapped", action="store_true", help="skip the personalisation (swapped encoding) check")
     parser.add_argument("--seed", type=int, default=None, help="evaluation seed (users' starting states)")
     parser.add_argument("--output-dir", default=None, help="folder for policies.md/.csv/.png")
