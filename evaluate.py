@@ -1,6 +1,6 @@
 """Compare recommenders on the same seeded users (same as ``recagent-gym evaluate policies``).
 
-    python evaluate.py --policy ppo=runs/quickstart/policy.zip --episodes 100
+    python evaluate.py --policy ppo=runs/quickstart/policy.zip --users 100
     python evaluate.py --user-model recsim          # the RecSim comparison of the baselines
 
 All logic lives in :mod:`recagent_gym.policies.evaluate_policies`; see ``--help`` for the arguments.

@@ -18,4 +18,11 @@ if ENV_ID not in registry:
         max_episode_steps=DEFAULT_MAX_EPISODE_STEPS,
     )
 
+if "recagent_gym/RecAgent-v1" not in registry:
+    register(
+        id="recagent_gym/RecAgent-v1",
+        entry_point="recagent_gym.envs.candidate_env:RecAgentCandidateEnv",
+        max_episode_steps=DEFAULT_MAX_EPISODE_STEPS,
+    )
+
 __all__ = ["DEFAULT_MAX_EPISODE_STEPS", "ENV_ID"]

@@ -41,7 +41,11 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--n-envs", type=int, default=None)
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--output-dir", default=None, help="folder for logs, checkpoints and the policy")
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument(
+        "--no-progress",
+        action="store_true",
+        help="no progress bar (off anyway when stderr is not a terminal; the plain progress lines stay)",
+    )
     parser.set_defaults(func=run_train)
 
 
@@ -108,44 +112,101 @@ def add_evaluate_policies(evaluate_subparsers: Any) -> None:
         metavar="[NAME=]PATH",
         help="a trained policy (policy.zip, a checkpoint or its run folder); repeatable",
     )
-    parser.add_argument("--episodes", type=int, default=None, help="sessions per recommender")
-    parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument(
+        "--users", type=int, default=None, help="held-out users to evaluate (default train.eval_users; 0: all)"
+    )
+    parser.add_argument(
+        "--sessions-per-user", type=int, default=None, help="sessions per held-out user (train.eval_sessions_per_user)"
+    )
+    parser.add_argument(
+        "--episodes",
+        dest="users",
+        type=int,
+        default=None,
+        help="old name of --users (sessions per recommender = held-out users, one session each)",
+    )
+    parser.add_argument("--no-swapped", action="store_true", help="skip the personalisation (swapped encoding) check")
+    parser.add_argument("--seed", type=int, default=None, help="evaluation seed (users' starting states)")
     parser.add_argument("--output-dir", default=None, help="folder for policies.md/.csv/.png")
     parser.set_defaults(func=run_evaluate_policies)
+
+    comparison = evaluate_subparsers.add_parser(
+        "rl-comparison",
+        help="the RL comparison on RecAgent-v1: train every learner for every seed on training users, "
+        "evaluate all recommenders on held-out users (e.g. --config rl_recsim)",
+    )
+    add_config_arguments(comparison)
+    comparison.add_argument("--user-model", choices=USER_MODELS, default=None)
+    comparison.add_argument("--output-dir", default=None, help="folder for the tables, plots and curves")
+    comparison.set_defaults(func=run_rl_comparison)
+
+
+def run_rl_comparison(args: argparse.Namespace) -> int:
+    from recagent_gym.policies.comparison import run_comparison
+
+    config = _config(args, _user_model_override(args))
+    out = Path(args.output_dir or Path(config.train.output_dir) / "comparison")
+    run_comparison(config.in_run_folder(out), output_dir=out)
+    return 0
 
 
 def run_evaluate_policies(args: argparse.Namespace) -> int:
     from recagent_gym.envs.recagent_env import RecAgentEnv
     from recagent_gym.policies.evaluate_policies import (
+        EvalProtocol,
         PolicyRecommender,
         evaluate_recommenders,
+        load_meta,
         markdown_table,
+        summary_line,
         write_results,
     )
+    from recagent_gym.policies.protocol import split_users
     from recagent_gym.recommenders.factory import build_recommender
 
     overrides = _user_model_override(args)
-    if args.episodes is not None:
-        overrides.append(f"train.n_eval_episodes={args.episodes}")
-    if args.seed is not None:
-        overrides.append(f"train.seed={args.seed}")
+    if args.users is not None:
+        overrides.append(f"train.eval_users={args.users}")
+    if args.sessions_per_user is not None:
+        overrides.append(f"train.eval_sessions_per_user={args.sessions_per_user}")
     config = _config(args, overrides)
     out = Path(args.output_dir or Path(config.train.output_dir) / "evaluation")
     config = config.in_run_folder(out)
+    train = config.train
     env = RecAgentEnv(config.data.dataset, config.user.model, config=config)
-    seed = config.train.seed
+    seed = train.seed if args.seed is None else args.seed
     recommenders: dict[str, Any] = {}
     for name in filter(None, (n.strip() for n in args.recommenders.split(","))):
         recommenders[name] = build_recommender(name, env.dataset, config, env.page_size, seed)
+    learned: dict[str, list[Any]] = {}
+    steps: dict[str, list[int]] = {}
     for spec in args.policy:
         name, _, path = spec.rpartition("=")
-        recommenders[name or Path(path).stem] = PolicyRecommender.load(path, env)
+        name = name or Path(path).stem
+        learned.setdefault(name, []).append(PolicyRecommender.load(path, env))  # same name: one row, pooled seeds
+        steps.setdefault(name, []).append(int(load_meta(path).get("timesteps", 0)))
+    recommenders.update(learned)
     if not recommenders:
         raise ConfigError("evaluate policies: nothing to evaluate (give --recommenders and/or --policy)")
-    results = evaluate_recommenders(recommenders, env, config.train.n_eval_episodes, seed)
-    title = f"{env.dataset.name}, {config.user.model} users, {config.train.n_eval_episodes} sessions each, seed {seed}"
-    paths = write_results(results, out, title)
+    split = split_users(env.dataset.n_users, test_fraction=train.test_fraction, seed=train.split_seed)
+    users = split.test[: train.eval_users] if train.eval_users else split.test
+    protocol = EvalProtocol(
+        users=users,
+        sessions_per_user=train.eval_sessions_per_user,
+        seed=seed,
+        n_boot=train.n_bootstrap,
+        swapped=train.eval_swapped and not args.no_swapped,
+    )
+    results = evaluate_recommenders(recommenders, env, protocol, progress=lambda line: print(line, flush=True))
+    trained = ", ".join(f"{n} trained {'/'.join(str(s) for s in v)} steps" for n, v in steps.items())
+    title = (
+        f"{env.dataset.name}, {config.user.model} users: {len(users)} held-out users x "
+        f"{protocol.sessions_per_user} session(s), eval seed {seed}" + (f"; {trained}" if trained else "")
+    )
+    summary = summary_line(results, learned=list(learned))
+    paths = write_results(results, out, title, summary)
     print(title)
     print(markdown_table(results))
+    print(summary)
     print("written: " + ", ".join(str(p) for p in paths.values()))
     return 0

@@ -38,8 +38,55 @@ class TrainConfig(Section):
     """Action wrapper the policy acts through: ``score`` (a query vector over item features, top-k by score),
     ``genre`` (one discrete genre per page; needed by DQN), or ``page`` (the raw MultiDiscrete page)."""
 
-    n_eval_episodes: int = Field(50, ge=1)
-    """Sessions per recommender in ``evaluate policies``."""
+    test_fraction: float = Field(0.2, gt=0.0, lt=1.0)
+    """Share of users held out from training (a fixed split seeded by ``split_seed``); evaluation uses only them."""
+
+    split_seed: int = 0
+    """Seed of the train / held-out split of users (kept apart from ``seed`` so every training seed shares it)."""
+
+    eval_users: int = Field(0, ge=0)
+    """Held-out users evaluated by ``evaluate policies`` (the first N of the split, uniformly); 0 means all."""
+
+    eval_sessions_per_user: int = Field(1, ge=1)
+    """Sessions per held-out user, from the users' restored starting state."""
+
+    eval_swapped: bool = True
+    """Run the personalisation check (every policy again with another user's encoding swapped in)."""
+
+    n_bootstrap: int = Field(2000, ge=100)
+    """Bootstrap resamples over users for the 95% intervals."""
+
+    log_every: int = Field(1, ge=1)
+    """Print a progress line (steps, episodes, mean episode return) every N rollouts / updates (and at least every
+    ``log_every_s`` seconds)."""
+
+    log_every_s: float = Field(30.0, ge=0.0)
+    """Also print the progress line when this many seconds passed without one (slow LLM steps); 0 turns it off."""
+
+    eval_every: int = Field(0, ge=0)
+    """Evaluate on held-out users every N environment steps during training (learning curve); 0 turns it off."""
+
+    eval_curve_users: int = Field(20, ge=1)
+    """Held-out users per learning-curve point (one session each)."""
+
+    # -- the RL comparison on RecAgent-v1 (``recagent-gym evaluate rl-comparison``) --------------------------------
+
+    seeds: list[int] = Field(default_factory=lambda: [0, 1, 2])
+    """Training seeds of every learned policy in the comparison (one row per policy, seeds pooled per user)."""
+
+    compare: list[str] = Field(
+        default_factory=lambda: ["random", "popularity", "mf", "bandit", "slateq", "ppo", "oracle"]
+    )
+    """Recommenders of the comparison: random, popularity, mf, bandit (LinUCB), slateq, ppo, a2c, oracle."""
+
+    n_candidates: int = Field(50, ge=1)
+    """Candidates per step of RecAgent-v1 (the retrieval stage's K)."""
+
+    gamma: float = Field(0.9, gt=0.0, le=1.0)
+    """Discount of PPO/A2C/SlateQ in the comparison (sessions are a few pages long)."""
+
+    bandit_alpha: float = Field(0.5, ge=0.0)
+    """LinUCB exploration bonus while training (evaluation is greedy)."""
 
     checkpoint_every: int = Field(10_000, ge=1)
     """Save the policy every N environment steps."""

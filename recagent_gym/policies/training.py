@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,7 +16,7 @@ from typing import Any
 import torch
 from stable_baselines3 import A2C, DQN, PPO
 from stable_baselines3.common.base_class import BaseAlgorithm
-from stable_baselines3.common.callbacks import CheckpointCallback
+from stable_baselines3.common.callbacks import BaseCallback, CheckpointCallback
 from stable_baselines3.common.vec_env import VecMonitor
 
 from recagent_gym.config import Config, ConfigError, dump_config
@@ -23,6 +24,8 @@ from recagent_gym.data.schema import Dataset
 from recagent_gym.envs.adapters import TRAINING_KEYS
 from recagent_gym.envs.resolve import resolve_dataset
 from recagent_gym.envs.vector import RecAgentVectorEnv, SB3VecEnv
+from recagent_gym.policies.callbacks import HeldOutEval, ProgressLine
+from recagent_gym.policies.protocol import split_users, training_dataset
 
 logger = logging.getLogger(__name__)
 
@@ -73,11 +76,15 @@ def train_policy(
     torch.set_num_threads(train.torch_threads)
     seed = train.seed
 
-    # Environment: the vector env steps all sessions together (one batch per step for LLM users).
+    # Users: a fixed split (its own seed, shared by every training seed); training never meets a held-out user.
     dataset = resolve_dataset(dataset, config)
+    split = split_users(dataset.n_users, test_fraction=train.test_fraction, seed=train.split_seed)
+    train_data = training_dataset(dataset, split.train)
+
+    # Environment: the vector env steps all sessions together (one batch per step for LLM users).
     venv = RecAgentVectorEnv(
         train.n_envs,
-        dataset,
+        train_data,
         config.user.model,
         config=config,
         action=train.action,
@@ -101,15 +108,25 @@ def train_policy(
         **_algorithm_kwargs(config),
     )
 
-    # Learning, with periodic checkpoints of the policy.
-    checkpoints = CheckpointCallback(
-        save_freq=max(train.checkpoint_every // train.n_envs, 1),
-        save_path=str(out / "checkpoints"),
-        name_prefix=train.algorithm,
-    )
+    # Learning, with periodic checkpoints, a progress line with the episode return (readable in a log file; the
+    # progress bar only on a terminal), and the held-out learning curve when asked for.
+    callbacks: list[BaseCallback] = [
+        CheckpointCallback(
+            save_freq=max(train.checkpoint_every // train.n_envs, 1),
+            save_path=str(out / "checkpoints"),
+            name_prefix=train.algorithm,
+        ),
+        ProgressLine(train.total_timesteps, every=train.log_every, every_s=train.log_every_s),
+    ]
+    if train.eval_every > 0:
+        callbacks.append(_held_out_eval(config, dataset, split.test, out, llm=llm, embedder=embedder))
     (out / "config.yaml").write_text(dump_config(config), encoding="utf-8")
     start = time.perf_counter()
-    model.learn(total_timesteps=train.total_timesteps, callback=checkpoints, progress_bar=progress_bar)
+    model.learn(
+        total_timesteps=train.total_timesteps,
+        callback=callbacks,
+        progress_bar=progress_bar and sys.stderr.isatty(),
+    )
     seconds = time.perf_counter() - start
 
     # Saving: the policy, and what evaluation needs to act with it (action kind, observation keys).
@@ -123,6 +140,9 @@ def train_policy(
         "dataset": dataset.name,
         "n_items": dataset.n_items,
         "user_model": config.user.model,
+        "split_seed": train.split_seed,
+        "test_fraction": train.test_fraction,
+        "train_users": len(split.train),
         "timesteps": int(model.num_timesteps),
         "seconds": seconds,
     }
@@ -137,3 +157,24 @@ def train_policy(
         policy_path,
     )
     return TrainResult(out, policy_path, int(model.num_timesteps), seconds)
+
+
+def _held_out_eval(
+    config: Config, dataset: Dataset, test_users: Any, out: Path, *, llm: Any, embedder: Any
+) -> HeldOutEval:
+    """The learning-curve callback on a separate single env over the full dataset (held-out users only)."""
+    from recagent_gym.envs.adapters import ObsFlattener
+    from recagent_gym.envs.recagent_env import RecAgentEnv
+    from recagent_gym.envs.wrappers import page_adapter
+    from recagent_gym.policies.evaluate_policies import EvalProtocol, PolicyRecommender, run_sessions
+
+    train = config.train
+    env = RecAgentEnv(dataset, config.user.model, config=config, llm=llm, embedder=embedder)
+    protocol = EvalProtocol(users=test_users[: train.eval_curve_users], seed=train.split_seed, swapped=False)
+    flattener = ObsFlattener(env.observation_space, TRAINING_KEYS)
+    adapter = page_adapter(train.action, env)
+
+    def evaluate(model: Any) -> Any:
+        return run_sessions(PolicyRecommender(model, adapter, flattener, env), env, protocol).returns.mean(axis=1)
+
+    return HeldOutEval(evaluate, eval_every=train.eval_every, output_dir=out, n_boot=train.n_bootstrap, seed=train.seed)

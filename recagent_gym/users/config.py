@@ -115,6 +115,23 @@ class UserConfig(Section):
     recsim_search_prob: float = Field(0.0, ge=0.0, le=1.0)
     """Probability that a classical user who clicks nothing searches for its favourite genre instead."""
 
+    recsim_hidden_dims: int = Field(8, ge=0)
+    """Latent dimensions of the RecSim-style user's hidden taste (0: none). Each user draws a hidden vector, each
+    item a unit vector (``RecSimUser.item_latents``); their dot product enters the utility. Only the user's
+    responses reveal it: no feature of the observation derives it."""
+
+    recsim_hidden_weight: float = Field(1.0, ge=0.0)
+    """Weight of the hidden affinity in the utility (0: the interest is fully observable from the dataset)."""
+
+    recsim_interest_noise: float = Field(0.3, ge=0.0)
+    """SD of the hidden Gaussian noise added to the genre interest derived from the dataset's genre shares."""
+
+    recsim_fatigue: float = Field(0.3, ge=0.0)
+    """Utility lost per earlier showing of the same item in the session (re-shown and skipped items bore)."""
+
+    recsim_seed: int = 0
+    """Seed of the hidden state (latent vectors, interest noise): fixed per population, not per episode."""
+
     embedding_temperature: float = Field(0.1, gt=0.0)
     """Softmax temperature over cosine similarities of the embedding user."""
 

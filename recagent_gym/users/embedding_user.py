@@ -71,6 +71,17 @@ class EmbeddingUser:
     def similarities(self, user_id: int, items: np.ndarray) -> np.ndarray:
         return self._items[items] @ self._users[user_id]
 
+    @property
+    def item_embeddings(self) -> np.ndarray:
+        """``(n_items, dim)`` unit item vectors the users score with (read-only view; public item features)."""
+        view = self._items.view()
+        view.flags.writeable = False
+        return view
+
+    def oracle_utilities(self, user_id: int, items: np.ndarray) -> np.ndarray:
+        """What the user's choice ranks by (cosine to the user's current vector), for an oracle reference."""
+        return self.similarities(user_id, np.asarray(items, dtype=np.int64))
+
     def start_session(self, user_id: int, rng: np.random.Generator) -> None:
         self._misses[user_id] = 0
 

@@ -1,15 +1,24 @@
 """A RecSim interest-evolution style user (Ie et al., 2019), the classical baseline of the RecAgent paper.
 
-State per user: an interest vector over genres in ``[-1, 1]`` (initialised from the user's history in the dataset)
-and, during a session, a time budget and a count of unrewarding pages. One page reads like RecSim's step:
+State per user: an interest vector over genres in ``[-1, 1]`` (the user's genre shares in the dataset plus hidden
+noise), a hidden latent taste vector, and, during a session, a time budget, a count of unrewarding pages and how
+often each item was shown. One page reads like RecSim's step:
 
-1. utility of each shown item ``u_i = interest . topic_i + quality_weight * quality_i`` (``topic_i`` is the item's
-   genre vector normalised to sum 1, ``quality_i`` its shrunk mean rating mapped to ``[-1, 1]``);
+1. utility of each shown item ``u_i = interest . topic_i + hidden_weight * latent . w_i + quality_weight * quality_i
+   - fatigue * shown_i`` (``topic_i`` is the item's genre vector normalised to sum 1, ``w_i`` a unit vector per
+   item (:attr:`RecSimUser.item_latents`), ``quality_i`` its shrunk mean rating mapped to ``[-1, 1]``, ``shown_i``
+   how often the item was already shown this session: re-shown and skipped items bore);
 2. multinomial-logit choice over the page plus a no-click option: ``P(i) ~ exp(u_i / T)``, ``P(none) ~ mass``;
 3. a click is a WATCH (rating ``round(3 + 2 u_i)`` clipped to 1..5) that consumes watch time and drifts the interest
-   towards (rating >= 3) or away from the item's genres; no click is NEXT, a SEARCH for the favourite genre (with
-   ``recsim_search_prob``), or LEAVE with probability ``1 / patience``;
+   towards (rating >= 3) or away from the item's genres, and the latent taste towards (or away from) ``w_i``
+   (RecSim's interest evolution); no click is NEXT, a SEARCH for the favourite genre (with ``recsim_search_prob``),
+   or LEAVE with probability ``1 / patience``;
 4. every page consumes browsing time; the user LEAVEs when the budget cannot pay for another page.
+
+What is hidden: the latent taste (``recsim_hidden_dims``, ``recsim_hidden_weight``) and the interest noise
+(``recsim_interest_noise``) are drawn once per population from ``recsim_seed``; no observation feature derives them,
+so a recommender learns them only from the user's responses, and the personalisation a policy needs cannot be read
+off the user's features. :meth:`RecSimUser.oracle_utilities` exposes the full utility, for an oracle reference.
 
 Everything is numpy on precomputed arrays (no pandas after construction), so one response costs microseconds.
 """
@@ -99,6 +108,21 @@ def rating_from_utility(utility: float) -> float:
     return float(min(5.0, max(1.0, round(3.0 + 2.0 * utility))))
 
 
+def hidden_state(
+    dataset: Dataset, config: UserConfig, interest: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(interest + noise, user latents, item latents)`` drawn from ``recsim_seed`` (one child stream each)."""
+    interest_rng, user_rng, item_rng = (
+        np.random.default_rng(s) for s in np.random.SeedSequence(config.recsim_seed).spawn(3)
+    )
+    noisy = interest + config.recsim_interest_noise * interest_rng.standard_normal(interest.shape)
+    dims = config.recsim_hidden_dims
+    latent = user_rng.standard_normal((dataset.n_users, dims)) / math.sqrt(max(dims, 1))
+    items = item_rng.standard_normal((dataset.n_items, dims))
+    items /= np.maximum(np.linalg.norm(items, axis=1, keepdims=True), 1e-12)
+    return np.clip(noisy, -1.0, 1.0), latent, items
+
+
 class RecSimUser:
     """RecSim interest-evolution users over a dataset's catalogue (implements :class:`UserModel`)."""
 
@@ -108,9 +132,13 @@ class RecSimUser:
         self._topics = item_topics(dataset)
         self._quality = item_quality(dataset)
         self._base_utility = self.config.recsim_quality_weight * self._quality
-        self._interest = initial_interests(user_genre_shares(dataset, self._topics))
+        self._interest, self._latent, self._item_latents = hidden_state(
+            dataset, self.config, initial_interests(user_genre_shares(dataset, self._topics))
+        )
         self._item_genres = [np.flatnonzero(row).tolist() for row in self._topics > 0]
         self._sessions: dict[int, dict[str, float]] = {}
+        self._shown: dict[int, dict[int, int]] = {}
+        """Per user, how often each item was shown in the user's current session (the fatigue)."""
 
     @property
     def interests(self) -> np.ndarray:
@@ -119,8 +147,26 @@ class RecSimUser:
         view.flags.writeable = False
         return view
 
+    @property
+    def item_latents(self) -> np.ndarray:
+        """``(n_items, recsim_hidden_dims)`` unit vectors the hidden taste is scored against (public features)."""
+        view = self._item_latents.view()
+        view.flags.writeable = False
+        return view
+
     def utilities(self, user_id: int, items: np.ndarray) -> np.ndarray:
-        return self._topics[items] @ self._interest[user_id] + self._base_utility[items]
+        """Utility of ``items`` for the user now, hidden taste and session fatigue included."""
+        utility = self._topics[items] @ self._interest[user_id] + self._base_utility[items]
+        if self._latent.shape[1]:
+            utility = utility + self.config.recsim_hidden_weight * (self._item_latents[items] @ self._latent[user_id])
+        shown = self._shown.get(user_id)
+        if shown and self.config.recsim_fatigue:
+            utility = utility - self.config.recsim_fatigue * np.array([shown.get(int(i), 0) for i in items])
+        return utility
+
+    def oracle_utilities(self, user_id: int, items: np.ndarray) -> np.ndarray:
+        """The full utility (what an oracle that knows the hidden state ranks by); same as :meth:`utilities`."""
+        return self.utilities(user_id, np.asarray(items, dtype=np.int64))
 
     def start_session(self, user_id: int, rng: np.random.Generator) -> None:
         self._sessions[user_id] = {"budget": self.config.recsim_time_budget, "misses": 0.0}
@@ -138,7 +184,12 @@ class RecSimUser:
             return Response(Action.LEAVE, extra={"budget": session["budget"]})
         session["budget"] -= cfg.recsim_page_minutes
         items = np.fromiter(page.items, dtype=np.int64, count=len(page.items))
+        if context.step == 0 and page.source != "search":
+            self._shown[user] = {}  # a new session: fatigue starts afresh (the protocol's start is left alone)
         utilities = self.utilities(user, items).tolist()
+        shown = self._shown.setdefault(user, {})
+        for item in page.items:
+            shown[item] = shown.get(item, 0) + 1
         chosen = mnl_choice(utilities, cfg.recsim_choice_temperature, cfg.recsim_no_click_mass, rng.random())
         if chosen >= 0:
             item = page.items[chosen]
@@ -157,12 +208,15 @@ class RecSimUser:
         return Response(Action.NEXT)
 
     def _drift(self, user: int, item: int, liked: bool) -> None:
-        """Move the interest in the item's genres towards +1 (liked) or -1, by ``recsim_interest_drift``."""
+        """Move the interest in the item's genres towards +1 (liked) or -1, and the latent taste towards (or away
+        from) the item's latent vector, by ``recsim_interest_drift``: consumption shapes interest."""
         interest = self._interest[user]
         target = 1.0 if liked else -1.0
         step = self.config.recsim_interest_drift
         for genre in self._item_genres[item]:
             interest[genre] += step * (target - interest[genre])
+        if self._latent.shape[1]:
+            self._latent[user] += step * (target * self._item_latents[item] - self._latent[user])
 
     def respond_batch(
         self, requests: Sequence[tuple[Page, Context]], rngs: Sequence[np.random.Generator]
@@ -175,6 +229,8 @@ class RecSimUser:
     def get_state(self) -> dict[str, Any]:
         return {
             "interest": self._interest.tolist(),
+            "latent": self._latent.tolist(),
+            "shown": {str(user): {str(i): n for i, n in shown.items()} for user, shown in self._shown.items()},
             "sessions": {str(user): dict(session) for user, session in self._sessions.items()},
         }
 
@@ -183,4 +239,9 @@ class RecSimUser:
         if interest.shape != self._interest.shape:
             raise ValueError(f"RecSimUser.set_state: interest shape {interest.shape} != {self._interest.shape}")
         self._interest = interest
+        if "latent" in state:
+            self._latent = np.asarray(state["latent"], dtype=np.float64).reshape(self._latent.shape)
+        self._shown = {
+            int(user): {int(i): int(n) for i, n in shown.items()} for user, shown in state.get("shown", {}).items()
+        }
         self._sessions = {int(user): dict(session) for user, session in state["sessions"].items()}

@@ -1,0 +1,144 @@
+"""Observation of ``RecAgent-v1``: the user's encoding, the session so far, and the candidates as item features.
+
+Item features (``F = n_genres + 3 + latent_dim`` columns, every value in ``[-1, 1]``):
+
+| columns          | meaning                                                                                  |
+|------------------|------------------------------------------------------------------------------------------|
+| `0 .. G-1`       | genre vector normalised to sum 1                                                         |
+| `G`              | release year scaled to [0, 1] over the catalogue (0.5 when unknown)                      |
+| `G + 1`          | popularity: log interaction count scaled to [0, 1]                                       |
+| `G + 2`          | shrunk mean rating mapped from 1..5 to [0, 1]                                            |
+| `G + 3 ..`       | low-dimensional item vector: a PCA projection, scaled into [-1, 1], of the vectors the    |
+|                  | user model scores with (RecSim ``item_latents``; embedding users' text embeddings);      |
+|                  | the genre vectors for a model without any (LLM agents), see ``latent_source``            |
+
+The user's encoding (swapped by the personalisation check: :data:`ENCODING_KEYS`) is ``user`` (features from the
+dataset) and ``history`` (last watched items as item features); the session part is ``session``; the candidates
+carry two flags after their item features: shown earlier this session, and shown to this user in an earlier session.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from gymnasium import spaces
+
+from recagent_gym.data.schema import Dataset
+from recagent_gym.envs.tables import EnvTables
+
+ENCODING_KEYS: tuple[str, ...] = ("user", "history")
+"""Who the user is (the dataset's view of them), as opposed to what happened in this session."""
+N_RESPONSES = 6
+"""``start, watch, next, search_watch, search_next, leave`` (v0's ``RESPONSE_CODES``)."""
+RESPONSE_CODES: tuple[str, ...] = ("start", "watch", "next", "search_watch", "search_next", "leave")
+
+
+def latent_source(user_model: Any) -> tuple[np.ndarray | None, str]:
+    """The item vectors a user model scores with, if it exposes any, and their name."""
+    latents = getattr(user_model, "item_latents", None)
+    if latents is not None and np.asarray(latents).shape[1] > 0:
+        return np.asarray(latents, dtype=np.float64), "recsim_latents"
+    embeddings = getattr(user_model, "item_embeddings", None)
+    if embeddings is not None:
+        return np.asarray(embeddings, dtype=np.float64), "text_embeddings"
+    return None, "genres"
+
+
+def project(vectors: np.ndarray, dim: int) -> np.ndarray:
+    """PCA projection of ``vectors`` to ``dim`` columns (zero-padded), scaled so every value lies in [-1, 1]."""
+    centred = vectors - vectors.mean(axis=0, keepdims=True)
+    _, _, vt = np.linalg.svd(centred, full_matrices=False)
+    out = np.zeros((len(vectors), dim), dtype=np.float64)
+    k = min(dim, vt.shape[0])
+    out[:, :k] = centred @ vt[:k].T
+    scale = np.abs(out).max()
+    return out / scale if scale > 0 else out
+
+
+def item_feature_table(dataset: Dataset, tables: EnvTables, user_model: Any, latent_dim: int) -> tuple[np.ndarray, str]:
+    """``(n_items, F)`` float32 item features (module table) and the latent block's source."""
+    year = dataset.items["year"].to_numpy(dtype=np.float64)
+    known = year > 0
+    year01 = np.full(len(year), 0.5)
+    if known.any():
+        low, high = year[known].min(), year[known].max()
+        year01[known] = (year[known] - low) / max(high - low, 1.0)
+    vectors, source = latent_source(user_model)
+    latent = project(vectors if vectors is not None else tables.topics, latent_dim) if latent_dim else None
+    columns = [tables.topics, year01[:, None], tables.popularity[:, None], ((tables.quality + 1.0) / 2.0)[:, None]]
+    if latent is not None:
+        columns.append(latent)
+    return np.clip(np.concatenate(columns, axis=1), -1.0, 1.0).astype(np.float32), source
+
+
+class Encoder:
+    """Builds the observation from the session's record; see the module docstring."""
+
+    def __init__(self, features: np.ndarray, tables: EnvTables, *, n_candidates: int, history_length: int) -> None:
+        self.features = features
+        self.tables = tables
+        self.k, self.h = n_candidates, history_length
+        self.f = features.shape[1]
+        self.session_dim = 1 + N_RESPONSES + 1 + 2 + 2 * self.f
+        self.space = spaces.Dict(
+            {
+                "user": spaces.Box(0.0, 1.0, (tables.n_genres + 3,), np.float32),
+                "history": spaces.Box(-1.0, 1.0, (self.h, self.f + 1), np.float32),
+                "session": spaces.Box(-1.0, 1.0, (self.session_dim,), np.float32),
+                "candidates": spaces.Box(-1.0, 1.0, (self.k, self.f + 2), np.float32),
+                "candidate_mask": spaces.Box(0.0, 1.0, (self.k,), np.float32),
+            }
+        )
+
+    def encode(
+        self,
+        *,
+        user: int,
+        history: list[int],
+        candidates: np.ndarray,
+        shown_counts: dict[int, int],
+        shown_before: set[int],
+        watched: list[int],
+        skipped: list[int],
+        page_fraction: float,
+        last_code: int,
+        last_rating: float,
+        max_pages: int,
+        page_size: int,
+    ) -> dict[str, np.ndarray]:
+        """One observation (arrays freshly allocated)."""
+        feats = self.features
+        hist = np.zeros((self.h, self.f + 1), dtype=np.float32)
+        recent = history[-self.h :][::-1]
+        if recent:
+            hist[: len(recent), : self.f] = feats[recent]
+            hist[: len(recent), self.f] = 1.0
+        session = np.zeros(self.session_dim, dtype=np.float32)
+        session[0] = min(page_fraction, 1.0)
+        session[1 + last_code] = 1.0
+        session[1 + N_RESPONSES] = last_rating
+        session[2 + N_RESPONSES] = min(len(watched) / max(max_pages, 1), 1.0)
+        session[3 + N_RESPONSES] = min(len(skipped) / max(max_pages * page_size, 1), 1.0)
+        base = 4 + N_RESPONSES
+        if watched:
+            session[base : base + self.f] = feats[watched].mean(axis=0)
+        if skipped:
+            session[base + self.f : base + 2 * self.f] = feats[skipped].mean(axis=0)
+        cands = np.zeros((self.k, self.f + 2), dtype=np.float32)
+        mask = np.zeros(self.k, dtype=np.float32)
+        n = len(candidates)
+        if n:
+            cands[:n, : self.f] = feats[candidates]
+            if shown_counts:
+                cands[:n, self.f] = np.isin(candidates, np.fromiter(shown_counts, np.int64, len(shown_counts)))
+            if shown_before:
+                cands[:n, self.f + 1] = np.isin(candidates, np.fromiter(shown_before, np.int64, len(shown_before)))
+            mask[:n] = 1.0
+        return {
+            "user": self.tables.user_features[user].copy(),
+            "history": hist,
+            "session": np.clip(session, -1.0, 1.0),
+            "candidates": cands,
+            "candidate_mask": mask,
+        }

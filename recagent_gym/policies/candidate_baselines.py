@@ -1,0 +1,86 @@
+"""Non-learning recommenders and the oracle on RecAgent-v1 (score actions): random, popularity, MF, oracle.
+
+Each answers SB3's ``predict`` with a score per candidate; items already shown this session go to the bottom
+(the issue's re-shown skipped items: 73% of popularity's slots on v0). The oracle reads the user model's full
+utility (:meth:`RecSimUser.oracle_utilities`, hidden state included): a reference row, not a recommender.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+SHOWN_COLUMN = -2
+"""Column of ``candidates`` flagging an item shown earlier this session (see :mod:`recagent_gym.envs.encoding`)."""
+
+
+def rank_action(scores: np.ndarray, shown: np.ndarray | None = None) -> np.ndarray:
+    """Scores in ``[-1, 1]`` that keep the order of ``scores`` (shown items last): the env takes the top-k."""
+    scores = np.asarray(scores, dtype=np.float64).copy()
+    if shown is not None:
+        scores[shown > 0] = -np.inf
+    order = np.argsort(-scores, kind="stable")
+    action = np.empty(len(scores), dtype=np.float32)
+    action[order] = 1.0 - 2.0 * np.arange(len(scores)) / max(len(scores), 1)
+    return action
+
+
+class _CandidateRecommender:
+    def __init__(self, env: Any) -> None:
+        self.env = env.unwrapped
+
+    def scores(self, observation: dict[str, np.ndarray]) -> np.ndarray:
+        raise NotImplementedError
+
+    def predict(
+        self, observation: Any, state: Any = None, episode_start: Any = None, deterministic: bool = True
+    ) -> tuple[np.ndarray, None]:
+        shown = observation["candidates"][:, SHOWN_COLUMN] * observation["candidate_mask"]
+        return rank_action(self.scores(observation), shown), None
+
+
+class RandomCandidates(_CandidateRecommender):
+    def __init__(self, env: Any, seed: int = 0) -> None:
+        super().__init__(env)
+        self.rng = np.random.default_rng(seed)
+
+    def scores(self, observation: dict[str, np.ndarray]) -> np.ndarray:
+        return self.rng.random(len(observation["candidate_mask"]))
+
+    def get_state(self) -> dict[str, Any]:
+        return {"rng": self.rng.bit_generator.state}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self.rng.bit_generator.state = state["rng"]
+
+
+class PopularCandidates(_CandidateRecommender):
+    """The most popular candidates (the same ranking for everyone)."""
+
+    def scores(self, observation: dict[str, np.ndarray]) -> np.ndarray:
+        return self.env.tables.popularity[self.env.candidate_ids]
+
+
+class MFCandidates(_CandidateRecommender):
+    """Candidates by the retrieval stage's MF score for the user in the observation (``user_id`` is not observed:
+    the user is identified by matching the observed encoding to the dataset's, so a swapped encoding misleads it)."""
+
+    def __init__(self, env: Any) -> None:
+        super().__init__(env)
+        self._features = self.env.tables.user_features
+
+    def scores(self, observation: dict[str, np.ndarray]) -> np.ndarray:
+        distance = np.abs(self._features - observation["user"]).sum(axis=1)
+        user = int(np.argmin(distance))
+        return self.env.retriever.mf_scores(user, self.env.candidate_ids)
+
+
+class OracleCandidates(_CandidateRecommender):
+    """Knows the hidden state: candidates by the user model's true utility for the current user."""
+
+    def scores(self, observation: dict[str, np.ndarray]) -> np.ndarray:
+        utilities = getattr(self.env.user_model, "oracle_utilities", None)
+        if utilities is None:
+            raise TypeError(f"{type(self.env.user_model).__name__} has no oracle_utilities: no oracle for these users")
+        return utilities(self.env.current_user, np.asarray(self.env.candidate_ids))

@@ -1,0 +1,212 @@
+"""The RL comparison on RecAgent-v1, one call: every recommender, every training seed, held-out users.
+
+Protocol (:mod:`recagent_gym.policies.protocol`): a fixed seeded split of users; learners (PPO/A2C with
+:class:`ItemScoringPolicy`, SlateQ, the LinUCB bandit) train on training users only, for ``train.total_timesteps``
+env steps per seed; PPO/A2C and SlateQ are evaluated on ``train.eval_curve_users`` held-out users every
+``train.eval_every`` steps (learning curves, seeds pooled per user, 95% bands); at the end every recommender runs
+``train.eval_sessions_per_user`` sessions of each held-out user from their restored starting state, with the
+personalisation (swapped encoding) check and the oracle's ratio and per-user correlation.
+
+Writes ``policies.md/.csv/.png``, ``learning_curves.csv/.png`` and ``timing.json`` into the output folder.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from recagent_gym.config import Config, dump_config
+from recagent_gym.data.schema import Dataset
+from recagent_gym.envs.candidate_env import RecAgentCandidateEnv
+from recagent_gym.envs.encoding import ENCODING_KEYS
+from recagent_gym.envs.resolve import resolve_dataset
+from recagent_gym.policies.bandit import train_bandit
+from recagent_gym.policies.callbacks import HeldOutEval, ProgressLine, write_curve_plot
+from recagent_gym.policies.candidate_baselines import (
+    MFCandidates,
+    OracleCandidates,
+    PopularCandidates,
+    RandomCandidates,
+)
+from recagent_gym.policies.evaluate_policies import (
+    EvalProtocol,
+    PolicyMetrics,
+    evaluate_recommenders,
+    markdown_table,
+    run_sessions,
+    summary_line,
+    write_results,
+)
+from recagent_gym.policies.protocol import Interval, bootstrap_mean, split_users
+from recagent_gym.policies.slateq import train_slateq
+
+LEARNERS: tuple[str, ...] = ("ppo", "a2c", "slateq", "bandit")
+KNOWN: tuple[str, ...] = ("random", "popularity", "mf", "oracle", *LEARNERS)
+
+
+def make_candidate_env(config: Config, dataset: Dataset, users: np.ndarray, **kwargs: Any) -> RecAgentCandidateEnv:
+    return RecAgentCandidateEnv(
+        dataset, config.user.model, config=config, n_candidates=config.train.n_candidates, users=users, **kwargs
+    )
+
+
+def _say(line: str) -> None:
+    print(line, file=sys.stdout, flush=True)
+
+
+def _train_sb3(name: str, config: Config, dataset: Dataset, users: np.ndarray, seed: int, curve: HeldOutEval) -> Any:
+    from stable_baselines3 import A2C, PPO
+    from stable_baselines3.common.vec_env import DummyVecEnv, VecMonitor
+
+    from recagent_gym.policies.item_scoring import ItemScoringPolicy
+
+    train = config.train
+    # Sync vector env for now: RecAgent-v1 composes v0 one session at a time (no batched user-model call yet).
+    venv = VecMonitor(DummyVecEnv([lambda: make_candidate_env(config, dataset, users) for _ in range(train.n_envs)]))
+    venv.seed(seed)
+    common = {"learning_rate": train.learning_rate, "gamma": train.gamma, "seed": seed, "device": "cpu", "verbose": 0}
+    if name == "ppo":
+        model = PPO(ItemScoringPolicy, venv, n_steps=train.n_steps, batch_size=train.batch_size, **common)
+    else:
+        model = A2C(ItemScoringPolicy, venv, n_steps=train.n_steps, **common)
+    model.learn(train.total_timesteps, callback=[curve, ProgressLine(train.total_timesteps, every=train.log_every)])
+    venv.close()
+    return model
+
+
+def run_comparison(config: Config, *, output_dir: str | Path, dataset: Dataset | None = None) -> list[PolicyMetrics]:
+    """Train and evaluate everything in ``config.train.compare``; see the module docstring."""
+    train = config.train
+    unknown = sorted(set(train.compare) - set(KNOWN))
+    if unknown:
+        raise ValueError(f"train.compare: unknown recommenders {unknown}; expected among {', '.join(KNOWN)}")
+    torch.set_num_threads(train.torch_threads)  # small nets: one thread is fastest (measured, see README)
+    out = Path(output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.yaml").write_text(dump_config(config), encoding="utf-8")
+    started = time.perf_counter()
+    dataset = resolve_dataset(dataset, config)
+    split = split_users(dataset.n_users, test_fraction=train.test_fraction, seed=train.split_seed)
+    test_users = split.test[: train.eval_users] if train.eval_users else split.test
+    eval_env = make_candidate_env(config, dataset, test_users)
+    curve_protocol = EvalProtocol(
+        users=test_users[: train.eval_curve_users], seed=train.split_seed, swapped=False, n_boot=train.n_bootstrap
+    )
+    _say(
+        f"{dataset.name}, {config.user.model} users: {len(split.train)} training users, {len(test_users)} held-out "
+        f"users; seeds {train.seeds}; {train.total_timesteps} steps per learner and seed"
+    )
+
+    def curve_eval(model: Any) -> np.ndarray:
+        return run_sessions(model, eval_env, curve_protocol).returns.mean(axis=1)
+
+    recommenders: dict[str, Any] = {}
+    curves: dict[str, list[list[tuple[int, np.ndarray]]]] = {}
+    timing: dict[str, float] = {}
+    for name in train.compare:
+        tick = time.perf_counter()
+        if name == "random":
+            recommenders[name] = RandomCandidates(eval_env, seed=train.seeds[0])
+        elif name == "popularity":
+            recommenders[name] = PopularCandidates(eval_env)
+        elif name == "mf":
+            recommenders[name] = MFCandidates(eval_env)
+        elif name == "oracle":
+            recommenders[name] = OracleCandidates(eval_env)
+        elif name == "bandit":
+            recommenders[name] = [
+                train_bandit(
+                    make_candidate_env(config, dataset, split.train),
+                    steps=train.total_timesteps,
+                    seed=seed,
+                    alpha=train.bandit_alpha,
+                )
+                for seed in train.seeds
+            ]
+        else:
+            models = []
+            for seed in train.seeds:
+                _say(f"training {name}, seed {seed}")
+                curve = HeldOutEval(
+                    curve_eval, eval_every=train.eval_every or train.total_timesteps, output_dir=out / f"{name}_{seed}"
+                )
+                if name == "slateq":
+                    models.append(_train_slateq(config, dataset, split.train, seed, curve))
+                else:
+                    models.append(_train_sb3(name, config, dataset, split.train, seed, curve))
+                curves.setdefault(name, []).append(curve.per_user)
+            recommenders[name] = models
+        timing[f"train_{name}_s"] = time.perf_counter() - tick
+    protocol = EvalProtocol(
+        users=test_users,
+        sessions_per_user=train.eval_sessions_per_user,
+        seed=train.split_seed,
+        n_boot=train.n_bootstrap,
+        swapped=train.eval_swapped,
+        encoding_keys=ENCODING_KEYS,
+    )
+    tick = time.perf_counter()
+    oracle = "oracle" if "oracle" in recommenders else None
+    results = evaluate_recommenders(recommenders, eval_env, protocol, oracle=oracle, progress=_say)
+    timing["evaluate_s"] = time.perf_counter() - tick
+    timing["total_s"] = time.perf_counter() - started
+    learned = [n for n in recommenders if n in LEARNERS]
+    title = (
+        f"RecAgent-v1, {dataset.name}, {config.user.model} users: {len(test_users)} held-out users x "
+        f"{protocol.sessions_per_user} session(s); learners: {train.total_timesteps} steps x seeds {train.seeds}"
+    )
+    summary = summary_line(results, learned=learned, oracle=oracle)
+    write_results(results, out, title, summary)
+    pooled = _write_curves(curves, out, train.n_bootstrap)
+    (out / "timing.json").write_text(json.dumps(timing, indent=2), encoding="utf-8")
+    _say(title)
+    _say(markdown_table(results))
+    _say(summary)
+    for name, points in pooled.items():
+        _say(f"learning curve {name}: " + ", ".join(f"{s}: {i}" for s, i in points))
+    _say(f"total {timing['total_s']:.0f}s; written to {out}")
+    return results
+
+
+def _train_slateq(config: Config, dataset: Dataset, users: np.ndarray, seed: int, curve: HeldOutEval) -> Any:
+    train = config.train
+    env = make_candidate_env(config, dataset, users)
+    every = train.eval_every or train.total_timesteps
+
+    def callback(agent: Any, step: int) -> None:
+        if step == 1 or step % every == 0 or step == train.total_timesteps:
+            curve.per_user.append((step if step > 1 else 0, curve.evaluate(agent)))
+        if step % max(train.total_timesteps // 4, 1) == 0:
+            _say(f"slateq seed {seed}: step {step}/{train.total_timesteps}")
+
+    return train_slateq(env, steps=train.total_timesteps, seed=seed, gamma=train.gamma, callback=callback)
+
+
+def _write_curves(
+    curves: dict[str, list[list[tuple[int, np.ndarray]]]], out: Path, n_boot: int
+) -> dict[str, list[tuple[int, Interval]]]:
+    """Pool seeds per user at each evaluation step (steps every seed reached), bootstrap, write CSV and plot."""
+    pooled: dict[str, list[tuple[int, Interval]]] = {}
+    rows = []
+    for name, seeds in curves.items():
+        steps = sorted(set.intersection(*(set(s for s, _ in runs) for runs in seeds))) if seeds else []
+        points = []
+        for step in steps:
+            per_user = np.mean([dict(runs)[step] for runs in seeds], axis=0)
+            interval = bootstrap_mean(per_user, n_boot=n_boot, seed=step)
+            points.append((step, interval))
+            rows.append([name, step, interval.mean, interval.low, interval.high, interval.n, len(seeds)])
+        pooled[name] = points
+    with (out / "learning_curves.csv").open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["recommender", "step", "mean_return", "ci_low", "ci_high", "n_users", "seeds"])
+        writer.writerows(rows)
+    write_curve_plot(pooled, out / "learning_curves.png", "held-out return during training (seeds pooled per user)")
+    return pooled

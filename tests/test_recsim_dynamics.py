@@ -1,0 +1,94 @@
+"""RecSim-style users that make personalisation necessary: hidden taste, fatigue, interest evolution."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from recagent_gym.envs.tables import EnvTables
+from recagent_gym.users.config import UserConfig
+from recagent_gym.users.protocol import Action, Context, Page
+from recagent_gym.users.recsim import RecSimUser, initial_interests, item_topics, user_genre_shares
+
+from ._env_fixtures import make_dataset
+
+
+def _twin_dataset():
+    """User 1 has exactly user 0's history: everything the observation derives from the dataset is the same."""
+    dataset = make_dataset(n_users=6)
+    inter = dataset.interactions
+    twin = inter[inter["user_id"] == 0].copy()
+    twin["user_id"] = 1
+    inter = pd.concat([inter[inter["user_id"] != 1], twin]).sort_values(["user_id", "timestamp"], kind="stable")
+    dataset.interactions = inter.reset_index(drop=True)
+    for column in ("activity", "diversity", "conformity"):
+        dataset.users.loc[1, column] = dataset.users.loc[0, column]
+    return dataset
+
+
+def test_hidden_taste_separates_users_the_observation_cannot():
+    dataset = _twin_dataset()
+    tables = EnvTables.build(dataset)
+    assert np.array_equal(tables.user_features[0], tables.user_features[1])
+    users = RecSimUser(dataset, UserConfig(model="recsim"))
+    items = np.arange(dataset.n_items)
+    gap = np.abs(users.utilities(0, items) - users.utilities(1, items))
+    assert gap.mean() > 0.1  # same features, different tastes: only responses can tell them apart
+
+
+def test_hidden_parts_off_gives_the_observable_interest():
+    dataset = make_dataset()
+    config = UserConfig(model="recsim", recsim_hidden_dims=0, recsim_interest_noise=0.0, recsim_fatigue=0.0)
+    users = RecSimUser(dataset, config)
+    expected = initial_interests(user_genre_shares(dataset, item_topics(dataset)))
+    assert np.allclose(users.interests, expected)
+
+
+def test_hidden_state_is_seeded_per_population():
+    dataset = make_dataset()
+    a = RecSimUser(dataset, UserConfig(recsim_seed=1)).utilities(3, np.arange(20))
+    b = RecSimUser(dataset, UserConfig(recsim_seed=1)).utilities(3, np.arange(20))
+    c = RecSimUser(dataset, UserConfig(recsim_seed=2)).utilities(3, np.arange(20))
+    assert np.array_equal(a, b) and not np.allclose(a, c)
+
+
+def test_reshown_items_bore_and_a_new_session_starts_fresh():
+    dataset = make_dataset()
+    config = UserConfig(model="recsim", recsim_no_click_mass=1e9, patience=1e9)  # never clicks: pure fatigue
+    users = RecSimUser(dataset, config)
+    rng = np.random.default_rng(0)
+    page = Page((1, 2, 3, 4, 5))
+    before = users.utilities(0, np.array(page.items))
+    users.start_session(0, rng)
+    assert users.respond(page, Context(0, step=0), rng).action == Action.NEXT
+    users.respond(page, Context(0, step=1), rng)
+    after = users.utilities(0, np.array(page.items))
+    assert np.allclose(before - after, 2 * config.recsim_fatigue)
+    users.end_session(0)
+    users.start_session(0, rng)
+    users.respond(Page((9, 10, 11, 12, 13)), Context(0, step=0), rng)
+    assert np.allclose(users.utilities(0, np.array(page.items)), before)
+
+
+def test_consumption_moves_the_hidden_taste_towards_the_item():
+    dataset = make_dataset()
+    users = RecSimUser(dataset, UserConfig(recsim_interest_drift=0.3))
+    item = 7
+    before = float(users.item_latents[item] @ users.get_state()["latent"][0])
+    users._drift(0, item, liked=True)
+    after = float(users.item_latents[item] @ np.asarray(users.get_state()["latent"][0]))
+    assert after > before
+
+
+def test_state_round_trip_restores_hidden_taste_and_fatigue():
+    dataset = make_dataset()
+    users = RecSimUser(dataset, UserConfig(recsim_no_click_mass=1e9, patience=1e9))
+    rng = np.random.default_rng(0)
+    users.start_session(2, rng)
+    users.respond(Page((1, 2, 3)), Context(2, step=0), rng)
+    users._drift(2, 1, liked=True)
+    state = users.get_state()
+    reference = users.utilities(2, np.arange(30))
+    fresh = RecSimUser(dataset, UserConfig(recsim_no_click_mass=1e9, patience=1e9))
+    fresh.set_state(state)
+    assert np.allclose(fresh.utilities(2, np.arange(30)), reference)

@@ -1,0 +1,111 @@
+"""The RL comparison on RecAgent-v1: learners, baselines, oracle, curves and the CSV, at a tiny size."""
+
+from __future__ import annotations
+
+import csv
+
+import numpy as np
+import pytest
+import torch
+
+from recagent_gym.config import Config
+from recagent_gym.envs.candidate_env import RecAgentCandidateEnv
+from recagent_gym.policies.bandit import LinUCB, bandit_features, train_bandit
+from recagent_gym.policies.candidate_baselines import OracleCandidates, PopularCandidates, rank_action
+from recagent_gym.policies.comparison import run_comparison
+from recagent_gym.policies.config import TrainConfig
+from recagent_gym.policies.item_scoring import CandidateScorer, ItemScoringPolicy
+
+from ._env_fixtures import make_dataset
+
+
+@pytest.fixture(scope="module")
+def dataset():
+    return make_dataset()
+
+
+def _env(dataset, **kwargs):
+    return RecAgentCandidateEnv(dataset, "recsim", social=False, n_candidates=20, **kwargs)
+
+
+def test_scorer_shares_weights_across_candidates(dataset):
+    env = _env(dataset)
+    obs, _ = env.reset(seed=0)
+    scorer = CandidateScorer(env.observation_space)
+    batch = {k: torch.as_tensor(v[None], dtype=torch.float32) for k, v in obs.items()}
+    scores, _ = scorer(batch)
+    permuted = dict(batch)
+    order = torch.randperm(20)
+    permuted["candidates"] = batch["candidates"][:, order]
+    again, _ = scorer(permuted)
+    assert torch.allclose(scores[:, order], again, atol=1e-6)  # the same item gets the same score wherever it is
+
+
+def test_item_scoring_policy_acts_with_a_score_per_candidate(dataset):
+    from stable_baselines3 import PPO
+
+    env = _env(dataset)
+    model = PPO(ItemScoringPolicy, env, n_steps=32, batch_size=32, seed=0, device="cpu")
+    model.learn(64)
+    obs, _ = env.reset(seed=0)
+    action, _ = model.predict(obs, deterministic=True)
+    assert action.shape == (20,) and np.all(np.abs(action) <= 1)
+
+
+def test_baselines_put_items_shown_this_session_last(dataset):
+    env = _env(dataset)
+    obs, _ = env.reset(seed=0)
+    obs["candidates"][:3, -2] = 1.0
+    action, _ = PopularCandidates(env).predict(obs)
+    assert set(np.argsort(-action)[-3:].tolist()) == {0, 1, 2}
+    assert np.array_equal(np.argsort(-rank_action(np.array([0.1, 0.9, 0.5]))), [1, 2, 0])
+
+
+def test_oracle_ranks_by_the_true_utility(dataset):
+    env = _env(dataset)
+    obs, _ = env.reset(seed=0)
+    action, _ = OracleCandidates(env).predict(obs)
+    utilities = env.user_model.oracle_utilities(env.current_user, np.asarray(env.candidate_ids))
+    assert np.argmax(action) == np.argmax(utilities)
+
+
+def test_linucb_learns_a_preferred_feature(dataset):
+    env = _env(dataset)
+    obs, _ = env.reset(seed=0)
+    d = bandit_features(obs, env.tables.n_genres).shape[1]
+    bandit = LinUCB(d, env.tables.n_genres, alpha=0.0)
+    slate = np.arange(5)
+    for _ in range(50):
+        bandit.update(obs, slate, 2, 1.0)
+    assert np.argmax(bandit.scores(obs, explore=False)[:5]) == 2
+    assert train_bandit(_env(dataset), steps=50, seed=0).pulls == 250
+
+
+def test_comparison_runs_every_recommender_on_held_out_users(tmp_path, dataset):
+    config = Config(
+        train=TrainConfig(
+            total_timesteps=128,
+            n_envs=2,
+            n_steps=32,
+            batch_size=32,
+            seeds=[0, 1],
+            n_candidates=20,
+            test_fraction=0.25,
+            eval_every=64,
+            eval_curve_users=4,
+            n_bootstrap=200,
+        )
+    )
+    config.user.model = "recsim"
+    config.env.social = False
+    results = run_comparison(config, output_dir=tmp_path, dataset=dataset)
+    by_name = {r.recommender: r for r in results}
+    assert set(by_name) == {"random", "popularity", "mf", "bandit", "slateq", "ppo", "oracle"}
+    assert all(r.n_users == 10 for r in results)
+    assert by_name["ppo"].seeds == 2 and by_name["oracle"].oracle_ratio == pytest.approx(1.0)
+    rows = list(csv.DictReader((tmp_path / "policies.csv").open()))
+    assert all(row["oracle_ratio"] != "" for row in rows)
+    curves = list(csv.DictReader((tmp_path / "learning_curves.csv").open()))
+    assert {row["recommender"] for row in curves} == {"ppo", "slateq"}
+    assert all(row["seeds"] == "2" for row in curves)
+    assert (tmp_path / "learning_curves.png").stat().st_size > 0 and (tmp_path / "policies.png").stat().st_size > 0
