@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import math
-import time
 
 import numpy as np
 import pytest
@@ -175,16 +174,12 @@ def test_split_title_variants():
     assert split_title("No Year") == ("No Year", -1)
 
 
-def test_bundled_dataset_loads_quickly_and_matches_its_readme():
-    load_dataset("bundled")  # warm imports and the page cache
-    start = time.perf_counter()
-    ds = load_dataset("bundled")
-    elapsed = time.perf_counter() - start
+def test_bundled_dataset_matches_its_readme():
+    ds = load_dataset("bundled")  # its load time is measured by benchmarks/bench_data_load.py, not asserted here
     # Counts stated in the bundled README.txt (MovieLens latest-small, September 2018).
     assert (ds.n_users, ds.n_items, len(ds.interactions)) == (610, 9742, 100836)
     assert ds.skipped_rows == 0
     assert (ds.items["tags"] != "").sum() > 1000
-    assert elapsed < 5.0, f"bundled load took {elapsed:.2f}s (target well under 2 s on an idle machine)"
     assert np.array_equal(ds.items["item_id"].to_numpy(), np.arange(ds.n_items))
 
 
