@@ -1,6 +1,6 @@
 """Seconds to load a dataset (default: the bundled MovieLens latest-small), warm and cold imports apart.
 
-    python benchmarks/bench_data_load.py [--dataset bundled] [--repeats 5]
+python benchmarks/bench_data_load.py [--dataset bundled] [--repeats 5]
 """
 
 from __future__ import annotations
