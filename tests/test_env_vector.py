@@ -107,7 +107,7 @@ def test_vector_state_round_trip(dataset):
 
 
 def test_draw_user_never_returns_a_busy_user_even_with_concentrated_weights() -> None:
-    from recagent_gym.envs.activation import draw_user
+    from recagent_gym.session.activation import draw_user
 
     weights = np.array([1000.0, 1000.0, 1.0, 1.0])
     cumulative = np.cumsum(weights)
@@ -125,8 +125,8 @@ def test_sub_envs_starting_together_share_one_social_round(dataset):
             super().__init__(*args, **kwargs)
             self.rounds: list[tuple[float, list[int]]] = []
 
-        def between_sessions(self, rng, time_h, exclude=(), *, users=None):
-            self.rounds.append((time_h, sorted(exclude)))
+        def social_round(self, rng, time_h, incoming):
+            self.rounds.append((time_h, sorted(incoming)))
             return [{"type": "post", "round": len(self.rounds)}]
 
     user = SocialUser(dataset)

@@ -186,7 +186,8 @@ def generate_sequence(
             fallbacks += 1
         picked.append(_pick_by_score(model, user, page, rng))
     if model is not None and choice == "respond":
-        model.end_session(user)
+        model.end_sessions([user])
+        model.write_ended()
     return picked, fallbacks
 
 

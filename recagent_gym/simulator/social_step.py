@@ -1,6 +1,6 @@
 """Social actions of the agents who chose the social media this round, and delivery of injected posts/messages.
 
-The chats and posts are the agent's own (:func:`recagent_gym.users.agent.social_round.socialise`, batched over
+The chats and posts are the agent's own (:func:`recagent_gym.users.agent.social_round.chat_or_post`, batched over
 all social agents of the round); the simulator has its own activation and turns the agent's events into its log.
 """
 
@@ -13,7 +13,7 @@ import numpy as np
 
 from recagent_gym.simulator.config import SimulationConfig
 from recagent_gym.simulator.events import Event
-from recagent_gym.users.agent.social_round import post_to_friends, socialise
+from recagent_gym.users.agent.social_round import chat_or_post, post_to_friends
 
 
 def deliver_post(model: Any, author: int, text: str, time_h: float) -> list[int]:
@@ -43,11 +43,11 @@ def social_actions(
     *,
     exclude: Sequence[int] = (),
 ) -> list[Event]:
-    """Each user chats with one random friend or posts to all friends (the agent's own :func:`socialise`, with the
+    """Each user chats with one random friend or posts to all friends (the agent's own :func:`chat_or_post`, with the
     simulation's chat/post weights), as simulator events. Agents in ``exclude`` (a human player) are never picked
     as chat partners, whose lines the model would otherwise write for them."""
     events: list[Event] = []
-    for raw in socialise(model, users, rng, time_h, chat_weight=config.chat_weight, post_weight=config.post_weight):
+    for raw in chat_or_post(model, users, rng, time_h, chat_weight=config.chat_weight, post_weight=config.post_weight):
         kind = raw["type"]
         if kind == "no_friends":
             u = raw["user"]

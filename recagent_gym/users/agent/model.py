@@ -37,6 +37,8 @@ from recagent_gym.users.agent.page import PageDecider, Prepared
 from recagent_gym.users.agent.profile_view import ProfileTexts, agent_profiles
 from recagent_gym.users.agent.scoring import ScoringRequest, score_requests
 from recagent_gym.users.agent.state import AgentState, PendingFeeling, SessionState
+from recagent_gym.users.agent.take_action import decide as decide_action
+from recagent_gym.users.agent.take_action import priors as action_priors
 from recagent_gym.users.agent.taste import ItemVectors, relevance
 from recagent_gym.users.profiles import Profile
 from recagent_gym.users.protocol import Action, Context, Page, Response
@@ -44,6 +46,7 @@ from recagent_gym.users.protocol import Action, Context, Page, Response
 log = logging.getLogger(__name__)
 
 SEED_HIGH = 2**31 - 1
+"""Upper bound of LLM call seeds (backends take 32-bit seeds); session and world seeds use ``session.SEED_HIGH``."""
 
 
 def resolve_strategy(strategy: str, backend: str) -> str:
@@ -84,7 +87,7 @@ class LLMUserModel:
         self._agents: dict[int, AgentState] = {}
         self._sessions: dict[int, SessionState] = {}
         self._ended: list[SessionState] = []
-        """Ended sessions whose feelings and memory flush wait for a batch (``user.session_end_batch``)."""
+        """Ended sessions whose feelings and memory flush wait for :meth:`write_ended`."""
         self._memories: dict[int, Any] = {}
         self._pages = PageDecider(self)
 
@@ -97,9 +100,8 @@ class LLMUserModel:
         return self._agents[user_id]
 
     def memory(self, user_id: int) -> Any:
+        """The agent's memory (created on first use). A plain getter: see :meth:`write_ended_of`."""
         self._check_user(user_id)
-        if self._ended and any(s.user_id == user_id for s in self._ended):
-            self.flush_ended()  # the agent's memory is about to be read or written: its last session goes first
         if user_id not in self._memories:
             self._memories[user_id] = self.memory_backend.create(self.profiles[user_id].name, seed=user_id)
         return self._memories[user_id]
@@ -210,7 +212,8 @@ class LLMUserModel:
         """Draw patience and the session's fixed Yes/No examples; an open session of this user is ended first."""
         self._check_user(user_id)
         if user_id in self._sessions:
-            self.end_session(user_id)
+            self.end_sessions([user_id])
+        self.write_ended_of([user_id])
         p = min(1.0, 1.0 / self.config.user.patience)
         patience = int(rng.geometric(p))
         positives = self.positives(user_id)
@@ -252,29 +255,27 @@ class LLMUserModel:
         query = "; ".join(self.title(i) for i in shown) or "movies"
         return Prepared(page, ctx, rng, perm, shown, seed, self.memory_block(ctx.user_id, query, ctx.time_h))
 
-    def end_session(self, user_id: int) -> None:
-        """Write the session's pending feelings and flush the agent's memory (no-op without an open session)."""
-        self.end_sessions([user_id])
-
     def end_sessions(self, user_ids: Sequence[int]) -> None:
-        """:meth:`end_session` for many users: one feeling batch and one memory flush for all of them.
-
-        With ``user.session_end_batch = k > 1`` the ended sessions wait until ``k`` are pending (or until one of
-        their agents' memory is used, or :meth:`flush_ended`), then are written in one batch: fewer, larger LLM
-        calls off the critical path, e.g. across the sub-envs of a vector env.
-        """
+        """These users' sessions are over: their feelings and memory writes wait for :meth:`write_ended` (no LLM
+        work here), so that the sessions ended across sub-envs or steps are written as one batch."""
         self._ended += [self._sessions.pop(u) for u in user_ids if u in self._sessions]
-        if len(self._ended) >= self.config.user.session_end_batch:
-            self.flush_ended()
 
-    def flush_ended(self) -> None:
-        """Write the feelings and flush the memories of every ended session still pending."""
+    def write_ended(self, *, at_least: int = 1) -> list[int]:
+        """Write the feelings (and ratings) and flush the memories of every ended session still pending, as one
+        batch, if at least ``at_least`` are pending; returns their users."""
+        if not self._ended or len(self._ended) < at_least:
+            return []
         sessions, self._ended = self._ended, []
-        if not sessions:
-            return
         self._write_pending(sessions)
         time_h = max(s.last_time_h for s in sessions)
         self.memory_backend.flush([self.memory(s.user_id) for s in sessions], time_h)
+        return [s.user_id for s in sessions]
+
+    def write_ended_of(self, user_ids: Collection[int]) -> None:
+        """:meth:`write_ended` now if one of ``user_ids`` has an unwritten ended session: called explicitly before
+        their memories are read or written (their last session goes first)."""
+        if self._ended and any(s.user_id in user_ids for s in self._ended):
+            self.write_ended()
 
     def score_items(self, user_id: int, items: Sequence[int], rng: np.random.Generator) -> np.ndarray:
         """The few-shot item score (LLM + embedding, as in the page decision) of each item for this user."""
@@ -293,6 +294,7 @@ class LLMUserModel:
         items = [int(i) for i in items]
         if not items:
             return np.zeros(0), np.zeros(0)
+        self.write_ended_of([user_id])
         positives = self.positives(user_id)
         negatives = self.negatives(user_id, rng)
         query = "; ".join(self.title(i) for i in items)
@@ -390,11 +392,17 @@ class LLMUserModel:
 
     # -- other actions --------------------------------------------------------------------------------------------
 
-    def take_action(self, user_ids: Sequence[int], rng: np.random.Generator, time_h: float) -> list[str]:
+    def take_action(
+        self, user_ids: Sequence[int], rng: np.random.Generator, time_h: float, *, use_llm: bool = True
+    ) -> list[str]:
         """``recommender`` / ``social`` / ``nothing`` for each user: one batched ``choose`` (plus the content-free
-        calibration prompt), sampled with priors."""
+        calibration prompt), sampled with the behaviour priors (:mod:`.take_action`); the priors alone without
+        ``use_llm``."""
         if not user_ids:
             return []
+        if not use_llm:
+            return [decide_action(None, self._action_prior(u), rng) for u in user_ids]
+        self.write_ended_of(user_ids)
         prompts = [
             take_action_prompt.build(
                 profile=self.profile_text(u, "take_action"),
@@ -413,13 +421,16 @@ class LLMUserModel:
             agent = self.agent(u)
             agent.usage = agent.usage + answer.usage
             agent.count("take_action", reasked=answer.reasked, fallback=answer.value is None)
-            profile = self.profiles[u]
-            prior = take_action_prompt.priors(profile.features, profile.activity)
-            choices.append(take_action_prompt.decide(answer.value, prior, rng, baseline))
+            choices.append(decide_action(answer.value, self._action_prior(u), rng, baseline))
         return choices
+
+    def _action_prior(self, user_id: int) -> np.ndarray:
+        profile = self.profiles[user_id]
+        return action_priors(profile.features, profile.activity)
 
     def interview(self, user_id: int, question: str, rng: np.random.Generator, time_h: float = 0.0) -> str:
         """The agent's in-character answer (fallback: a fixed "no answer" sentence, counted and logged)."""
+        self.write_ended_of([user_id])
         prompt = interview_prompt.build(
             profile=self.profile_text(user_id, "interview"),
             memory=self.memory_block(user_id, question, time_h),
@@ -443,23 +454,23 @@ class LLMUserModel:
             return interview_prompt.FALLBACK
         return str(answer.value)
 
-    def between_sessions(
+    def social_round(
         self,
         rng: np.random.Generator,
         time_h: float,
-        exclude: Collection[int] = (),
+        incoming: Collection[int] = (),
         *,
         users: Sequence[int] | None = None,
     ) -> list[dict[str, Any]]:
-        """Run the social world once (activation, take action, chats and posts); returns the events.
+        """The social world once (activation, take action, chats and posts); returns the events.
 
-        ``exclude``: users about to start a session (they neither act nor receive posts this round); a vector env
+        ``incoming``: users about to start a session (they neither act nor receive posts this round); a vector env
         passes every sub-env that starts a session at this step, so one round serves them all. ``users`` limits
         who may be activated (default: everyone); friends outside it can still be chatted with.
         """
-        from recagent_gym.users.agent.social_round import run_social_round
+        from recagent_gym.users.agent.social_round import social_round
 
-        return run_social_round(self, rng, time_h, exclude, users)
+        return social_round(self, rng, time_h, incoming, users)
 
     # -- accounting and state -------------------------------------------------------------------------------------
 

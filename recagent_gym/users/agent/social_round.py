@@ -53,19 +53,19 @@ def active_agents(
     return active
 
 
-def run_social_round(
+def social_round(
     model: LLMUserModel,
     rng: np.random.Generator,
     time_h: float,
-    exclude: Collection[int] = (),
+    incoming: Collection[int] = (),
     users: Sequence[int] | None = None,
 ) -> list[dict[str, Any]]:
-    """One round for everyone but ``exclude`` (users about to start a session: they neither act nor receive
+    """One round for everyone but ``incoming`` (users about to start a session: they neither act nor receive
     posts) and those in a session (they receive posts, but do not act or chat)."""
     cfg = model.config.social
     if not cfg.enabled:
         return []
-    incoming = {int(u) for u in exclude}
+    incoming = {int(u) for u in incoming}
     busy = set(model._sessions) | incoming
     active = active_agents(model, rng, busy, users)
     choices = model.take_action(active, rng, time_h)
@@ -73,10 +73,10 @@ def run_social_round(
         {"type": "take_action", "user": u, "choice": c, "time_h": time_h} for u, c in zip(active, choices, strict=True)
     ]
     social = [u for u, choice in zip(active, choices, strict=True) if choice == "social"]
-    return events + socialise(model, social, rng, time_h, exclude=busy, exclude_recipients=incoming)
+    return events + chat_or_post(model, social, rng, time_h, exclude=busy, exclude_recipients=incoming)
 
 
-def socialise(
+def chat_or_post(
     model: LLMUserModel,
     users: Sequence[int],
     rng: np.random.Generator,
@@ -113,6 +113,11 @@ def socialise(
             posters.append(u)
     clock = clock_text(time_h)
     touched: set[int] = set()
+    # Every memory this round reads or writes: an agent's unwritten last session goes in first.
+    model.write_ended_of(
+        {u for pair in chats for u in pair}
+        | {f for u in posters for f in (u, *model.friends(u)) if f not in exclude_recipients}
+    )
     if chats:
         pairs = [(speaker(model, a, time_h), speaker(model, b, time_h)) for a, b in chats]
         results = run_chats(
