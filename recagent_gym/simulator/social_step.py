@@ -47,7 +47,16 @@ def social_actions(
     simulation's chat/post weights), as simulator events. Agents in ``exclude`` (a human player) are never picked
     as chat partners, whose lines the model would otherwise write for them."""
     events: list[Event] = []
-    for raw in chat_or_post(model, users, rng, time_h, chat_weight=config.chat_weight, post_weight=config.post_weight):
+    raws = chat_or_post(
+        model,
+        users,
+        rng,
+        time_h,
+        settle=model.write_ended_of,
+        chat_weight=config.chat_weight,
+        post_weight=config.post_weight,
+    )
+    for raw in raws:
         kind = raw["type"]
         if kind == "no_friends":
             u = raw["user"]

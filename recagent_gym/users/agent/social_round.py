@@ -12,23 +12,25 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Collection, Sequence
+from typing import Any
 
 import numpy as np
 
 from recagent_gym.social.chat import Speaker, run_chats
 from recagent_gym.social.post import write_posts
+from recagent_gym.users.agent.agents import Agents
 from recagent_gym.users.agent.clock import clock_text
+from recagent_gym.users.agent.take_action import choose_actions
 
-if TYPE_CHECKING:
-    from recagent_gym.users.agent.model import LLMUserModel
+Settle = Callable[[Collection[int]], None]
+"""Writes the unwritten ended sessions of these agents before their memories are used (``write_ended_of``)."""
 
 SEED_HIGH = 2**31 - 1
 RECENT_TITLES = 3
 
 
-def speaker(model: LLMUserModel, user_id: int, time_h: float) -> Speaker:
+def speaker(model: Agents, user_id: int, time_h: float) -> Speaker:
     recent = [model.title(i) for i in model.history(user_id)[-RECENT_TITLES:]][::-1]
     return Speaker(
         user_id=user_id,
@@ -39,9 +41,7 @@ def speaker(model: LLMUserModel, user_id: int, time_h: float) -> Speaker:
     )
 
 
-def active_agents(
-    model: LLMUserModel, rng: np.random.Generator, exclude: set[int], users: Sequence[int] | None
-) -> list[int]:
+def active_agents(model: Agents, rng: np.random.Generator, exclude: set[int], users: Sequence[int] | None) -> list[int]:
     cfg = model.config.social
     pool = list(range(len(model.profiles))) if users is None else sorted({int(u) for u in users})
     activity = np.array([model.profiles[u].activity for u in pool], dtype=float)
@@ -54,11 +54,13 @@ def active_agents(
 
 
 def social_round(
-    model: LLMUserModel,
+    model: Agents,
     rng: np.random.Generator,
     time_h: float,
     incoming: Collection[int] = (),
     users: Sequence[int] | None = None,
+    *,
+    settle: Settle,
 ) -> list[dict[str, Any]]:
     """One round for everyone but ``incoming`` (users about to start a session: they neither act nor receive
     posts) and those in a session (they receive posts, but do not act or chat)."""
@@ -66,22 +68,24 @@ def social_round(
     if not cfg.enabled:
         return []
     incoming = {int(u) for u in incoming}
-    busy = set(model._sessions) | incoming
+    busy = model.open_users() | incoming
     active = active_agents(model, rng, busy, users)
-    choices = model.take_action(active, rng, time_h)
+    settle(active)
+    choices = choose_actions(model, active, rng, time_h)
     events: list[dict[str, Any]] = [
         {"type": "take_action", "user": u, "choice": c, "time_h": time_h} for u, c in zip(active, choices, strict=True)
     ]
     social = [u for u, choice in zip(active, choices, strict=True) if choice == "social"]
-    return events + chat_or_post(model, social, rng, time_h, exclude=busy, exclude_recipients=incoming)
+    return events + chat_or_post(model, social, rng, time_h, settle=settle, exclude=busy, exclude_recipients=incoming)
 
 
 def chat_or_post(
-    model: LLMUserModel,
+    model: Agents,
     users: Sequence[int],
     rng: np.random.Generator,
     time_h: float,
     *,
+    settle: Settle,
     exclude: set[int] | frozenset[int] = frozenset(),
     exclude_recipients: set[int] | frozenset[int] = frozenset(),
     chat_weight: float = 1.0,
@@ -114,7 +118,7 @@ def chat_or_post(
     clock = clock_text(time_h)
     touched: set[int] = set()
     # Every memory this round reads or writes: an agent's unwritten last session goes in first.
-    model.write_ended_of(
+    settle(
         {u for pair in chats for u in pair}
         | {f for u in posters for f in (u, *model.friends(u)) if f not in exclude_recipients}
     )
@@ -190,7 +194,7 @@ def chat_or_post(
 
 
 def post_to_friends(
-    model: LLMUserModel, author: int, text: str, time_h: float, *, exclude: set[int] | frozenset[int] = frozenset()
+    model: Agents, author: int, text: str, time_h: float, *, exclude: set[int] | frozenset[int] = frozenset()
 ) -> tuple[list[int], list[int]]:
     """Put a post into the author's and every friend's memory (friends in ``exclude`` skipped); friends hear the
     titles it names. No flush. Returns ``(recipients, items named)``."""

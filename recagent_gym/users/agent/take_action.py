@@ -16,7 +16,50 @@ from collections.abc import Sequence
 import numpy as np
 
 from recagent_gym.llm.protocol import Choice
+from recagent_gym.prompts import take_action as contract
+from recagent_gym.prompts.checked import choose_checked
 from recagent_gym.prompts.take_action import ACTIONS, OPTIONS
+from recagent_gym.users.agent.agents import Agents
+from recagent_gym.users.agent.clock import clock_text
+
+SEED_HIGH = 2**31 - 1
+
+
+def choose_actions(
+    agents: Agents, user_ids: Sequence[int], rng: np.random.Generator, time_h: float, *, use_llm: bool = True
+) -> list[str]:
+    """``recommender`` / ``social`` / ``nothing`` for each user: one batched ``choose`` (plus the content-free
+    calibration prompt) sampled with the behaviour priors; the priors alone without ``use_llm``."""
+    if not user_ids:
+        return []
+    if not use_llm:
+        return [decide(None, prior_of(agents, u), rng) for u in user_ids]
+    clock = clock_text(time_h)
+    prompts = [
+        contract.build(
+            profile=agents.profile_text(u, "take_action"),
+            memory=agents.memory_block(u, "what to do in free time", time_h),
+            name=agents.profiles[u].name,
+            clock=clock,
+        )
+        for u in user_ids
+    ]
+    prompts.append(contract.build_baseline(clock))
+    options = [OPTIONS] * len(prompts)
+    checked = choose_checked(agents.llm, prompts, options, lambda c: c, seed=int(rng.integers(0, SEED_HIGH)))
+    baseline = checked.pop().value
+    choices = []
+    for u, answer in zip(user_ids, checked, strict=True):
+        agent = agents.agent(u)
+        agent.usage = agent.usage + answer.usage
+        agent.count("take_action", reasked=answer.reasked, fallback=answer.value is None)
+        choices.append(decide(answer.value, prior_of(agents, u), rng, baseline))
+    return choices
+
+
+def prior_of(agents: Agents, user_id: int) -> np.ndarray:
+    profile = agents.profiles[user_id]
+    return priors(profile.features, profile.activity)
 
 
 def priors(features: Sequence[str], activity: float) -> np.ndarray:
