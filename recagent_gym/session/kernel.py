@@ -64,7 +64,9 @@ Users = UserModel | Sequence[UserModel]
 class SessionKernel:
     """The shared tables, search and rules; the sessions themselves live in :class:`Lane` objects of the faces."""
 
-    def __init__(self, tables: SessionTables, search: CatalogueSearch, rules: SessionRules) -> None:
+    def __init__(self, tables: SessionTables, search: CatalogueSearch | None, rules: SessionRules) -> None:
+        """``search=None``: no catalogue search (a search finds nothing: the user is taken to ask for the next
+        page, ``search_empty``)."""
         if rules.page_size < 1 or rules.max_pages < 1:
             raise ValueError(f"page_size and max_pages must be >= 1, got {rules.page_size} and {rules.max_pages}")
         self.tables = tables
@@ -80,7 +82,7 @@ class SessionKernel:
         responses = _respond(models, sessions, requests, range(len(sessions)))
         search_pages: dict[int, Page] = {}
         for k, (s, r) in enumerate(zip(sessions, responses, strict=True)):
-            if r.action == Action.SEARCH and r.query is not None:
+            if r.action == Action.SEARCH and r.query is not None and self.search is not None:
                 found = self.search.search(r.query, self.rules.page_size, exclude=s.seen)
                 if found:
                     search_pages[k] = Page(tuple(found), index=s.page_index, source="search", query=r.query)
