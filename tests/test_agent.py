@@ -316,3 +316,19 @@ def test_ended_sessions_are_written_in_one_explicit_batch() -> None:
     assert backend.flush_batches == [3]  # one flush for the three sessions
     twin.start_session(1, np.random.default_rng(5))  # a pending agent's session starts: its last one goes first
     assert twin.memory_backend.flush_batches == [2]
+
+
+def test_memory_notes_come_from_their_templates() -> None:
+    from recagent_gym.prompts import memory_notes
+    from recagent_gym.prompts.template import TEMPLATE_DIR
+
+    assert (TEMPLATE_DIR / "memory_note_watched.txt").read_text().strip() == "{name} watched {title}."
+    model = make_model(overrides={"user": {"watch_threshold": -20.0}})
+    responses = run_session(model, 0, seed=0, pages=1)
+    item = next(r.item for r in responses if r.item is not None)
+    notes = [n.content for n in model.memory(0).notes]
+    assert memory_notes.watched(name="Ann", title=model.title(item)) in notes
+    assert (
+        memory_notes.feeling(name="Ann", title="X", feeling="fine", rating=4.0)
+        == "Ann watched X and felt: fine (rated 4/5)"
+    )

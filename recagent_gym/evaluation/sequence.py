@@ -48,6 +48,7 @@ from recagent_gym.evaluation.metrics import (
     top_k,
 )
 from recagent_gym.evaluation.subjects import Resources, child_rng, sample_users
+from recagent_gym.llm.seeding import SEED_HIGH
 from recagent_gym.prompts import sequence_judge
 from recagent_gym.prompts.checked import choose_checked
 from recagent_gym.recommenders.baselines import top_k_excluding
@@ -307,7 +308,7 @@ def _judge(
         orders.append(flags)
     llm = resources.judge_model()
     checked = choose_checked(llm, prompts, [sequence_judge.OPTIONS] * len(prompts), sequence_judge.parse,
-                             seed=int(child_rng(seed, "judge-seed", n).integers(0, 2**31 - 1)))  # fmt: skip
+                             seed=int(child_rng(seed, "judge-seed", n).integers(0, SEED_HIGH)))  # fmt: skip
     rows = []
     for p, (first, second) in enumerate(pairs):
         part = checked[p * len(users) : (p + 1) * len(users)]

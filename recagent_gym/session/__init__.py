@@ -5,12 +5,11 @@ are faces of it (see :mod:`recagent_gym.session.kernel`)."""
 from recagent_gym.session.kernel import SessionKernel, SessionRules, Started
 from recagent_gym.session.observation import observe
 from recagent_gym.session.outcome import StepOutcome, StepResult
-from recagent_gym.session.state import RESPONSE_CODES, SEED_HIGH, Lane, SessionState
+from recagent_gym.session.state import RESPONSE_CODES, Lane, SessionState
 from recagent_gym.session.tables import SessionTables
 
 __all__ = [
     "RESPONSE_CODES",
-    "SEED_HIGH",
     "Lane",
     "SessionKernel",
     "SessionRules",

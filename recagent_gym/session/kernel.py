@@ -23,10 +23,11 @@ from typing import Any
 
 import numpy as np
 
+from recagent_gym.llm.seeding import SEED_HIGH
 from recagent_gym.recommenders.search import CatalogueSearch
 from recagent_gym.session.activation import draw_user
 from recagent_gym.session.outcome import StepOutcome, StepResult
-from recagent_gym.session.state import RESPONSE_CODES, SEED_HIGH, Lane, SessionState
+from recagent_gym.session.state import RESPONSE_CODES, Lane, SessionState
 from recagent_gym.session.tables import SessionTables
 from recagent_gym.users.protocol import Action, Page, Response, UserModel
 

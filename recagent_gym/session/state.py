@@ -19,8 +19,6 @@ from recagent_gym.users.protocol import Context
 
 RESPONSE_CODES: tuple[str, ...] = ("start", "watch", "next", "search_watch", "search_next", "leave")
 """Order of the ``last_response`` one-hot in the observation."""
-SEED_HIGH = 2**63 - 1
-"""Exclusive upper bound of every child seed drawn in the package (``rng.integers(0, SEED_HIGH)``)."""
 
 
 @dataclass

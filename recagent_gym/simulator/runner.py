@@ -27,8 +27,9 @@ from tqdm import tqdm
 from recagent_gym.config import Config, config_from_dict, dump_config
 from recagent_gym.config.loader import apply_overrides
 from recagent_gym.llm.protocol import Usage
+from recagent_gym.llm.seeding import SEED_HIGH
 from recagent_gym.recommenders.search import CatalogueSearch
-from recagent_gym.session import SEED_HIGH, SessionKernel, SessionRules, SessionTables
+from recagent_gym.session import SessionKernel, SessionRules, SessionTables
 from recagent_gym.session.activation import Activation
 from recagent_gym.simulator import checkpoint as ckpt
 from recagent_gym.simulator.clock import SimClock

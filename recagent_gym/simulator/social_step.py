@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from recagent_gym.prompts import memory_notes
 from recagent_gym.simulator.config import SimulationConfig
 from recagent_gym.simulator.events import Event
 from recagent_gym.users.agent.social_round import chat_or_post, post_to_friends
@@ -26,7 +27,7 @@ def deliver_post(model: Any, author: int, text: str, time_h: float) -> list[int]
 def deliver_message(model: Any, sender: int, receiver: int, text: str, time_h: float) -> None:
     """A one-line message from ``sender`` to ``receiver``: both memories get it, the receiver hears its titles."""
     names = model.profiles[sender].name, model.profiles[receiver].name
-    line = f"{names[0]} told {names[1]}: {text}"
+    line = memory_notes.message(sender=names[0], receiver=names[1], text=text)
     for u in (sender, receiver):
         model.memory(u).observe([line], time_h, kind="dialogue")
     model.hear(receiver, model.titles.find(text), time_h, source=sender, kind="chat")

@@ -25,7 +25,9 @@ import numpy as np
 from recagent_gym.config import Config
 from recagent_gym.data.schema import Dataset
 from recagent_gym.llm.protocol import LanguageModel, Usage
+from recagent_gym.llm.seeding import SEED_HIGH
 from recagent_gym.prompts import interview as interview_prompt
+from recagent_gym.prompts import memory_notes
 from recagent_gym.prompts.checked import generate_checked
 from recagent_gym.users.agent.agents import Agents
 from recagent_gym.users.agent.clock import clock_text
@@ -40,9 +42,6 @@ from recagent_gym.users.agent.taste import relevance
 from recagent_gym.users.protocol import Action, Context, Page, Response
 
 log = logging.getLogger(__name__)
-
-SEED_HIGH = 2**31 - 1
-"""Upper bound of LLM call seeds (backends take 32-bit seeds); session and world seeds use ``session.SEED_HIGH``."""
 
 
 class LLMUserModel(Agents):
@@ -82,7 +81,7 @@ class LLMUserModel(Agents):
         positives = self.positives(user_id)
         negatives = self.negatives(user_id, rng)
         shots = self.shots(positives, negatives, rng)
-        session_rng = np.random.default_rng(int(rng.integers(0, 2**63 - 1)))
+        session_rng = np.random.default_rng(int(rng.integers(0, SEED_HIGH)))
         self._sessions[user_id] = SessionState(user_id, session_rng, patience, positives, negatives, shots)
 
     def respond(self, page: Page, context: Context, rng: np.random.Generator) -> Response:
@@ -203,9 +202,9 @@ class LLMUserModel(Agents):
                 agent.count("rating", reasked=result.rating_reasked, fallback=result.rating_fallback)
                 agent.ratings[p.item] = float(result.rating)
             agent.feelings[p.item] = result.feeling
-            note = f"{self.profiles[u].name} watched {self.title(p.item)} and felt: {result.feeling}"
-            if result.rating is not None:
-                note += f" (rated {result.rating:g}/5)"
+            note = memory_notes.feeling(
+                name=self.profiles[u].name, title=self.title(p.item), feeling=result.feeling, rating=result.rating
+            )
             self.memory(u).observe([note], p.time_h, kind="feeling")
         return results
 

@@ -13,7 +13,7 @@ import numpy as np
 
 from recagent_gym.llm.protocol import Usage
 from recagent_gym.llm.wrapping import prefix_priority
-from recagent_gym.prompts import page_decision, search_query
+from recagent_gym.prompts import memory_notes, page_decision, search_query
 from recagent_gym.prompts.checked import choose_checked, generate_checked
 from recagent_gym.users.agent.agents import Agents
 from recagent_gym.users.agent.clock import clock_text
@@ -248,9 +248,12 @@ class PageDecider:
             session.watched.append(item)
             agent.watched.append(item)
             session.pending.append(PendingFeeling(item, p.ctx.time_h, o.score))
-            m.memory(u).observe([f"{name} watched {m.title(item)}."], p.ctx.time_h, kind="observation")
+            m.memory(u).observe(
+                [memory_notes.watched(name=name, title=m.title(item))], p.ctx.time_h, kind="observation"
+            )
         elif d.action == Action.SEARCH:
-            m.memory(u).observe([f"{name} searched for {d.query}."], p.ctx.time_h, kind="observation")
+            note = memory_notes.searched(name=name, query=str(d.query))
+            m.memory(u).observe([note], p.ctx.time_h, kind="observation")
         extra = {
             "strategy": m.strategy,
             "permutation": [int(k) for k in p.perm],

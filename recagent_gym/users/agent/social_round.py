@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from recagent_gym.llm.seeding import SEED_HIGH
+from recagent_gym.prompts import memory_notes
 from recagent_gym.social.chat import Speaker, run_chats
 from recagent_gym.social.post import write_posts
 from recagent_gym.users.agent.agents import Agents
@@ -26,7 +28,6 @@ from recagent_gym.users.agent.take_action import choose_actions
 Settle = Callable[[Collection[int]], None]
 """Writes the unwritten ended sessions of these agents before their memories are used (``write_ended_of``)."""
 
-SEED_HIGH = 2**31 - 1
 RECENT_TITLES = 3
 
 
@@ -140,9 +141,8 @@ def chat_or_post(
                 listener = b if who == a else a
                 heard[listener] += [i for i in model.titles.find(line) if i not in heard[listener]]
             for me, other in ((a, b), (b, a)):
-                model.memory(me).observe(
-                    [f"{names[me]} chatted with {names[other]}:\n{transcript}"], time_h, kind="dialogue"
-                )
+                note = memory_notes.chat(name=names[me], other=names[other], transcript=transcript)
+                model.memory(me).observe([note], time_h, kind="dialogue")
                 model.hear(me, heard[me], time_h, source=other, kind="chat")
             initiator = model.agent(a)  # the chat's usage and counts go to the agent who started it
             initiator.usage = initiator.usage + result.usage
@@ -202,7 +202,7 @@ def post_to_friends(
     items = model.titles.find(text)
     recipients = [f for f in model.friends(author) if f not in exclude]
     for u in (author, *recipients):
-        model.memory(u).observe([f"{name} posted: {text}"], time_h, kind="dialogue")
+        model.memory(u).observe([memory_notes.post(name=name, text=text)], time_h, kind="dialogue")
     for f in recipients:
         model.hear(f, items, time_h, source=author, kind="post")
     return recipients, items

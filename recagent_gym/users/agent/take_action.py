@@ -16,13 +16,12 @@ from collections.abc import Sequence
 import numpy as np
 
 from recagent_gym.llm.protocol import Choice
+from recagent_gym.llm.seeding import SEED_HIGH
 from recagent_gym.prompts import take_action as contract
 from recagent_gym.prompts.checked import choose_checked
 from recagent_gym.prompts.take_action import ACTIONS, OPTIONS
 from recagent_gym.users.agent.agents import Agents
 from recagent_gym.users.agent.clock import clock_text
-
-SEED_HIGH = 2**31 - 1
 
 
 def choose_actions(
