@@ -18,7 +18,7 @@ with a recommender's pages.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
@@ -26,6 +26,7 @@ import numpy as np
 from recagent_gym.llm.seeding import SEED_HIGH
 from recagent_gym.recommenders.search import CatalogueSearch
 from recagent_gym.session.activation import draw_user
+from recagent_gym.session.events import social_events
 from recagent_gym.session.outcome import StepOutcome, StepResult
 from recagent_gym.session.state import RESPONSE_CODES, Lane, SessionState
 from recagent_gym.session.tables import SessionTables
@@ -222,7 +223,9 @@ class SessionKernel:
             clock = max(lanes[i].clock for i in due)
             incoming = [drawn[i][0] for i in finished]
             social = models[due[0]]
-            events = list(social.social_round(np.random.default_rng(drawn[due[0]][2]), clock, incoming))
+            raw = social.social_round(np.random.default_rng(drawn[due[0]][2]), clock, incoming)
+            title = self.tables.titles.__getitem__
+            events = [asdict(e) for e in social_events(raw, lanes[due[0]].started, clock, lambda u: "", title)]
         started = []
         for i in finished:
             user, redraws, _, session_seed, _ = drawn[i]

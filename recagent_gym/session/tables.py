@@ -28,6 +28,8 @@ class SessionTables:
     """``(n_users, n_genres + 3)`` float32 in ``[0, 1]``: genre shares, activity, diversity, conformity."""
     histories: tuple[np.ndarray, ...]
     """Per user, the item ids of its dataset history in time order."""
+    titles: tuple[str, ...] = ()
+    """Item titles (for event records)."""
 
     @classmethod
     def build(cls, dataset: Dataset) -> SessionTables:
@@ -57,6 +59,7 @@ class SessionTables:
             popularity_order=np.argsort(-counts, kind="stable").astype(np.int64),
             user_features=np.clip(features, 0.0, 1.0).astype(np.float32),
             histories=histories,
+            titles=tuple(str(t) for t in dataset.items["title"]),
         )
 
     @property

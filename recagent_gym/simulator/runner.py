@@ -38,7 +38,7 @@ from recagent_gym.simulator.events import Event, EventLog
 from recagent_gym.simulator.export import export_interactions
 from recagent_gym.simulator.files import atomic_write_text
 from recagent_gym.simulator.sessions import HumanUser, SessionContext, Slot, open_sessions, run_sessions
-from recagent_gym.simulator.social_step import social_actions
+from recagent_gym.simulator.social_step import chat_or_post_events
 from recagent_gym.simulator.summary import summarise
 from recagent_gym.simulator.world import World, build_recommender_for, build_world
 from recagent_gym.users.agent.profile_view import ProfileTexts
@@ -189,7 +189,7 @@ class Simulation:
                     bar.update(1)
             events.extend(self._sessions(recommender, rng, r, t, bar))
             if social:
-                events.extend(social_actions(self.model, social, rng, t, r, sim, exclude=human))
+                events.extend(chat_or_post_events(self.model, social, rng, t, r, sim, exclude=human))
                 bar.update(len(social))
             if self.human is not None and choices.get(self.human.user_id) == "social":
                 events.extend(self.human.social(self, r, t, rng))

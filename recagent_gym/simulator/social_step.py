@@ -12,8 +12,8 @@ from typing import Any
 import numpy as np
 
 from recagent_gym.prompts import memory_notes
+from recagent_gym.session.events import Event, social_events
 from recagent_gym.simulator.config import SimulationConfig
-from recagent_gym.simulator.events import Event
 from recagent_gym.users.agent.social_round import chat_or_post, post_to_friends
 
 
@@ -34,7 +34,7 @@ def deliver_message(model: Any, sender: int, receiver: int, text: str, time_h: f
     model.memory_backend.flush([model.memory(sender), model.memory(receiver)], time_h)
 
 
-def social_actions(
+def chat_or_post_events(
     model: Any,
     users: Sequence[int],
     rng: np.random.Generator,
@@ -47,56 +47,14 @@ def social_actions(
     """Each user chats with one random friend or posts to all friends (the agent's own :func:`chat_or_post`, with the
     simulation's chat/post weights), as simulator events. Agents in ``exclude`` (a human player) are never picked
     as chat partners, whose lines the model would otherwise write for them."""
-    events: list[Event] = []
     raws = chat_or_post(
         model,
         users,
         rng,
         time_h,
         settle=model.write_ended_of,
+        exclude=frozenset(exclude),
         chat_weight=config.chat_weight,
         post_weight=config.post_weight,
     )
-    for raw in raws:
-        kind = raw["type"]
-        if kind == "no_friends":
-            u = raw["user"]
-            events.append(Event(round_index, time_h, "social_none", u, model.profiles[u].name))
-        elif kind == "chat":
-            a, b = raw["users"]
-            names = {a: model.profiles[a].name, b: model.profiles[b].name}
-            heard_a, heard_b = raw["heard"][str(a)], raw["heard"][str(b)]
-            items = heard_a + [i for i in heard_b if i not in heard_a]
-            events.append(
-                Event(
-                    round_index,
-                    time_h,
-                    "chat",
-                    a,
-                    names[a],
-                    items=items,
-                    titles=[model.title(i) for i in items],
-                    text=" | ".join(f"{names[w]}: {t}" for w, t in raw["lines"]),
-                    tokens=raw["tokens"],
-                    latency_s=raw["latency_s"],
-                    extra={"with": b, "with_name": names[b], "fallbacks": raw["fallbacks"]},
-                )
-            )
-        elif kind == "post":
-            u = raw["user"]
-            events.append(
-                Event(
-                    round_index,
-                    time_h,
-                    "post",
-                    u,
-                    model.profiles[u].name,
-                    items=raw["items"],
-                    titles=[model.title(i) for i in raw["items"]],
-                    text=raw["text"],
-                    tokens=raw["tokens"],
-                    latency_s=raw["latency_s"],
-                    extra={"recipients": raw["recipients"], "fallback": raw["fallback"]},
-                )
-            )
-    return events
+    return social_events(raws, round_index, time_h, lambda u: model.profiles[u].name, model.title)
