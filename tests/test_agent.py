@@ -290,7 +290,7 @@ def test_take_action_is_calibrated_against_a_content_free_prompt() -> None:
     np.testing.assert_allclose(calibrated, np.full(3, 1 / 3))
     assert take_action.model_probabilities(biased)[2] > 0.99
     rng = np.random.default_rng(0)
-    picks = [take_action.decide(biased, prior, rng, baseline=biased) for _ in range(2000)]
+    picks = [take_action.sample_action(biased, prior, rng, baseline=biased) for _ in range(2000)]
     share = picks.count("recommender") / len(picks)
     assert abs(share - prior[0]) < 0.04
 

@@ -12,6 +12,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from recagent_gym.users.agent.clock import clock_text
+
 EVENT_KINDS: tuple[str, ...] = (
     "enter",
     "page",
@@ -92,8 +94,7 @@ def human_line(event: Event) -> str:
         body = f"{who} is interviewed: {text}"
     else:
         body = f"intervention: {text}"
-    day, hour = int(event.time_h // 24) + 1, int(event.time_h % 24)
-    return f"[round {event.round + 1}, day {day}, {hour:02d}:00] {body}"
+    return f"[round {event.round + 1}, {clock_text(event.time_h)}] {body}"
 
 
 ACTION_TEXT = {"recommender": "enter the recommender", "social": "enter the social media", "nothing": "do nothing"}

@@ -17,7 +17,7 @@ from recagent_gym.prompts import memory_notes, page_decision, search_query
 from recagent_gym.prompts.checked import choose_checked, generate_checked
 from recagent_gym.users.agent.agents import Agents
 from recagent_gym.users.agent.clock import clock_text
-from recagent_gym.users.agent.decide import Decision, RuleParams, decide, threshold_for
+from recagent_gym.users.agent.decide import Decision, RuleParams, decide_page, threshold_for
 from recagent_gym.users.agent.scoring import ScoringRequest, ScoringResult, score_requests
 from recagent_gym.users.agent.state import PendingFeeling
 from recagent_gym.users.agent.taste import relevance
@@ -114,7 +114,7 @@ class PageDecider:
                 search_interest_probability=cfg.search_interest_probability * (2 if profile.has("Explorer") else 1),
             )
             heard = m.heard_item(u, p.ctx.heard)
-            decision, session.patience = decide(
+            decision, session.patience = decide_page(
                 combined,
                 eligible[k],
                 params=params,

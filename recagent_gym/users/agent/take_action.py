@@ -32,7 +32,7 @@ def choose_actions(
     if not user_ids:
         return []
     if not use_llm:
-        return [decide(None, prior_of(agents, u), rng) for u in user_ids]
+        return [sample_action(None, prior_of(agents, u), rng) for u in user_ids]
     clock = clock_text(time_h)
     prompts = [
         contract.build(
@@ -52,7 +52,7 @@ def choose_actions(
         agent = agents.agent(u)
         agent.usage = agent.usage + answer.usage
         agent.count("take_action", reasked=answer.reasked, fallback=answer.value is None)
-        choices.append(decide(answer.value, prior_of(agents, u), rng, baseline))
+        choices.append(sample_action(answer.value, prior_of(agents, u), rng, baseline))
     return choices
 
 
@@ -101,7 +101,9 @@ def model_probabilities(choice: Choice | None, baseline: Choice | None = None) -
     return logits / logits.sum()
 
 
-def decide(choice: Choice | None, prior: np.ndarray, rng: np.random.Generator, baseline: Choice | None = None) -> str:
+def sample_action(
+    choice: Choice | None, prior: np.ndarray, rng: np.random.Generator, baseline: Choice | None = None
+) -> str:
     """Sample one of :data:`ACTIONS` from ``prior * model`` (calibrated by ``baseline``) with ``rng``."""
     probs = prior * model_probabilities(choice, baseline)
     probs = probs / probs.sum()
