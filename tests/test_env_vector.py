@@ -121,6 +121,8 @@ def test_draw_user_never_returns_a_busy_user_even_with_concentrated_weights() ->
 
 def test_sub_envs_starting_together_share_one_social_round(dataset):
     class SocialUser(RecSimUser):
+        social = True
+
         def __init__(self, *args, **kwargs):
             super().__init__(*args, **kwargs)
             self.rounds: list[tuple[float, list[int]]] = []

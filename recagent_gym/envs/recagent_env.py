@@ -85,7 +85,14 @@ class RecAgentEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
     ``dataset`` (a spec such as ``"bundled"`` or a folder, or a :class:`Dataset`), ``user_model`` (``"llm"``,
     ``"recsim"``, ``"embedding"`` or a :class:`UserModel`; default ``config.user.model``), ``page_size``,
     ``max_pages``, ``social`` (defaults from ``config.env``), ``config`` (a :class:`Config`, YAML path or mapping),
-    ``reward_fn``, ``llm`` and ``embedder`` (for the LLM users), ``render_mode`` (``"ansi"``).
+    ``reward_fn``, ``llm`` and ``embedder`` (for the LLM users), ``render_mode`` (``"ansi"``: a text line of the last
+    step; ``"rgb_array"``: the page as a small picture, genre shares per slot, the watched item green), ``tables`` and
+    ``search`` (shared by the vector env's lanes). ``gymnasium.make_vec`` builds the batched
+    :class:`~recagent_gym.envs.vector.RecAgentVectorEnv`.
+
+    The env is a face of the session kernel (:mod:`recagent_gym.session`): one lane of sessions, stepped one page at
+    a time by the same pipeline the vector env, the simulator and the evaluations use. Read-only for wrappers:
+    ``dataset``, ``tables``, ``config``, ``user_model``, ``page_size``, ``max_pages``, ``seen_mask``, ``current_user``.
 
     ## Version History
 

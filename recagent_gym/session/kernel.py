@@ -59,8 +59,8 @@ class Started:
     info: dict[str, Any]
 
 
-Users = UserModel | Sequence[UserModel]
-"""One user model for every session, or one per session (e.g. a human player for one of them)."""
+Users = UserModel | list[UserModel] | tuple[UserModel, ...]
+"""One user model for every session, or a list of one per session (e.g. a human player for one of them)."""
 
 
 class SessionKernel:
@@ -83,19 +83,24 @@ class SessionKernel:
         requests = [(page, s.context()) for s, (page, _, _) in zip(sessions, shown, strict=True)]
         responses = _respond(models, sessions, requests, range(len(sessions)))
         search_pages: dict[int, Page] = {}
-        for k, (s, r) in enumerate(zip(sessions, responses, strict=True)):
-            if r.action == Action.SEARCH and r.query is not None and self.search is not None:
-                found = self.search.search(r.query, self.rules.page_size, exclude=s.seen)
-                if found:
-                    search_pages[k] = Page(tuple(found), index=s.page_index, source="search", query=r.query)
-        asked = sorted(search_pages)
-        answers = _respond(models, sessions, [(search_pages[k], sessions[k].context()) for k in asked], asked)
-        search_answers = dict(zip(asked, answers, strict=True))
+        if self.search is not None:
+            for k, r in enumerate(responses):
+                if r.action == Action.SEARCH and r.query is not None:
+                    found = self.search.search(r.query, self.rules.page_size, exclude=sessions[k].seen)
+                    if found:
+                        search_pages[k] = Page(
+                            tuple(found), index=sessions[k].page_index, source="search", query=r.query
+                        )
+        search_answers: dict[int, Response] = {}
+        if search_pages:
+            asked = sorted(search_pages)
+            answers = _respond(models, sessions, [(search_pages[k], sessions[k].context()) for k in asked], asked)
+            search_answers = dict(zip(asked, answers, strict=True))
         results = [
             self._apply(s, page, dup, rep, responses[k], search_pages.get(k), search_answers.get(k))
             for k, (s, (page, dup, rep)) in enumerate(zip(sessions, shown, strict=True))
         ]
-        done = [k for k, s in enumerate(sessions) if not s.open]
+        done = [k for k, s in enumerate(sessions) if not s.open]  # they finished in this step
         if done:
             self.end([sessions[k] for k in done], models=[models[k] for k in done])
         return results
@@ -196,6 +201,7 @@ class SessionKernel:
         if left:
             self.end([lanes[i].session for i in left], models=[models[i] for i in left])  # type: ignore[misc]
         taken = {lane.busy_user for j, lane in enumerate(lanes) if j not in finished and lane.busy_user is not None}
+        social = self.rules.social and models[finished[0]].social if finished else False
         drawn: dict[int, tuple[int, int, int, int, bool]] = {}
         for k, i in enumerate(finished):
             lane = lanes[i]
@@ -215,7 +221,7 @@ class SessionKernel:
                 user = int(wanted)
             # Both child seeds are drawn every session so the streams do not depend on the social switch.
             social_seed, session_seed = (int(s) for s in lane.rng.integers(0, SEED_HIGH, size=2))
-            drawn[i] = (user, redraws, social_seed, session_seed, self.rules.social and lane.started > 0)
+            drawn[i] = (user, redraws, social_seed, session_seed, social and lane.started > 0)
             taken.add(user)
         due = [i for i in finished if drawn[i][4]]
         events: list[dict[str, Any]] = []
@@ -247,7 +253,7 @@ class SessionKernel:
 
 
 def _per_session(users: Users, n: int) -> list[UserModel]:
-    if isinstance(users, Sequence):
+    if isinstance(users, (list, tuple)):
         if len(users) != n:
             raise ValueError(f"{n} sessions but {len(users)} user models")
         return list(users)
@@ -269,6 +275,11 @@ def _respond(
     indices: Sequence[int],
 ) -> list[Response]:
     """One ``respond_batch`` per user model (the LLM agents together; a human player alone)."""
+    if not indices:
+        return []
+    first = models[indices[0]]
+    if all(models[k] is first for k in indices):
+        return first.respond_batch(requests, [sessions[k].rng for k in indices])
     out: dict[int, Response] = {}
     for model, group in _groups([models[k] for k in indices], list(zip(indices, requests, strict=True))):
         answers = model.respond_batch([req for _, req in group], [sessions[k].rng for k, _ in group])

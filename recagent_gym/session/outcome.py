@@ -9,7 +9,7 @@ from recagent_gym.session.state import RESPONSE_CODES
 from recagent_gym.users.protocol import Action, Page, Response
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class StepOutcome:
     """What happened in one step: the response to the page, and to the search results if the user searched.
 
@@ -26,7 +26,7 @@ class StepOutcome:
         return self.search_response if self.response.action == Action.SEARCH and self.search_response else self.response
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class StepResult:
     """One session's page step, as the faces (env, vector env, simulator, evaluations) see it."""
 

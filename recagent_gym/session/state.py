@@ -41,6 +41,8 @@ class SessionState:
     last_code: int = 0
     last_rating: float = 0.0
     open: bool = True
+    _count: int = -1
+    """Items in the history window, once known (-1: count them)."""
 
     @classmethod
     def start(
@@ -64,16 +66,23 @@ class SessionState:
         self.watched.append(item)
         self.history[1:] = self.history[:-1].copy()
         self.history[0] = item
+        self._count = min(self.history_count + 1, len(self.history))
         self.update_genres(tables)
 
     def update_genres(self, tables: SessionTables) -> None:
         """Mean genre vector of the window, recomputed from its items: a running sum with subtraction drifts
         below 0 (e.g. -5.6e-18) and leaves the observation space."""
-        valid = self.history[self.history >= 0]
-        if len(valid) == 0:
+        count = self.history_count
+        if count == 0:
             self.history_genres = np.zeros(tables.n_genres, dtype=np.float32)
         else:
-            self.history_genres = tables.topics[valid].mean(axis=0).astype(np.float32)
+            total = np.add.reduce(tables.topics[self.history[:count]], axis=0)
+            self.history_genres = (total * (1.0 / count)).astype(np.float32)
+
+    @property
+    def history_count(self) -> int:
+        """Items in the window (it fills from the front)."""
+        return self._count if self._count >= 0 else int(np.count_nonzero(self.history >= 0))
 
     def apply_duplicate_rule(self, items: list[int], rule: str, tables: SessionTables) -> tuple[list[int], int, int]:
         """``items`` with repeated or already-watched slots replaced (``rule='replace'``) or as given (``'allow'``);

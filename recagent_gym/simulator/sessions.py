@@ -22,6 +22,8 @@ class HumanUser:
     """A human player in the user-model protocol: no end-of-session writing, no social round (the simulator runs
     the human's social turn itself)."""
 
+    social = False
+
     def __init__(self, player: Any) -> None:
         self.player = player
 

@@ -81,8 +81,11 @@ class EmbeddingUser:
     def write_ended(self, *, at_least: int = 1) -> list[int]:
         return []  # nothing is written at the end of a session
 
+    social = False
+    """The classical users have no social life: :meth:`social_round` is empty and never run by the kernel."""
+
     def social_round(self, rng: np.random.Generator, time_h: float, incoming: Sequence[int]) -> list[dict[str, Any]]:
-        return []  # the classical users have no social life
+        return []
 
     def respond(self, page: Page, context: Context, rng: np.random.Generator) -> Response:
         cfg = self.config

@@ -97,6 +97,9 @@ class Response:
 class UserModel(Protocol):
     """A simulated user population. All randomness comes from the ``rng`` passed in."""
 
+    social: bool
+    """Whether the users have a social life between sessions (the kernel runs :meth:`social_round` only then)."""
+
     def start_session(self, user_id: int, rng: np.random.Generator) -> None:
         """Called at ``reset`` for the user whose session begins."""
         ...

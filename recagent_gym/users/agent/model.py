@@ -52,6 +52,9 @@ class LLMUserModel(Agents):
     end-of-session writes, take action, interviews, the social round, accounting and state.
     """
 
+    social = True
+    """The agents chat and post between sessions (:meth:`social_round`)."""
+
     def __init__(
         self,
         dataset: Dataset,
