@@ -9,7 +9,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from recagent_gym.data import load_dataset
+from recagent_gym.data.load import load_dataset
 from recagent_gym.envs import ENV_ID
 from recagent_gym.envs.recagent_env import RecAgentEnv
 from recagent_gym.envs.vector import RecAgentVectorEnv
@@ -58,11 +58,13 @@ def test_make_vec_reaches_the_batched_vector_env():
     venv.step(venv.action_space.sample())
 
 
-def test_sb3_make_vec_env_builds_the_env_without_warnings():
+def test_sb3_make_vec_env_builds_the_env_without_render_mode_warnings():
     from stable_baselines3.common.env_util import make_vec_env
 
     with warnings.catch_warnings():
         warnings.simplefilter("error")
+        # RecAgent-v1 (the candidate-slate env) exists, so Gymnasium suggests it when v0 is made: expected.
+        warnings.filterwarnings("ignore", message=r".*RecAgent-v0 is out of date", category=DeprecationWarning)
         venv = make_vec_env(ENV_ID, n_envs=2, env_kwargs={"dataset": tiny_dataset(), "user_model": "recsim"})
         venv.reset()
         frame = venv.env_method("render", indices=[0])[0]

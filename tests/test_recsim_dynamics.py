@@ -64,7 +64,7 @@ def test_reshown_items_bore_and_a_new_session_starts_fresh():
     users.respond(page, Context(0, step=1), rng)
     after = users.utilities(0, np.array(page.items))
     assert np.allclose(before - after, 2 * config.recsim_fatigue)
-    users.end_session(0)
+    users.end_sessions([0])
     users.start_session(0, rng)
     users.respond(Page((9, 10, 11, 12, 13)), Context(0, step=0), rng)
     assert np.allclose(users.utilities(0, np.array(page.items)), before)

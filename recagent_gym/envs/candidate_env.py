@@ -60,7 +60,8 @@ class RecAgentCandidateEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
     ## Rewards
 
     RecAgent-v0's reward (:mod:`recagent_gym.envs.reward`): by default +1 per watch from the page plus 0.25 per
-    rating point above 3.
+    rating point above 3. ``info`` is v0's with ``slate``, ``slate_repairs`` and ``candidates`` added; ``item`` and
+    ``rating`` are -1 when nothing was watched (values that Gymnasium's vector envs can batch).
 
     ## Starting State
 
@@ -185,7 +186,15 @@ class RecAgentCandidateEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         self._page_index += 1
         if terminated or truncated:
             self._shown_before.setdefault(self._user, set()).update(self._shown_counts)
-        info = {**info, "slate": slate, "slate_repairs": repairs, "candidates": self._candidates.copy()}
+        # Gymnasium's vector envs batch info values by the first sub-env's type: no None beside an int or float.
+        info = {
+            **info,
+            "item": -1 if watched is None else int(watched),
+            "rating": -1.0 if rating is None else float(rating),
+            "slate": slate,
+            "slate_repairs": repairs,
+            "candidates": self._candidates.copy(),
+        }
         self._retrieve()
         return self._observation(), float(reward), bool(terminated), bool(truncated), info
 

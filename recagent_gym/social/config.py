@@ -29,7 +29,7 @@ class SocialConfig(Section):
     """Base chance that an agent is active between two sessions; scaled by ``0.5 + activity`` of its profile."""
 
     max_active_agents: int = Field(16, ge=0)
-    """Most agents acting in one ``between_sessions`` call (keeps each social round's LLM batch bounded)."""
+    """Most agents acting in one social round (keeps each social round's LLM batch bounded)."""
 
     utterance_max_tokens: int = Field(40, ge=4, le=512)
     """Token cap of one chat utterance or post."""
