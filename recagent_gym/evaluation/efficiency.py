@@ -211,7 +211,8 @@ def run_point(
         rounds=[dict(r) for r in sim.rounds],
         behaviour=behaviour,
         requests=server.request_count if server is not None else 0,
-        key_counts=server.key_counts if server is not None else [],
+        # every key, those that got no request included (the server lists the keys it saw)
+        key_counts=(server.key_counts + [0] * keys)[:keys] if server is not None else [],
     )
 
 

@@ -22,6 +22,7 @@ excluded) and ``max_waiting``. Subclasses (the fault-injecting test server) over
 from __future__ import annotations
 
 import json
+import logging
 import re
 import threading
 import time
@@ -45,6 +46,8 @@ def trailing_options(prompt: str) -> list[str]:
     return options[::-1]
 
 
+log = logging.getLogger(__name__)
+
 DEFAULT_REPLY = "I watched Toy Story last week and enjoyed it a lot."
 
 
@@ -53,6 +56,11 @@ class _BackloggedServer(ThreadingHTTPServer):
     # concurrent connections beyond it are dropped and retried by the client's TCP stack a second later.
     request_queue_size = 1024
     daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client that gives up (its timeout, a closed pool) breaks the connection mid-reply: expected here, so it
+        # is logged, not printed as a traceback on stderr (which would mix into the output of the program under test).
+        log.debug("local server: connection from %s ended with an error", client_address, exc_info=True)
 
 
 class LocalServer:
