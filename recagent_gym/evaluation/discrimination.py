@@ -304,13 +304,25 @@ def _score_trial(model: Any, trial: Trial, label: str, key: tuple, seed: int) ->
     return [trial.candidates[i] for i in pick]
 
 
-def run_discrimination(resources: Resources, *, progress: bool = True) -> DiscriminationResult:
-    """Run the discrimination test for ``resources.eval.user_models`` (see the module docstring)."""
+def run_discrimination(
+    resources: Resources,
+    *,
+    progress: bool = True,
+    settings: Sequence[tuple[int, int]] | None = None,
+    desc: str = "discrimination",
+) -> DiscriminationResult:
+    """Run the discrimination test for ``resources.eval.user_models`` (see the module docstring).
+
+    ``settings`` replaces ``evaluation.settings`` (the 1:m preference test runs ``(a, m * a)``); users, negatives and
+    donors are drawn as always, so the same seed gives the same users whatever the settings.
+    """
     started = time.perf_counter()
     cfg = resources.eval
     full = resources.dataset
     seed = cfg.seed
-    settings = [tuple(s) for s in cfg.settings]
+    settings = [(int(a), int(b)) for a, b in (cfg.settings if settings is None else settings)]
+    if max(a for a, _ in settings) >= cfg.min_interactions:
+        raise ValueError(f"min_interactions ({cfg.min_interactions}) must exceed every held-out size a ({settings})")
     samplers = list(NEGATIVE_SAMPLERS) if cfg.negatives == "both" else [cfg.negatives]
     a_values = sorted({a for a, _ in settings})
     min_count = cfg.min_interactions
@@ -330,7 +342,7 @@ def run_discrimination(resources: Resources, *, progress: bool = True) -> Discri
     runs = 2 if donors else 1
     metric = DiscriminationHitRate()
     total = (len(models) - 1) * runs * len(samplers) * len(settings) * len(users)
-    with tqdm(total=total, desc="discrimination", unit="user", disable=not progress) as bar:
+    with tqdm(total=total, desc=desc, unit="user", disable=not progress) as bar:
         for kind in models[1:]:
             for a in a_values:
                 bar.set_postfix_str(f"{kind}, a={a}: building")
