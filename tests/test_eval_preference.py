@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from recagent_gym.data.schema import Dataset, DataError
+from recagent_gym.data.schema import DataError, Dataset
 from recagent_gym.evaluation.discrimination import run_discrimination
 from recagent_gym.evaluation.preference import accuracy_map, run_preference
 from recagent_gym.evaluation.rating import ranks_to_ratings, run_rating
