@@ -224,8 +224,8 @@ def add_paired_differences(cells: list[Cell], *, seed: int, bootstrap: int, conf
             continue
         for ref in REFERENCES:
             other = by_key.get((ref, cell.sampler, cell.a, cell.b))
-            if other is None or ref == cell.model:
-                continue
+            if other is None or (cell.model in REFERENCES and REFERENCES.index(ref) <= REFERENCES.index(cell.model)):
+                continue  # itself, or the mirror of a reference pair already shown (Embedding vs Popularity)
             rng = child_rng(seed, "bootstrap-versus", ref, cell.model, cell.sampler, cell.a, cell.b)
             cell.versus[ref] = paired_difference(cell.per_user, other.per_user, rng, bootstrap=bootstrap,
                                                  confidence=confidence)  # fmt: skip
