@@ -203,3 +203,29 @@ def test_swapped_histories_hold_none_of_the_users_candidates(
         assert history and not history & shown  # a donor's candidate would be a few-shot "Yes" for the swap
         donor_watched_a_candidate |= bool(set(tiny_ml.user_history(result.donors[user])["item_id"]) & shown)
     assert donor_watched_a_candidate  # otherwise the check above proves nothing
+
+
+def test_paired_differences_against_embedding_and_popularity(tiny_ml: Dataset) -> None:  # noqa: F811
+    resources = make_resources(tiny_ml, user_models=["embedding", "recsim"], settings=[(1, 5)], users=10)
+    result = run_discrimination(resources, progress=False)
+    recsim = result.cell("recsim", "uniform", 1, 5)
+    embedding = result.cell("embedding", "uniform", 1, 5)
+    popularity = result.cell("popularity", "uniform", 1, 5)
+    diff = recsim.versus["embedding"]
+    assert diff.n == 10
+    assert diff.mean == pytest.approx(np.mean(np.subtract(recsim.per_user, embedding.per_user)))
+    assert diff.low <= diff.mean <= diff.high
+    assert recsim.versus["popularity"].mean == pytest.approx(recsim.hit_rate.mean - popularity.hit_rate.mean)
+    assert set(embedding.versus) == {"popularity"} and not popularity.versus  # no mirrored pair
+    assert not result.cell("random", "uniform", 1, 5).versus
+    assert "## Paired differences" in result.markdown()
+    assert "diff_vs_embedding_ci_low" in next(r for r in result.rows() if r["model"] == "RecSim")
+
+
+def test_paired_difference_needs_the_same_users() -> None:
+    from recagent_gym.evaluation.metrics import paired_difference
+
+    same = paired_difference([1.0, 0.0, 1.0], [1.0, 0.0, 1.0], np.random.default_rng(0), bootstrap=50)
+    assert same.mean == 0.0 and same.low == 0.0 == same.high
+    with pytest.raises(ValueError, match="same"):
+        paired_difference([1.0, 0.0], [1.0], None)

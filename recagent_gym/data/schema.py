@@ -111,13 +111,12 @@ class Dataset:
         return rows.sort_values("timestamp", kind="stable")
 
     def item_text(self, item_id: int) -> str:
-        """One line describing an item: title (year), genres, description."""
+        """One line describing an item (:func:`recagent_gym.data.item_text.compose_item_text`)."""
+        from recagent_gym.data.item_text import compose_item_text
+
         row = self.items.iloc[item_id]
-        year = f" ({row.year})" if row.year and row.year > 0 else ""
-        text = f"{row.title}{year} [{', '.join(row.genres)}]"
-        if row.description:
-            text += f": {row.description}"
-        return text
+        return compose_item_text(title=row.title, year=row.year or None, genres=row.genres,
+                                 description=row.description or "", tags=row.tags or "")  # fmt: skip
 
     def validate(self) -> None:
         """Raise :class:`DataError` when a table misses columns or ids are not dense and consistent."""

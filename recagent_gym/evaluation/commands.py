@@ -7,7 +7,7 @@ from typing import Any
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
-        "evaluate", help="evaluations: policies, discrimination, sequence, efficiency, social"
+        "evaluate", help="evaluations: policies, discrimination, preference, rating, sequence, efficiency, social"
     )
     evaluate_subparsers = parser.add_subparsers(dest="evaluation", required=True)
 
@@ -15,9 +15,16 @@ def register(subparsers: Any) -> None:
 
     add_evaluate_policies(evaluate_subparsers)
 
-    from recagent_gym.evaluation.paper_commands import add_evaluate_discrimination, add_evaluate_sequence
+    from recagent_gym.evaluation.paper_commands import (
+        add_evaluate_discrimination,
+        add_evaluate_preference,
+        add_evaluate_rating,
+        add_evaluate_sequence,
+    )
 
     add_evaluate_discrimination(evaluate_subparsers)
+    add_evaluate_preference(evaluate_subparsers)
+    add_evaluate_rating(evaluate_subparsers)
     add_evaluate_sequence(evaluate_subparsers)
 
     from recagent_gym.evaluation.paper_commands import add_evaluate_efficiency, add_evaluate_social

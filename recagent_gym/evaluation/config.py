@@ -52,6 +52,19 @@ class EvaluationConfig(Section):
     confidence: float = Field(0.95, gt=0.0, lt=1.0)
     """Coverage of the reported confidence intervals."""
 
+    preference_positives: int = Field(3, ge=1, le=50)
+    """Preference 1:m (Agent4Rec): held-out items per user, each mixed with ``m`` never-interacted items."""
+
+    preference_ratios: list[int] = Field(default_factory=lambda: [1, 2, 3, 9])
+    """Preference 1:m: the ratios ``m`` (Agent4Rec's 1, 2, 3, 9); one setting ``(a, m * a)`` per ratio."""
+
+    rating_held_out: int = Field(3, ge=1, le=50)
+    """Rating prediction: each user's last items by time whose ratings are predicted."""
+
+    rating_negatives: int = Field(9, ge=1, le=200)
+    """Rating prediction: never-interacted items scored together with the held-out items; a held-out item's rank
+    among these candidates places it on the user's own training rating scale (see ``evaluation/rating.py``)."""
+
     sequence_lengths: list[int] = Field(default_factory=lambda: [5, 10])
     """Sequence generation: held-out lengths N (the paper's 5 and 10)."""
 
@@ -128,10 +141,12 @@ class EvaluationConfig(Section):
 
     @model_validator(mode="after")
     def _check_history(self) -> EvaluationConfig:
-        longest = max(max(a for a, _ in self.settings), max(self.sequence_lengths))
+        longest = max(max(a for a, _ in self.settings), max(self.sequence_lengths), self.preference_positives,
+                      self.rating_held_out)  # fmt: skip
         if self.min_interactions <= longest:
             raise ValueError(
-                f"min_interactions ({self.min_interactions}) must exceed the largest a or N ({longest}), "
+                f"min_interactions ({self.min_interactions}) must exceed the largest a, N, preference_positives or "
+                f"rating_held_out ({longest}), "
                 "so every sampled user keeps a training history"
             )
         return self
@@ -141,6 +156,13 @@ class EvaluationConfig(Section):
     def _check_sizes(cls, value: list[int]) -> list[int]:
         if not value or any(n < 1 for n in value):
             raise ValueError("agent and key counts must be a non-empty list of numbers >= 1")
+        return sorted(set(value))
+
+    @field_validator("preference_ratios")
+    @classmethod
+    def _check_ratios(cls, value: list[int]) -> list[int]:
+        if not value or any(m < 1 for m in value):
+            raise ValueError("preference_ratios must be a non-empty list of ratios m >= 1")
         return sorted(set(value))
 
     @field_validator("sequence_lengths")

@@ -12,6 +12,10 @@ Protocol, per setting ``(a, b)``:
    ``b`` not a multiple of ``a``, each positive gets ``b // a`` and the remainder goes to positives drawn at random.
 4. A model's pick is its top-``a`` candidates by ``score_items`` (ties broken at random, never by position);
    ``p = mean_u |T ∩ S| / |T|`` with standard error and a bootstrap interval over users.
+5. **Paired differences**: each model's per-user ``p`` minus Embedding's and minus Popularity's on the same users
+   and candidates, with a bootstrap interval over users (:func:`~recagent_gym.evaluation.metrics.paired_difference`).
+   An interval excluding 0 is a significant margin; at the paper's 20 users a margin of about 0.2 is needed at
+   ``a = 1``, so ``--users 200`` is the setting for claims (20 stays the default, for comparability).
 
 Rows: the random expectation ``a / (a + b)`` (its ± is the standard error of a random picker over these users),
 **Popularity** (most interactions in the training data first; no user information), each user model, and the
@@ -37,7 +41,7 @@ from tqdm.auto import tqdm
 from recagent_gym.data.schema import Dataset
 from recagent_gym.data.splits import leave_last_out, sample_negatives, sample_negatives_popularity_matched
 from recagent_gym.evaluation.config import NEGATIVE_SAMPLERS
-from recagent_gym.evaluation.metrics import DiscriminationHitRate, Estimate, summarize, top_k
+from recagent_gym.evaluation.metrics import DiscriminationHitRate, Estimate, paired_difference, summarize, top_k
 from recagent_gym.evaluation.subjects import Resources, child_rng, pick_donors, sample_users, swap_histories
 
 logger = logging.getLogger(__name__)
@@ -52,6 +56,8 @@ PAPER_ROWS: dict[str, dict[tuple[int, int], float]] = {
 
 RANDOM = "random"
 POPULARITY = "popularity"
+REFERENCES: tuple[str, ...] = ("embedding", POPULARITY)
+"""Rows every other model is compared with, paired over users (when the row was run)."""
 MODEL_LABELS = {RANDOM: "Random (expectation)", POPULARITY: "Popularity", "embedding": "Embedding",
                 "recsim": "RecSim", "llm": "LLM agent"}  # fmt: skip
 
@@ -88,6 +94,8 @@ class Cell:
     swapped: Estimate | None = None
     drop: Estimate | None = None
     seconds: float = 0.0
+    versus: dict[str, Estimate] = field(default_factory=dict)
+    """Paired difference ``p - p_reference`` per reference row key (see :data:`REFERENCES`)."""
 
 
 @dataclass
@@ -128,6 +136,9 @@ class DiscriminationResult:
             if c.swapped is not None and c.drop is not None:
                 row.update(p_swapped=c.swapped.mean, drop=c.drop.mean, drop_stderr=c.drop.stderr,
                            drop_ci_low=c.drop.low, drop_ci_high=c.drop.high)  # fmt: skip
+            for ref, diff in c.versus.items():
+                row.update({f"diff_vs_{ref}": diff.mean, f"diff_vs_{ref}_stderr": diff.stderr,
+                            f"diff_vs_{ref}_ci_low": diff.low, f"diff_vs_{ref}_ci_high": diff.high})  # fmt: skip
             out.append(row)
         for name, values in PAPER_ROWS.items():
             for (a, b), p in values.items():
@@ -155,6 +166,7 @@ class DiscriminationResult:
                 total = sum(self.widened.values())
                 lines += ["", f"Negatives drawn outside their positive's popularity band: {total}."]
             lines.append("")
+        lines += self._versus_lines(heads)
         if any(c.drop is not None for c in self.cells):
             lines += [
                 "## Personalization check",
@@ -177,6 +189,46 @@ class DiscriminationResult:
         if self.usage:
             lines += ["", self.usage]
         return "\n".join(lines) + "\n"
+
+    def _versus_lines(self, heads: list[str]) -> list[str]:
+        refs = [r for r in REFERENCES if r in self.models]
+        if not refs:
+            return []
+        lines = ["## Paired differences", "",
+                 "Each model's p minus the reference row's, paired over the same users and candidates: mean "
+                 "[bootstrap interval over users]; * marks an interval excluding 0.", ""]  # fmt: skip
+        for sampler in self.samplers:
+            lines += [f"### Negatives: {sampler}", "", "| model | vs | " + " | ".join(heads) + " |",
+                      "|---|---|" + "---|" * len(heads)]  # fmt: skip
+            for model in self.models:
+                for ref in refs:
+                    cells = [self.cell(model, sampler, a, b) for a, b in self.settings]
+                    if any(ref not in c.versus for c in cells):
+                        continue
+                    texts = [_diff_text(c.versus[ref]) for c in cells]
+                    lines.append(f"| {self.labels[model]} | {self.labels[ref]} | " + " | ".join(texts) + " |")
+            lines.append("")
+        return lines
+
+
+def _diff_text(diff: Estimate) -> str:
+    star = "*" if diff.low > 0 or diff.high < 0 else ""
+    return f"{diff.mean:+.3f} [{diff.low:+.3f}, {diff.high:+.3f}]{star}"
+
+
+def add_paired_differences(cells: list[Cell], *, seed: int, bootstrap: int, confidence: float) -> None:
+    """Fill ``Cell.versus``: each non-random model against each reference row of the same sampler and setting."""
+    by_key = {(c.model, c.sampler, c.a, c.b): c for c in cells}
+    for cell in cells:
+        if cell.model == RANDOM:
+            continue
+        for ref in REFERENCES:
+            other = by_key.get((ref, cell.sampler, cell.a, cell.b))
+            if other is None or (cell.model in REFERENCES and REFERENCES.index(ref) <= REFERENCES.index(cell.model)):
+                continue  # itself, or the mirror of a reference pair already shown (Embedding vs Popularity)
+            rng = child_rng(seed, "bootstrap-versus", ref, cell.model, cell.sampler, cell.a, cell.b)
+            cell.versus[ref] = paired_difference(cell.per_user, other.per_user, rng, bootstrap=bootstrap,
+                                                 confidence=confidence)  # fmt: skip
 
 
 def _drop_text(cell: Cell) -> str:
@@ -252,13 +304,25 @@ def _score_trial(model: Any, trial: Trial, label: str, key: tuple, seed: int) ->
     return [trial.candidates[i] for i in pick]
 
 
-def run_discrimination(resources: Resources, *, progress: bool = True) -> DiscriminationResult:
-    """Run the discrimination test for ``resources.eval.user_models`` (see the module docstring)."""
+def run_discrimination(
+    resources: Resources,
+    *,
+    progress: bool = True,
+    settings: Sequence[tuple[int, int]] | None = None,
+    desc: str = "discrimination",
+) -> DiscriminationResult:
+    """Run the discrimination test for ``resources.eval.user_models`` (see the module docstring).
+
+    ``settings`` replaces ``evaluation.settings`` (the 1:m preference test runs ``(a, m * a)``); users, negatives and
+    donors are drawn as always, so the same seed gives the same users whatever the settings.
+    """
     started = time.perf_counter()
     cfg = resources.eval
     full = resources.dataset
     seed = cfg.seed
-    settings = [tuple(s) for s in cfg.settings]
+    settings = [(int(a), int(b)) for a, b in (cfg.settings if settings is None else settings)]
+    if max(a for a, _ in settings) >= cfg.min_interactions:
+        raise ValueError(f"min_interactions ({cfg.min_interactions}) must exceed every held-out size a ({settings})")
     samplers = list(NEGATIVE_SAMPLERS) if cfg.negatives == "both" else [cfg.negatives]
     a_values = sorted({a for a, _ in settings})
     min_count = cfg.min_interactions
@@ -278,7 +342,7 @@ def run_discrimination(resources: Resources, *, progress: bool = True) -> Discri
     runs = 2 if donors else 1
     metric = DiscriminationHitRate()
     total = (len(models) - 1) * runs * len(samplers) * len(settings) * len(users)
-    with tqdm(total=total, desc="discrimination", unit="user", disable=not progress) as bar:
+    with tqdm(total=total, desc=desc, unit="user", disable=not progress) as bar:
         for kind in models[1:]:
             for a in a_values:
                 bar.set_postfix_str(f"{kind}, a={a}: building")
@@ -321,6 +385,7 @@ def run_discrimination(resources: Resources, *, progress: bool = True) -> Discri
                         cell.swapped = summarize(swapped, child_rng(seed, "bootstrap-swap", *key), **boot)
                         cell.drop = summarize(per_user - swapped, child_rng(seed, "bootstrap-drop", *key), **boot)
                     cells.append(cell)
+    add_paired_differences(cells, seed=seed, bootstrap=cfg.bootstrap_samples, confidence=cfg.confidence)
     result = DiscriminationResult(
         dataset=full.name, users=users, settings=settings, samplers=samplers, models=models, labels=labels,
         cells=cells, donors=donors, widened=widened, build_seconds=build_seconds, usage=resources.usage_line(),

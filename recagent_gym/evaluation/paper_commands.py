@@ -1,4 +1,4 @@
-"""``recagent-gym evaluate discrimination`` and ``recagent-gym evaluate sequence`` (the paper's evaluations).
+"""``recagent-gym evaluate discrimination|preference|rating|sequence`` (the paper's and the field's evaluations).
 
 Flags override the ``evaluation`` configuration section (``--set evaluation.KEY=VALUE`` works too); the output
 folder gets ``table.md``, ``table.csv``, ``plot.png`` and the redacted ``config.yaml``.
@@ -46,6 +46,31 @@ def add_evaluate_discrimination(evaluate_subparsers: Any) -> None:
     parser.set_defaults(func=run_discrimination_command)
 
 
+def add_evaluate_preference(evaluate_subparsers: Any) -> None:
+    """Add ``evaluate preference`` (Agent4Rec's 1:m preference discrimination) to the ``evaluate`` group."""
+    parser = evaluate_subparsers.add_parser(
+        "preference", help="preference discrimination 1:m (Agent4Rec): accuracy, precision, recall, F1"
+    )
+    _common_arguments(parser, "runs/evaluate/preference")
+    parser.add_argument("--negatives", choices=("uniform", "popularity-matched", "both"), default=None,
+                        help="negative sampler (default both)")  # fmt: skip
+    parser.add_argument("--ratios", default=None, help="comma-separated ratios m (default 1,2,3,9)")
+    parser.add_argument("--no-personalization-check", action="store_true",
+                        help="skip re-scoring with swapped user histories")  # fmt: skip
+    parser.set_defaults(func=run_preference_command)
+
+
+def add_evaluate_rating(evaluate_subparsers: Any) -> None:
+    """Add ``evaluate rating`` (rating prediction, RMSE) to the ``evaluate`` group."""
+    parser = evaluate_subparsers.add_parser("rating", help="rating prediction of held-out items (RMSE)")
+    _common_arguments(parser, "runs/evaluate/rating")
+    parser.add_argument("--negatives", choices=("uniform", "popularity-matched", "both"), default=None,
+                        help="negative sampler (default both)")  # fmt: skip
+    parser.add_argument("--no-personalization-check", action="store_true",
+                        help="skip re-scoring with swapped user histories")  # fmt: skip
+    parser.set_defaults(func=run_rating_command)
+
+
 def add_evaluate_sequence(evaluate_subparsers: Any) -> None:
     """Add ``evaluate sequence`` to the ``evaluate`` group."""
     parser = evaluate_subparsers.add_parser(
@@ -68,6 +93,7 @@ def flag_overrides(args: argparse.Namespace) -> list[str]:
         "negatives": getattr(args, "negatives", None),
         "sequence_choice": getattr(args, "choice", None),
         "sequence_lengths": f"[{args.lengths}]" if getattr(args, "lengths", None) else None,
+        "preference_ratios": f"[{args.ratios}]" if getattr(args, "ratios", None) else None,
     }
     if getattr(args, "no_personalization_check", False):
         pairs["personalization_check"] = "false"
@@ -110,6 +136,20 @@ def run_discrimination_command(args: argparse.Namespace) -> int:
 
     resources = _prepare(args)
     return _finish(args, resources, run_discrimination(resources, progress=not args.no_progress))
+
+
+def run_preference_command(args: argparse.Namespace) -> int:
+    from recagent_gym.evaluation.preference import run_preference
+
+    resources = _prepare(args)
+    return _finish(args, resources, run_preference(resources, progress=not args.no_progress))
+
+
+def run_rating_command(args: argparse.Namespace) -> int:
+    from recagent_gym.evaluation.rating import run_rating
+
+    resources = _prepare(args)
+    return _finish(args, resources, run_rating(resources, progress=not args.no_progress))
 
 
 def run_sequence_command(args: argparse.Namespace) -> int:

@@ -21,7 +21,10 @@ if TYPE_CHECKING:
 
 
 def write_outputs(
-    out_dir: str | Path, result: DiscriminationResult | SequenceResult, config: Config, evaluation: EvaluationConfig
+    out_dir: str | Path,
+    result: DiscriminationResult | SequenceResult | Any,
+    config: Config,
+    evaluation: EvaluationConfig,
 ) -> dict[str, Path]:
     """Write the four output files of an evaluation into ``out_dir`` (created); returns their paths."""
     from recagent_gym.evaluation.discrimination import DiscriminationResult
@@ -31,7 +34,9 @@ def write_outputs(
     paths = {name: out / name for name in ("table.md", "table.csv", "plot.png", "config.yaml")}
     paths["table.md"].write_text(result.markdown(), encoding="utf-8")
     pd.DataFrame(result.rows()).to_csv(paths["table.csv"], index=False)
-    if isinstance(result, DiscriminationResult):
+    if hasattr(result, "plot"):  # the preference and rating results draw their own figure
+        result.plot(paths["plot.png"])
+    elif isinstance(result, DiscriminationResult):
         plot_discrimination(result, paths["plot.png"])
     else:
         plot_sequence(result, paths["plot.png"])
