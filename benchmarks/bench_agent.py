@@ -111,7 +111,8 @@ def bench_decisions(model: LLMUserModel, users: list[int], args: Args, rng: np.r
                 random_match.append(np.mean([matches(dataset, model, user, i) for i in page.items]))
             if r.action == Action.LEAVE or done >= args.decisions:
                 break
-        model.end_session(user)
+        model.end_sessions([user])
+        model.write_ended()
     n = sum(actions.values())
     print(f"\n== {n} single-user page decisions ({len(users)} users, pages of {args.page_size}) ==")
     print("actions: " + ", ".join(f"{a} {c} ({c / n:.0%})" for a, c in sorted(actions.items())))
@@ -154,6 +155,7 @@ def bench_batched(model: LLMUserModel, users: list[int], args: Args) -> None:
         latency.append((time.perf_counter() - started) / 4)
         done += 4
         model.end_sessions(group)
+        model.write_ended()
     print(f"\n== {done} decisions in batches of 4 users (one choose call per batch) ==")
     print(f"latency per decision: mean {np.mean(latency):.2f} s (per batch {4 * np.mean(latency):.2f} s)")
 

@@ -28,7 +28,7 @@ from recagent_gym.envs.vector import RecAgentVectorEnv
 from recagent_gym.llm.embedder import SentenceEmbedder
 from recagent_gym.llm.factory import build_llm
 
-PHASES = ("respond_batch", "between_sessions", "flush_ended")
+PHASES = ("respond_batch", "social_round", "write_ended")
 """User-model methods timed: decisions, the social world between sessions, batched end-of-session writes (the
 last can run inside the others, when a pending user's memory is needed)."""
 

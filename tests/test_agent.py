@@ -172,7 +172,9 @@ def test_deferred_feelings_reach_memory_at_end_of_session() -> None:
     watched = [r.item for r in responses if r.item is not None]
     assert watched and all(r.feeling is None for r in responses)
     assert not [n for n in model.memory(0).notes if n.kind == "feeling"]
-    model.end_session(0)
+    model.end_sessions([0])
+    assert not [n for n in model.memory(0).notes if n.kind == "feeling"]  # ending is bookkeeping only
+    assert model.write_ended() == [0]
     feelings = [n for n in model.memory(0).notes if n.kind == "feeling"]
     assert len(feelings) == len(watched)
     assert "I liked it a lot" in feelings[0].content
@@ -197,7 +199,7 @@ def test_inline_feelings_fall_back_after_reask_and_count() -> None:
 def test_state_round_trip_gives_identical_futures() -> None:
     model = make_model()
     run_session(model, 0, seed=2, pages=2)
-    model.between_sessions(np.random.default_rng(1), 3.0)
+    model.social_round(np.random.default_rng(1), 3.0)
     state = model.get_state()
     twin = make_model()
     twin.set_state(state)
@@ -279,33 +281,54 @@ def test_take_action_is_calibrated_against_a_content_free_prompt() -> None:
     """Scores that favour one option for every prompt alike (length or frequency bias) carry no information:
     after calibration the behaviour priors decide."""
     from recagent_gym.llm.protocol import Choice
-    from recagent_gym.prompts import take_action
+    from recagent_gym.prompts import take_action as contract
+    from recagent_gym.users.agent import take_action
 
-    biased = Choice(index=2, option=take_action.OPTIONS[2], scores=(-9.0, -8.0, -2.0))
+    biased = Choice(index=2, option=contract.OPTIONS[2], scores=(-9.0, -8.0, -2.0))
     prior = take_action.priors(("Watcher",), 0.5)
     calibrated = take_action.model_probabilities(biased, baseline=biased)
     np.testing.assert_allclose(calibrated, np.full(3, 1 / 3))
     assert take_action.model_probabilities(biased)[2] > 0.99
     rng = np.random.default_rng(0)
-    picks = [take_action.decide(biased, prior, rng, baseline=biased) for _ in range(2000)]
+    picks = [take_action.sample_action(biased, prior, rng, baseline=biased) for _ in range(2000)]
     share = picks.count("recommender") / len(picks)
     assert abs(share - prior[0]) < 0.04
 
 
-def test_session_end_batch_writes_ended_sessions_together() -> None:
-    model = make_model(overrides={"user": {"session_end_batch": 3}})
+def test_ended_sessions_are_written_in_one_explicit_batch() -> None:
+    model = make_model()
     backend = model.memory_backend
     for user in (0, 1):
         run_session(model, user, seed=user, pages=1)
-        model.end_session(user)
-    assert backend.flush_batches == []  # two of three pending: nothing written yet
+        model.end_sessions([user])
+    assert backend.flush_batches == []  # ending is bookkeeping: nothing written yet
+    assert model.write_ended(at_least=3) == []  # two of three pending: still nothing
     state = model.get_state()
     assert [s["user_id"] for s in state["ended"]] == [0, 1]
-    twin = make_model(overrides={"user": {"session_end_batch": 3}})
+    twin = make_model()
     twin.set_state(state)
     assert twin.memory_backend.flush_batches == []  # restoring pending sessions writes nothing
+    twin.memory(1)
+    assert twin.memory_backend.flush_batches == []  # reading a memory is a plain getter: no hidden writes
     run_session(model, 2, seed=2, pages=1)
-    model.end_session(2)
+    model.end_sessions([2])
+    assert model.write_ended(at_least=3) == [0, 1, 2]
     assert backend.flush_batches == [3]  # one flush for the three sessions
-    twin.memory(1)  # using a pending agent's memory writes its session (and the others pending) first
+    twin.start_session(1, np.random.default_rng(5))  # a pending agent's session starts: its last one goes first
     assert twin.memory_backend.flush_batches == [2]
+
+
+def test_memory_notes_come_from_their_templates() -> None:
+    from recagent_gym.prompts import memory_notes
+    from recagent_gym.prompts.template import TEMPLATE_DIR
+
+    assert (TEMPLATE_DIR / "memory_note_watched.txt").read_text().strip() == "{name} watched {title}."
+    model = make_model(overrides={"user": {"watch_threshold": -20.0}})
+    responses = run_session(model, 0, seed=0, pages=1)
+    item = next(r.item for r in responses if r.item is not None)
+    notes = [n.content for n in model.memory(0).notes]
+    assert memory_notes.watched(name="Ann", title=model.title(item)) in notes
+    assert (
+        memory_notes.feeling(name="Ann", title="X", feeling="fine", rating=4.0)
+        == "Ann watched X and felt: fine (rated 4/5)"
+    )

@@ -68,7 +68,8 @@ def test_session_feelings_and_chat_with_memory(dataset, embedded_llm, sentence_e
     assert response.action == Action.WATCH and response.item in page.items
     assert sorted(response.extra["permutation"]) == list(range(4))
     assert response.usage.calls == 5  # 4 items + the content-free calibration prompt, one batched call
-    model.end_session(user)
+    model.end_sessions([user])
+    model.write_ended()
     assert model.agent(user).feelings[response.item]
     assert 1 <= model.agent(user).ratings[response.item] <= 5
     memory = [r.content for r in model.memory(user).records()]
@@ -78,7 +79,7 @@ def test_session_feelings_and_chat_with_memory(dataset, embedded_llm, sentence_e
     rng2 = np.random.default_rng(0)
     events = []
     for _ in range(5):
-        events = [e for e in model.between_sessions(rng2, 5.0, users=[0, 1]) if e["type"] in ("chat", "post")]
+        events = [e for e in model.social_round(rng2, 5.0, users=[0, 1]) if e["type"] in ("chat", "post")]
         if events:
             break
     assert events, "no agent entered the social media in 5 rounds"

@@ -107,7 +107,7 @@ def test_vector_state_round_trip(dataset):
 
 
 def test_draw_user_never_returns_a_busy_user_even_with_concentrated_weights() -> None:
-    from recagent_gym.envs.activation import draw_user
+    from recagent_gym.session.activation import draw_user
 
     weights = np.array([1000.0, 1000.0, 1.0, 1.0])
     cumulative = np.cumsum(weights)
@@ -125,9 +125,10 @@ def test_sub_envs_starting_together_share_one_social_round(dataset):
             super().__init__(*args, **kwargs)
             self.rounds: list[tuple[float, list[int]]] = []
 
-        def between_sessions(self, rng, time_h, exclude=(), *, users=None):
-            self.rounds.append((time_h, sorted(exclude)))
-            return [{"type": "post", "round": len(self.rounds)}]
+        def social_round(self, rng, time_h, incoming):
+            self.rounds.append((time_h, sorted(incoming)))
+            post = {"type": "post", "user": 0, "text": f"round {len(self.rounds)}", "recipients": [], "items": [1]}
+            return [{**post, "fallback": False, "tokens": 0, "latency_s": 0.0}]
 
     user = SocialUser(dataset)
     venv = RecAgentVectorEnv(4, dataset, user, max_pages=1, social=True)  # every session lasts one page
@@ -140,7 +141,9 @@ def test_sub_envs_starting_together_share_one_social_round(dataset):
         incoming = sorted(info["reset"]["user_id"] for info in infos["env_infos"])
         assert user.rounds[-1][1] == incoming
         reported = [info["reset"]["social_events"] for info in infos["env_infos"]]
-        assert reported[0] == [{"type": "post", "round": step}] and reported[1:] == [[], [], []]
+        assert reported[1:] == [[], [], []]
+        # the round's records in the package's one event schema (the simulator's log uses it too)
+        assert [(e["kind"], e["text"], e["titles"]) for e in reported[0]] == [("post", f"round {step}", ["Movie 1"])]
         assert [info["reset"].get("social_round_env") for info in infos["env_infos"]] == [None, 0, 0, 0]
 
     single = RecAgentEnv(dataset, SocialUser(dataset), max_pages=1, social=True)

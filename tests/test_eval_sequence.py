@@ -9,7 +9,7 @@ import pytest
 
 from recagent_gym.data.schema import Dataset
 from recagent_gym.data.splits import leave_last_out
-from recagent_gym.evaluation.sequence import GROUND_TRUTH, MF_TOP, generate_sequence, run_sequence
+from recagent_gym.evaluation.sequence import GROUND_TRUTH, MF_TOP, generate_sequence, run_sequence, sequence_kernel
 from recagent_gym.llm.testing import ScriptedLLM
 from recagent_gym.users.recsim import RecSimUser
 from tests._eval_fixtures import make_resources, movielens_dir, tiny_ml  # noqa: F401
@@ -28,7 +28,8 @@ def test_generated_sequences_follow_the_recommender_pages(tiny_ml: Dataset) -> N
     assert set(seq) <= set(allowed.tolist())  # only the top (page_size + steps) unseen items were ever shown
     top1, _ = generate_sequence(None, 0, 4, scores, seen, 3, "score", np.random.default_rng(0))
     assert top1 == allowed[:4].tolist()
-    responded, fallbacks = generate_sequence(model, 0, 4, scores, seen, 3, "respond", np.random.default_rng(0))
+    kernel = sequence_kernel(split.train, 3, 4)
+    responded, fallbacks = generate_sequence(model, 0, 4, scores, seen, 3, "respond", np.random.default_rng(0), kernel)
     assert len(responded) == 4 and 0 <= fallbacks <= 4
 
 

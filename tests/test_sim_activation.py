@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from recagent_gym.simulator.activation import Activation, fit_pareto, pareto_cdf, pareto_levels
+from recagent_gym.session.activation import Activation, fit_pareto, pareto_cdf, pareto_levels
 from recagent_gym.simulator.config import SimulationConfig
 
 
@@ -88,7 +88,7 @@ def test_fit_rejects_degenerate_samples() -> None:
 
 
 def test_one_agent_falls_back_to_the_configured_alpha() -> None:
-    from recagent_gym.simulator.activation import Activation
+    from recagent_gym.session.activation import Activation
     from recagent_gym.simulator.config import SimulationConfig
 
     config = SimulationConfig(agents=1, activation="pareto", fit_activity=True, pareto_alpha=2.5)

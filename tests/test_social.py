@@ -46,7 +46,7 @@ def test_chats_and_posts_reach_memories_and_heard_items() -> None:
         ],
     )
     model = make_model(llm, overrides=SOCIAL)
-    events = model.between_sessions(np.random.default_rng(0), 10.0, exclude=[5])
+    events = model.social_round(np.random.default_rng(0), 10.0, [5])
     kinds = [e["type"] for e in events]
     assert all(e["user"] != 5 for e in events if "user" in e)
     assert kinds.count("take_action") >= 1 and all(e["choice"] == "social" for e in events if "choice" in e)
@@ -73,7 +73,7 @@ def test_chats_and_posts_reach_memories_and_heard_items() -> None:
 def test_chat_turns_are_batched_and_fallbacks_name_recent_movies() -> None:
     llm = ScriptedLLM(chooser=social_chooser, default="")  # every utterance invalid: re-ask, then fallback
     model = make_model(llm, overrides=SOCIAL, graph=RingGraph(6))
-    events = model.between_sessions(np.random.default_rng(3), 1.0)
+    events = model.social_round(np.random.default_rng(3), 1.0)
     chats = [e for e in events if e["type"] == "chat"]
     assert chats
     assert len(chats) >= 2
@@ -110,4 +110,4 @@ def test_take_action_uses_priors_when_the_model_has_no_scores() -> None:
 
 def test_social_disabled_returns_no_events() -> None:
     model = make_model(overrides={"social": {"enabled": False}})
-    assert model.between_sessions(np.random.default_rng(0), 1.0) == []
+    assert model.social_round(np.random.default_rng(0), 1.0) == []

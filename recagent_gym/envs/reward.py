@@ -9,20 +9,13 @@ in ``info`` too).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from functools import partial
 
 from recagent_gym.envs.config import EnvConfig
-from recagent_gym.users.protocol import Action, Response
+from recagent_gym.session.outcome import StepOutcome
+from recagent_gym.users.protocol import Action
 
-
-@dataclass(frozen=True, slots=True)
-class StepOutcome:
-    """What happened in one env step: the response to the page, and to the search results if the user searched."""
-
-    response: Response
-    search_response: Response | None = None
-
+__all__ = ["RewardFn", "StepOutcome", "reward_from_config", "step_reward"]
 
 RewardFn = Callable[[StepOutcome], float]
 

@@ -10,8 +10,10 @@ Protocol, per length ``N``:
    and the items already picked in this sequence.
 3. The simulated user picks one item per step. ``sequence_choice: score`` (default) takes the top item of the user
    model's ``score_items`` over the page (ties at random): a forced choice, since the protocol needs one pick per
-   step, and the user's state does not evolve. ``respond`` asks the model's ``respond`` (its state evolves, e.g.
-   RecSim's interest drift); an answer other than WATCH of a page item falls back to ``score`` and is counted.
+   step, and the user's state does not evolve. ``respond`` runs the user's session in the session kernel (the
+   env's page-step pipeline, with the recommender's pages as shown, without catalogue search) so its state evolves
+   (e.g. RecSim's interest drift); an answer other than WATCH of a page item falls back to ``score`` and is
+   counted, and a user who leaves starts a new session.
    A reference row ``MF top-1`` always takes the recommender's first item.
 4. Objective metrics per sequence: hit rate of the held-out items, Jensen-Shannon divergence of its genre
    distribution from the user's training history, mean embedding similarity to the ground truth (all pairs).
@@ -46,10 +48,12 @@ from recagent_gym.evaluation.metrics import (
     top_k,
 )
 from recagent_gym.evaluation.subjects import Resources, child_rng, sample_users
+from recagent_gym.llm.seeding import SEED_HIGH
 from recagent_gym.prompts import sequence_judge
 from recagent_gym.prompts.checked import choose_checked
 from recagent_gym.recommenders.baselines import top_k_excluding
-from recagent_gym.users.protocol import Action, Context, Page
+from recagent_gym.session import Lane, SessionKernel, SessionRules, SessionTables
+from recagent_gym.users.protocol import Action
 
 logger = logging.getLogger(__name__)
 
@@ -160,33 +164,45 @@ def _pick_by_score(model: Any, user: int, page: np.ndarray, rng: np.random.Gener
     return int(page[top_k(scores, 1, rng)[0]])
 
 
+def sequence_kernel(train: Dataset, page_size: int, n: int) -> SessionKernel:
+    """The session kernel of ``respond`` picks: the recommender's pages shown as given, no catalogue search."""
+    rules = SessionRules(page_size=page_size, max_pages=max(n, 1), duplicate_rule="allow", social=False)
+    return SessionKernel(SessionTables.build(train), None, rules)
+
+
 def generate_sequence(
     model: Any, user: int, n: int, mf_scores: np.ndarray, seen: np.ndarray, page_size: int, choice: str,
-    rng: np.random.Generator,
+    rng: np.random.Generator, kernel: SessionKernel | None = None,
 ) -> tuple[list[int], int]:  # fmt: skip
-    """``n`` picks of ``model`` (``None`` = the recommender's first item) and how many fell back to scoring."""
+    """``n`` picks of ``model`` (``None`` = the recommender's first item) and how many fell back to scoring.
+
+    ``choice='respond'`` needs ``kernel`` (:func:`sequence_kernel`)."""
     picked: list[int] = []
     fallbacks = 0
-    if model is not None and choice == "respond":
-        model.start_session(user, rng)
-    for step in range(n):
+    respond = model is not None and choice == "respond"
+    if respond and kernel is None:
+        raise ValueError("sequence_choice 'respond' needs the session kernel (sequence_kernel)")
+    lane = Lane(rng)
+    for _ in range(n):
         page = top_k_excluding(mf_scores, np.concatenate([seen, np.asarray(picked, dtype=np.int64)]), page_size)
         if model is None:
             picked.append(int(page[0]))
             continue
-        if choice == "respond":
-            response = model.respond(
-                Page(items=tuple(int(i) for i in page), index=step),
-                Context(user_id=user, step=step, watched=tuple(picked)),
-                rng,
-            )
-            if response.action == Action.WATCH and response.item in set(page.tolist()):
-                picked.append(int(response.item))
+        if respond:
+            assert kernel is not None
+            if lane.session is None or not lane.session.open:  # first step, or the user left: a new session
+                kernel.restart([lane], [0], model, user_ids=[user], time_h=0.0)
+            final = kernel.step_sessions([lane.session], [page], model)[0].outcome.final  # type: ignore[list-item]
+            if final.action == Action.WATCH and final.item in set(page.tolist()):
+                picked.append(int(final.item))  # type: ignore[arg-type]
                 continue
             fallbacks += 1
         picked.append(_pick_by_score(model, user, page, rng))
-    if model is not None and choice == "respond":
-        model.end_session(user)
+    if respond:
+        assert kernel is not None
+        if lane.session is not None and lane.session.open:
+            kernel.end([lane.session], models=[model])
+        model.write_ended()
     return picked, fallbacks
 
 
@@ -227,6 +243,7 @@ def run_sequence(resources: Resources, *, progress: bool = True) -> SequenceResu
             bar.set_postfix_str(f"N={n}: training MF")
             mf = MFRecommender(train, cfg.page_size, resources.config.recommender, seed=int(seed))
             mf_scores = {u: np.asarray(mf.scores(u), dtype=np.float64) for u in users}
+            kernel = sequence_kernel(train, cfg.page_size, n) if cfg.sequence_choice == "respond" else None
             seqs: dict[str, dict[int, list[int]]] = {GROUND_TRUTH: truth}
             fallbacks: dict[str, int] = {GROUND_TRUTH: 0}
             seconds: dict[str, float] = {GROUND_TRUTH: 0.0}
@@ -240,7 +257,7 @@ def run_sequence(resources: Resources, *, progress: bool = True) -> SequenceResu
                 for u in users:
                     rng = child_rng(seed, "sequence", n, kind, u)
                     seq, fb = generate_sequence(model, u, n, mf_scores[u], history[u], cfg.page_size,
-                                                cfg.sequence_choice, rng)  # fmt: skip
+                                                cfg.sequence_choice, rng, kernel)  # fmt: skip
                     seqs[kind][u] = seq
                     fallbacks[kind] += fb
                     bar.update(1)
@@ -291,7 +308,7 @@ def _judge(
         orders.append(flags)
     llm = resources.judge_model()
     checked = choose_checked(llm, prompts, [sequence_judge.OPTIONS] * len(prompts), sequence_judge.parse,
-                             seed=int(child_rng(seed, "judge-seed", n).integers(0, 2**31 - 1)))  # fmt: skip
+                             seed=int(child_rng(seed, "judge-seed", n).integers(0, SEED_HIGH)))  # fmt: skip
     rows = []
     for p, (first, second) in enumerate(pairs):
         part = checked[p * len(users) : (p + 1) * len(users)]

@@ -119,7 +119,7 @@ def train_policy(
         "algorithm": train.algorithm,
         "action": train.action,
         "observation_keys": list(TRAINING_KEYS),
-        "page_size": venv.envs[0].page_size,
+        "page_size": venv.face.page_size,
         "dataset": dataset.name,
         "n_items": dataset.n_items,
         "user_model": config.user.model,

@@ -1,20 +1,12 @@
 """Contract of ``templates/take_action.txt``: what an agent does with free time (recommender, social, nothing).
 
-The model's option log-likelihoods are calibrated against the same prompt with a content-free profile (summed
-log-likelihoods favour short, frequent phrases such as " do nothing" whoever the agent is; only the difference
-says something about this agent), then combined with priors from the behaviour features (Watchers favour the
-recommender, Chatters and Posters the social media; activity makes doing nothing less likely) and sampled with
-the seeded generator: ``p ∝ prior * softmax(scores - baseline)``. A backend without scores contributes its pick
-with weight 0.9 (0.05 to each other option). Fallback (invalid answer after one re-ask): the prior alone; counted.
+The options (:data:`OPTIONS`, named :data:`ACTIONS`) and the content-free prompt that calibrates every agent's
+option scores (:func:`build_baseline`). How the scores become a choice (behaviour priors, sampling, fallback) is
+the agent's behaviour policy: :mod:`recagent_gym.users.agent.take_action`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
-import numpy as np
-
-from recagent_gym.llm.protocol import Choice
 from recagent_gym.prompts.template import load_template
 
 OPTIONS: tuple[str, ...] = (" enter the recommender", " enter the social media", " do nothing")
@@ -31,50 +23,3 @@ def build(*, profile: str, memory: str, name: str, clock: str) -> str:
 def build_baseline(clock: str) -> str:
     """The content-free prompt whose option scores calibrate every agent's (see the module docstring)."""
     return build(profile=CONTENT_FREE, memory="", name=CONTENT_FREE, clock=clock)
-
-
-def priors(features: Sequence[str], activity: float) -> np.ndarray:
-    """Prior probability of each action from behaviour features and activity in [0, 1]."""
-    weights = np.array([1.0, 1.0, 1.5 - float(np.clip(activity, 0.0, 1.0))])
-    if "Watcher" in features:
-        weights[0] += 1.0
-    if "Explorer" in features:
-        weights[0] += 0.5
-    if "Chatter" in features:
-        weights[1] += 1.0
-    if "Poster" in features:
-        weights[1] += 1.0
-    return weights / weights.sum()
-
-
-def _usable(choice: Choice | None) -> bool:
-    return (
-        choice is not None
-        and choice.scores is not None
-        and len(choice.scores) == len(OPTIONS)
-        and bool(np.all(np.isfinite(choice.scores)))
-    )
-
-
-def model_probabilities(choice: Choice | None, baseline: Choice | None = None) -> np.ndarray:
-    """The model's distribution over :data:`OPTIONS`, calibrated by ``baseline``'s scores when both have scores
-    (uniform when there is no valid answer)."""
-    n = len(OPTIONS)
-    if choice is None:
-        return np.full(n, 1.0 / n)
-    if choice.scores is None or len(choice.scores) != n or not np.all(np.isfinite(choice.scores)):
-        probs = np.full(n, 0.05)
-        probs[choice.index] = 0.9
-        return probs / probs.sum()
-    logits = np.asarray(choice.scores, dtype=float)
-    if _usable(baseline):
-        logits = logits - np.asarray(baseline.scores, dtype=float)  # type: ignore[union-attr]
-    logits = np.exp(logits - logits.max())
-    return logits / logits.sum()
-
-
-def decide(choice: Choice | None, prior: np.ndarray, rng: np.random.Generator, baseline: Choice | None = None) -> str:
-    """Sample one of :data:`ACTIONS` from ``prior * model`` (calibrated by ``baseline``) with ``rng``."""
-    probs = prior * model_probabilities(choice, baseline)
-    probs = probs / probs.sum()
-    return ACTIONS[int(rng.choice(len(ACTIONS), p=probs))]

@@ -1,5 +1,6 @@
 """The run's event log: one JSON object per line (``events.jsonl``) and the same events as readable lines
-(``events.log``, in the paper's style: "Sarah Miller enters the recommender system").
+(``events.log``, in the paper's style: "Sarah Miller enters the recommender system"). The events are the
+package's one schema (:mod:`recagent_gym.session.events`), which the env's reset ``info`` uses too.
 
 Events of a round are buffered and appended together at the end of the round, before its checkpoint; the checkpoint
 records both files' sizes, so a resume cuts off whatever a killed process appended after it.
@@ -9,91 +10,13 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from recagent_gym.session.events import EVENT_KINDS, Event, human_line
 from recagent_gym.simulator.checkpoint import CheckpointError
 
-EVENT_KINDS: tuple[str, ...] = (
-    "enter",
-    "page",
-    "watch",
-    "search",
-    "next",
-    "leave",
-    "feeling",
-    "chat",
-    "post",
-    "idle",
-    "social_none",
-    "interview",
-    "intervention",
-)
-
-
-@dataclass
-class Event:
-    """Who did what, when, with which items and text, at what LLM cost."""
-
-    round: int
-    time_h: float
-    kind: str
-    agent: int | None = None
-    """Dense user id of the acting agent."""
-    name: str = ""
-    items: list[int] = field(default_factory=list)
-    titles: list[str] = field(default_factory=list)
-    text: str = ""
-    tokens: int = 0
-    latency_s: float = 0.0
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        if self.kind not in EVENT_KINDS:
-            raise ValueError(f"unknown event kind {self.kind!r}; expected one of {EVENT_KINDS}")
-
-    def to_json(self) -> str:
-        return json.dumps(asdict(self), ensure_ascii=False, sort_keys=False)
-
-
-def human_line(event: Event) -> str:
-    """The event as one readable line, e.g. ``[round 3, day 1, 10:00] Sarah Miller watches <Casper>``.
-
-    Rounds are counted from 1 here (``round`` in the JSON log counts from 0).
-    """
-    who = event.name or f"user {event.agent}"
-    titles = ", ".join(f"<{t}>" for t in event.titles)
-    text = " ".join(event.text.split())
-    kind = event.kind
-    if kind == "enter":
-        body = f"{who} enters the recommender system"
-    elif kind == "page":
-        body = f"{who} is recommended {titles}"
-    elif kind == "watch":
-        body = f"{who} watches {titles}"
-    elif kind == "search":
-        body = f'{who} searches for "{text}"' + (f" and finds {titles}" if titles else " and finds nothing")
-    elif kind == "next":
-        body = f"{who} looks at the next page"
-    elif kind == "leave":
-        body = f"{who} leaves the recommender system"
-    elif kind == "feeling":
-        body = f"{who} feels about {titles}: {text}"
-    elif kind == "chat":
-        body = f"{who} chats with {event.extra.get('with_name', 'a friend')}: {text}"
-    elif kind == "post":
-        body = f"{who} posts: {text}"
-    elif kind == "idle":
-        body = f"{who} does nothing"
-    elif kind == "social_none":
-        body = f"{who} wants to socialise but has no friends"
-    elif kind == "interview":
-        body = f"{who} is interviewed: {text}"
-    else:
-        body = f"intervention: {text}"
-    day, hour = int(event.time_h // 24) + 1, int(event.time_h % 24)
-    return f"[round {event.round + 1}, day {day}, {hour:02d}:00] {body}"
+__all__ = ["EVENT_KINDS", "Event", "EventLog", "human_line"]
 
 
 class EventLog:

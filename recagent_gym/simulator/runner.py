@@ -26,20 +26,19 @@ from tqdm import tqdm
 
 from recagent_gym.config import Config, config_from_dict, dump_config
 from recagent_gym.config.loader import apply_overrides
-from recagent_gym.envs.recagent_env import RecAgentEnv
-from recagent_gym.envs.tables import EnvTables
 from recagent_gym.llm.protocol import Usage
-from recagent_gym.prompts import take_action as take_action_prompt
+from recagent_gym.llm.seeding import SEED_HIGH
 from recagent_gym.recommenders.search import CatalogueSearch
+from recagent_gym.session import SessionKernel, SessionRules, SessionTables
+from recagent_gym.session.activation import Activation
 from recagent_gym.simulator import checkpoint as ckpt
-from recagent_gym.simulator.activation import Activation
 from recagent_gym.simulator.clock import SimClock
 from recagent_gym.simulator.errors import SimulationError
 from recagent_gym.simulator.events import Event, EventLog
 from recagent_gym.simulator.export import export_interactions
 from recagent_gym.simulator.files import atomic_write_text
-from recagent_gym.simulator.sessions import DeferredEnds, SessionContext, Slot, run_sessions
-from recagent_gym.simulator.social_step import social_actions
+from recagent_gym.simulator.sessions import HumanUser, SessionContext, Slot, open_sessions, run_sessions
+from recagent_gym.simulator.social_step import chat_or_post_events
 from recagent_gym.simulator.summary import summarise
 from recagent_gym.simulator.world import World, build_recommender_for, build_world
 from recagent_gym.users.agent.profile_view import ProfileTexts
@@ -47,7 +46,6 @@ from recagent_gym.users.profiles import Profile
 
 log = logging.getLogger(__name__)
 
-SEED_HIGH = 2**63 - 1
 PROFILE_FIELDS: tuple[str, ...] = ("name", "gender", "age", "traits", "career", "interests", "features")
 """Profile fields an intervention may edit."""
 RESUMABLE_SECTIONS: tuple[str, ...] = ("llm", "recommender")
@@ -76,11 +74,16 @@ class Simulation:
         self.profile_edits: dict[str, dict[str, Any]] = {}
         self.log = EventLog(self.out)
         self.human = human
-        self._tables = EnvTables.build(self.dataset)
-        self._search = CatalogueSearch(self.dataset)
-        self._deferred = DeferredEnds(self.model)
-        self._envs: list[RecAgentEnv] = []
-        self._human_env: RecAgentEnv | None = None
+        env = self.config.env
+        rules = SessionRules(
+            page_size=sim.page_size,
+            max_pages=sim.max_pages,
+            history_length=env.history_length,
+            duplicate_rule=env.duplicate_rule,
+            social=False,  # the simulator's rounds run the social media themselves
+            end_batch=self.config.user.session_end_batch,
+        )
+        self.kernel = SessionKernel(SessionTables.build(self.dataset), CatalogueSearch(self.dataset), rules)
         self._pending_events: list[Event] = []
 
     # -- agents ---------------------------------------------------------------------------------------------------
@@ -186,7 +189,7 @@ class Simulation:
                     bar.update(1)
             events.extend(self._sessions(recommender, rng, r, t, bar))
             if social:
-                events.extend(social_actions(self.model, social, rng, t, r, sim, exclude=human))
+                events.extend(chat_or_post_events(self.model, social, rng, t, r, sim, exclude=human))
                 bar.update(len(social))
             if self.human is not None and choices.get(self.human.user_id) == "social":
                 events.extend(self.human.social(self, r, t, rng))
@@ -226,57 +229,20 @@ class Simulation:
         self.checkpoint()
 
     def _choose_actions(self, active: Sequence[int], rng: np.random.Generator, t: float) -> dict[int, str]:
-        choices: dict[int, str] = {}
         agents = [u for u in active if self.human is None or u != self.human.user_id]
-        take = getattr(self.model, "take_action", None)
-        if take is None:
-            picked = ["recommender"] * len(agents)
-        elif self.config.simulation.action_choice == "prior":
-            profiles = self.model.profiles
-            picked = [
-                take_action_prompt.decide(
-                    None, take_action_prompt.priors(profiles[u].features, profiles[u].activity), rng
-                )
-                for u in agents
-            ]
-        else:
-            picked = take(agents, rng, t)
-        choices.update(zip(agents, picked, strict=True))
+        use_llm = self.config.simulation.action_choice == "llm"
+        choices = dict(zip(agents, self.model.take_action(agents, rng, t, use_llm=use_llm), strict=True))
         if self.human is not None and self.human.user_id in active:
             choices[self.human.user_id] = self.human.choose_action(self.clock.text())
         return choices
 
-    def _env(self, k: int) -> RecAgentEnv:
-        while len(self._envs) <= k:
-            self._envs.append(self._make_env(self._deferred))
-        return self._envs[k]
-
-    def _make_env(self, user_model: Any) -> RecAgentEnv:
-        sim = self.config.simulation
-        return RecAgentEnv(
-            self.dataset,
-            user_model=user_model,
-            page_size=sim.page_size,
-            max_pages=sim.max_pages,
-            social=False,
-            config=self.config,
-            tables=self._tables,
-            search=self._search,
-            restore_users_on_seed=False,
-        )
-
     def _sessions(self, users: Sequence[int], rng: np.random.Generator, r: int, t: float, bar: tqdm) -> list[Event]:
-        slots = []
-        for k, u in enumerate(users):
-            human = self.human is not None and u == self.human.user_id
-            if human and self._human_env is None:
-                self._human_env = self._make_env(self.human)
-            env = self._human_env if human and self._human_env is not None else self._env(k)
-            # The simulator's clock is the one the agents live by.
-            obs, _ = env.reset(seed=int(rng.integers(0, SEED_HIGH)), options={"user_id": u, "time_h": t})
-            slots.append(Slot(u, env, self.human if human else self._deferred.model, obs))
-        if not slots:
+        if not users:
             return []
+        human = None if self.human is None else HumanUser(self.human)
+        responders = [human if human is not None and u == self.human.user_id else self.model for u in users]  # type: ignore[union-attr]
+        seeds = [int(rng.integers(0, SEED_HIGH)) for _ in users]
+        slots = open_sessions(self.kernel, users, responders, seeds, t)  # the simulator's clock: agents live by it
         events = [Event(r, t, "enter", s.user, self.names[s.user]) for s in slots]
 
         def done(slot: Slot) -> None:
@@ -294,7 +260,7 @@ class Simulation:
         )
         groups = [slots] if self.config.simulation.execution == "parallel" else [[s] for s in slots]
         for group in groups:
-            events.extend(run_sessions(group, self._deferred, ctx, rng, self.model))
+            events.extend(run_sessions(self.kernel, group, ctx, rng, self.model))
         return events
 
     def _page(self, slot: Slot, rng: np.random.Generator) -> tuple[np.ndarray, set[int]]:
@@ -305,7 +271,7 @@ class Simulation:
         k = min(self.config.recommender.rec_random_k, size)
         if k == 0:
             return page, set()
-        seen = slot.env.seen_mask
+        seen = slot.lane.session.seen  # type: ignore[union-attr]
         kept = set(page[: size - k].tolist())
         picks: list[int] = []
         unseen = int((~seen).sum())

@@ -1,9 +1,8 @@
-"""Recommender sessions of many agents, stepped page by page through the env's own page-step pieces.
+"""Recommender sessions of many agents, stepped page by page by the session kernel with the recommender's pages.
 
-Each session runs in a :class:`~recagent_gym.envs.recagent_env.RecAgentEnv` core (``begin_step`` -> user model ->
-``search_request`` -> ``end_step``), the same code the Gymnasium env and its vector env run, sharing one dataset
-table set, one search index and one user model. In parallel mode all open sessions answer each page in one
-``respond_batch`` call and the sessions that end in a step end together (one feelings batch, one memory flush).
+Each open session is a lane of :class:`~recagent_gym.session.SessionKernel` (the pipeline the env and the vector
+env run). In parallel mode all open sessions answer each page in one ``respond_batch`` call, and the sessions that
+end in a step end together (one batch of end-of-session writes).
 """
 
 from __future__ import annotations
@@ -14,34 +13,35 @@ from typing import Any
 
 import numpy as np
 
-from recagent_gym.envs.recagent_env import RecAgentEnv
+from recagent_gym.session import Lane, SessionKernel, StepResult, observe
 from recagent_gym.simulator.events import Event
-from recagent_gym.users.protocol import Page, Response
+from recagent_gym.users.protocol import Context, Page, Response
 
 
-class DeferredEnds:
-    """The user model as the env pool sees it: ``end_session`` calls are collected and run as one batch."""
+class HumanUser:
+    """A human player in the user-model protocol: no end-of-session writing, no social round (the simulator runs
+    the human's social turn itself)."""
 
-    def __init__(self, model: Any) -> None:
-        self.model = model
-        self.pending: list[int] = []
+    def __init__(self, player: Any) -> None:
+        self.player = player
 
-    def end_session(self, user_id: int) -> None:
-        self.pending.append(int(user_id))
+    def start_session(self, user_id: int, rng: np.random.Generator) -> None:
+        self.player.start_session(user_id, rng)
 
-    def flush(self) -> list[int]:
-        ended, self.pending = self.pending, []
-        if ended:
-            batch = getattr(self.model, "end_sessions", None)
-            if batch is not None:
-                batch(ended)
-            else:
-                for u in ended:
-                    self.model.end_session(u)
-        return ended
+    def respond_batch(
+        self, requests: Sequence[tuple[Page, Context]], rngs: Sequence[np.random.Generator]
+    ) -> list[Response]:
+        return self.player.respond_batch(requests, rngs)
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.model, name)
+    def end_sessions(self, user_ids: Sequence[int]) -> None:
+        for user_id in user_ids:
+            self.player.end_session(user_id)
+
+    def write_ended(self, *, at_least: int = 1) -> list[int]:
+        return []
+
+    def social_round(self, rng: np.random.Generator, time_h: float, incoming: Sequence[int]) -> list[dict[str, Any]]:
+        return []
 
 
 @dataclass
@@ -49,7 +49,7 @@ class Slot:
     """One agent's open session."""
 
     user: int
-    env: RecAgentEnv
+    lane: Lane
     responder: Any
     """The user model answering this agent's pages (the LLM agents, or a human in role play)."""
     obs: dict[str, np.ndarray]
@@ -73,70 +73,57 @@ class SessionContext:
     on_done: Callable[[Slot], None]
 
 
-def _respond(slots: Sequence[Slot], requests: Sequence[tuple[Page, Any]]) -> list[Response]:
-    """One ``respond_batch`` per responder (the LLM agents together; a human alone)."""
-    out: list[Response | None] = [None] * len(slots)
-    groups: dict[int, list[int]] = {}
-    for k, slot in enumerate(slots):
-        groups.setdefault(id(slot.responder), []).append(k)
-    for indices in groups.values():
-        responder = slots[indices[0]].responder
-        answers = responder.respond_batch([requests[k] for k in indices], [slots[k].env.session_rng for k in indices])
-        for k, answer in zip(indices, answers, strict=True):
-            out[k] = answer
-    return [r for r in out if r is not None]
+def open_sessions(
+    kernel: SessionKernel, users: Sequence[int], responders: Sequence[Any], seeds: Sequence[int], time_h: float
+) -> list[Slot]:
+    """Start one session per user at the simulator's clock (``seeds``: each session's lane seed)."""
+    lanes = [Lane(np.random.default_rng(seed)) for seed in seeds]
+    kernel.restart(lanes, list(range(len(lanes))), responders, user_ids=list(users), time_h=time_h)
+    return [
+        Slot(u, lane, responder, observe(lane.session, kernel.tables, kernel.rules.max_pages))  # type: ignore[arg-type]
+        for u, lane, responder in zip(users, lanes, responders, strict=True)
+    ]
 
 
 def run_sessions(
-    slots: Sequence[Slot], deferred: DeferredEnds, ctx: SessionContext, rng: np.random.Generator, model: Any
+    kernel: SessionKernel, slots: Sequence[Slot], ctx: SessionContext, rng: np.random.Generator, model: Any
 ) -> list[Event]:
     """Step ``slots`` together until every session has ended; returns their events in order."""
     events: list[Event] = []
-    r, t = ctx.round_index, ctx.time_h
     open_slots = [s for s in slots if not s.done]
     while open_slots:
-        requests: list[tuple[Page, Any]] = []
-        randoms: list[set[int]] = []
-        for slot in open_slots:
-            items, random_items = ctx.page(slot, rng)
-            page, context = slot.env.begin_step(items)
-            requests.append((page, context))
-            randoms.append(random_items)
-            events.append(
-                Event(
-                    r,
-                    t,
-                    "page",
-                    slot.user,
-                    ctx.names[slot.user],
-                    items=list(page.items),
-                    titles=[ctx.titles(i) for i in page.items],
-                    extra={"page_index": page.index, "random_items": sorted(random_items & set(page.items))},
-                )
-            )
-        responses = _respond(open_slots, requests)
-        searches = [slot.env.search_request(resp) for slot, resp in zip(open_slots, responses, strict=True)]
-        asked = [k for k, req in enumerate(searches) if req is not None]
-        search_answers: list[Response | None] = [None] * len(open_slots)
-        if asked:
-            answers = _respond([open_slots[k] for k in asked], [searches[k] for k in asked])  # type: ignore[misc]
-            for k, answer in zip(asked, answers, strict=True):
-                search_answers[k] = answer
-        for k, slot in enumerate(open_slots):
-            obs, _, terminated, truncated, info = slot.env.end_step(responses[k], search_answers[k])
-            slot.obs = obs
-            done = bool(terminated or truncated)
+        pages = [ctx.page(slot, rng) for slot in open_slots]
+        sessions = [slot.lane.session for slot in open_slots]
+        results = kernel.step_sessions(sessions, [p for p, _ in pages], [s.responder for s in open_slots])  # type: ignore[arg-type]
+        for slot, result, (_, randoms) in zip(open_slots, results, pages, strict=True):
+            events.append(_page_event(slot, result, randoms, ctx))
+        for slot, result, (_, randoms) in zip(open_slots, results, pages, strict=True):
+            info = result.info()
+            slot.obs = observe(slot.lane.session, kernel.tables, kernel.rules.max_pages)  # type: ignore[arg-type]
             if ctx.observe is not None:
-                ctx.observe(info, done)
-            events.extend(_step_events(slot, info, randoms[k], ctx, truncated and not terminated))
-            slot.done = done
-        ended = set(deferred.flush())
+                ctx.observe(info, result.done)
+            events.extend(_step_events(slot, info, randoms, ctx, result.truncated))
+            slot.done = result.done
         for slot in open_slots:
             if slot.done:
-                events.extend(_close(slot, model, ctx, slot.user in ended))
+                events.extend(_close(slot, model, ctx))
                 ctx.on_done(slot)
         open_slots = [s for s in open_slots if not s.done]
     return events
+
+
+def _page_event(slot: Slot, result: StepResult, randoms: set[int], ctx: SessionContext) -> Event:
+    page = result.page
+    return Event(
+        ctx.round_index,
+        ctx.time_h,
+        "page",
+        slot.user,
+        ctx.names[slot.user],
+        items=list(page.items),
+        titles=[ctx.titles(i) for i in page.items],
+        extra={"page_index": page.index, "random_items": sorted(randoms & set(page.items))},
+    )
 
 
 def _step_events(slot: Slot, info: dict[str, Any], randoms: set[int], ctx: SessionContext, cut: bool) -> list[Event]:
@@ -197,9 +184,9 @@ def _step_events(slot: Slot, info: dict[str, Any], randoms: set[int], ctx: Sessi
     return out
 
 
-def _close(slot: Slot, model: Any, ctx: SessionContext, ended_by_model: bool) -> list[Event]:
+def _close(slot: Slot, model: Any, ctx: SessionContext) -> list[Event]:
     """Ratings and feelings written at the end of the session (deferred mode) go into the rows and the log."""
-    agent = model.agent(slot.user) if ended_by_model and hasattr(model, "agent") else None
+    agent = model.agent(slot.user) if slot.responder is model and hasattr(model, "agent") else None
     events = []
     for row in slot.watches:
         feeling = None

@@ -1,6 +1,6 @@
 """Social actions of the agents who chose the social media this round, and delivery of injected posts/messages.
 
-The chats and posts are the agent's own (:func:`recagent_gym.users.agent.social_round.socialise`, batched over
+The chats and posts are the agent's own (:func:`recagent_gym.users.agent.social_round.chat_or_post`, batched over
 all social agents of the round); the simulator has its own activation and turns the agent's events into its log.
 """
 
@@ -11,9 +11,10 @@ from typing import Any
 
 import numpy as np
 
+from recagent_gym.prompts import memory_notes
+from recagent_gym.session.events import Event, social_events
 from recagent_gym.simulator.config import SimulationConfig
-from recagent_gym.simulator.events import Event
-from recagent_gym.users.agent.social_round import post_to_friends, socialise
+from recagent_gym.users.agent.social_round import chat_or_post, post_to_friends
 
 
 def deliver_post(model: Any, author: int, text: str, time_h: float) -> list[int]:
@@ -26,14 +27,14 @@ def deliver_post(model: Any, author: int, text: str, time_h: float) -> list[int]
 def deliver_message(model: Any, sender: int, receiver: int, text: str, time_h: float) -> None:
     """A one-line message from ``sender`` to ``receiver``: both memories get it, the receiver hears its titles."""
     names = model.profiles[sender].name, model.profiles[receiver].name
-    line = f"{names[0]} told {names[1]}: {text}"
+    line = memory_notes.message(sender=names[0], receiver=names[1], text=text)
     for u in (sender, receiver):
         model.memory(u).observe([line], time_h, kind="dialogue")
     model.hear(receiver, model.titles.find(text), time_h, source=sender, kind="chat")
     model.memory_backend.flush([model.memory(sender), model.memory(receiver)], time_h)
 
 
-def social_actions(
+def chat_or_post_events(
     model: Any,
     users: Sequence[int],
     rng: np.random.Generator,
@@ -43,50 +44,17 @@ def social_actions(
     *,
     exclude: Sequence[int] = (),
 ) -> list[Event]:
-    """Each user chats with one random friend or posts to all friends (the agent's own :func:`socialise`, with the
+    """Each user chats with one random friend or posts to all friends (the agent's own :func:`chat_or_post`, with the
     simulation's chat/post weights), as simulator events. Agents in ``exclude`` (a human player) are never picked
     as chat partners, whose lines the model would otherwise write for them."""
-    events: list[Event] = []
-    for raw in socialise(model, users, rng, time_h, chat_weight=config.chat_weight, post_weight=config.post_weight):
-        kind = raw["type"]
-        if kind == "no_friends":
-            u = raw["user"]
-            events.append(Event(round_index, time_h, "social_none", u, model.profiles[u].name))
-        elif kind == "chat":
-            a, b = raw["users"]
-            names = {a: model.profiles[a].name, b: model.profiles[b].name}
-            heard_a, heard_b = raw["heard"][str(a)], raw["heard"][str(b)]
-            items = heard_a + [i for i in heard_b if i not in heard_a]
-            events.append(
-                Event(
-                    round_index,
-                    time_h,
-                    "chat",
-                    a,
-                    names[a],
-                    items=items,
-                    titles=[model.title(i) for i in items],
-                    text=" | ".join(f"{names[w]}: {t}" for w, t in raw["lines"]),
-                    tokens=raw["tokens"],
-                    latency_s=raw["latency_s"],
-                    extra={"with": b, "with_name": names[b], "fallbacks": raw["fallbacks"]},
-                )
-            )
-        elif kind == "post":
-            u = raw["user"]
-            events.append(
-                Event(
-                    round_index,
-                    time_h,
-                    "post",
-                    u,
-                    model.profiles[u].name,
-                    items=raw["items"],
-                    titles=[model.title(i) for i in raw["items"]],
-                    text=raw["text"],
-                    tokens=raw["tokens"],
-                    latency_s=raw["latency_s"],
-                    extra={"recipients": raw["recipients"], "fallback": raw["fallback"]},
-                )
-            )
-    return events
+    raws = chat_or_post(
+        model,
+        users,
+        rng,
+        time_h,
+        settle=model.write_ended_of,
+        exclude=frozenset(exclude),
+        chat_weight=config.chat_weight,
+        post_weight=config.post_weight,
+    )
+    return social_events(raws, round_index, time_h, lambda u: model.profiles[u].name, model.title)

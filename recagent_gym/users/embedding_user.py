@@ -74,8 +74,15 @@ class EmbeddingUser:
     def start_session(self, user_id: int, rng: np.random.Generator) -> None:
         self._misses[user_id] = 0
 
-    def end_session(self, user_id: int) -> None:
-        self._misses.pop(user_id, None)
+    def end_sessions(self, user_ids: Sequence[int]) -> None:
+        for user_id in user_ids:
+            self._misses.pop(user_id, None)
+
+    def write_ended(self, *, at_least: int = 1) -> list[int]:
+        return []  # nothing is written at the end of a session
+
+    def social_round(self, rng: np.random.Generator, time_h: float, incoming: Sequence[int]) -> list[dict[str, Any]]:
+        return []  # the classical users have no social life
 
     def respond(self, page: Page, context: Context, rng: np.random.Generator) -> Response:
         cfg = self.config

@@ -1,7 +1,19 @@
 """The user-model protocol: the LLM agent and the classical baselines are interchangeable behind it.
 
-One step of a session reads like RecSim's: the env shows a :class:`Page`, the user model returns a typed
-:class:`Response` (and updates its own state), and the env turns the response into reward and observation.
+One step of a session reads like RecSim's: the session kernel shows a :class:`Page`, the user model returns a
+typed :class:`Response` (and updates its own state), and the env turns the response into reward and observation.
+
+The life of a session, as the kernel (:mod:`recagent_gym.session`) drives it::
+
+    social_round(rng, time_h, incoming)      # the world between sessions (classical users: none, returns [])
+    start_session(user, rng)
+    respond_batch([(page, context), ...])    # once per page (and once more on search results)
+    end_sessions([user, ...])                # bookkeeping only: no LLM work
+    write_ended(at_least=k)                  # THE batched end-of-session writes (feelings, ratings, memory)
+
+``write_ended`` is the only place where ended sessions are written; a model may also call it itself at the
+start of a protocol method that reads an agent's memory while that agent's last session is still unwritten
+(``start_session``, ``social_round``, ``score_items``), never inside a getter.
 """
 
 from __future__ import annotations
@@ -99,8 +111,18 @@ class UserModel(Protocol):
         """Many users' responses at once (the LLM agent sends them to the backend as one batch)."""
         ...
 
-    def end_session(self, user_id: int) -> None:
-        """Called when a session ends; deferred work (memory writes, feelings) may run here."""
+    def end_sessions(self, user_ids: Sequence[int]) -> None:
+        """These users' sessions are over (bookkeeping only; their writes wait for :meth:`write_ended`)."""
+        ...
+
+    def write_ended(self, *, at_least: int = 1) -> list[int]:
+        """Write every session ended since the last call, in one batch, if at least ``at_least`` are pending;
+        returns the users written."""
+        ...
+
+    def social_round(self, rng: np.random.Generator, time_h: float, incoming: Sequence[int]) -> list[dict[str, Any]]:
+        """The social world once between sessions (``incoming``: users about to start a session sit it out);
+        returns its events. Users without a social life return ``[]``."""
         ...
 
     def score_items(self, user_id: int, items: Sequence[int], rng: np.random.Generator) -> np.ndarray:

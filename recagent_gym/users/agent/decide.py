@@ -43,7 +43,7 @@ def threshold_for(base: float, offset: float, features: Sequence[str], activity:
     return base + offset * (("Critic" in features) - ("Watcher" in features) - (activity - 0.5))
 
 
-def decide(
+def decide_page(
     scores: np.ndarray,
     eligible: np.ndarray,
     *,

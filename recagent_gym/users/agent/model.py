@@ -25,36 +25,32 @@ import numpy as np
 from recagent_gym.config import Config
 from recagent_gym.data.schema import Dataset
 from recagent_gym.llm.protocol import LanguageModel, Usage
+from recagent_gym.llm.seeding import SEED_HIGH
 from recagent_gym.prompts import interview as interview_prompt
-from recagent_gym.prompts import item_scoring
-from recagent_gym.prompts import take_action as take_action_prompt
-from recagent_gym.prompts.checked import choose_checked, generate_checked
-from recagent_gym.social.titles import TitleMatcher
+from recagent_gym.prompts import memory_notes
+from recagent_gym.prompts.checked import generate_checked
+from recagent_gym.users.agent.agents import Agents
 from recagent_gym.users.agent.clock import clock_text
 from recagent_gym.users.agent.feelings import FeelingJob, write_feelings
-from recagent_gym.users.agent.memory_backend import MemoryBackend, RecAgentMemoryBackend, memory_text
+from recagent_gym.users.agent.memory_backend import MemoryBackend
 from recagent_gym.users.agent.page import PageDecider, Prepared
-from recagent_gym.users.agent.profile_view import ProfileTexts, agent_profiles
 from recagent_gym.users.agent.scoring import ScoringRequest, score_requests
+from recagent_gym.users.agent.social_round import social_round
 from recagent_gym.users.agent.state import AgentState, PendingFeeling, SessionState
-from recagent_gym.users.agent.taste import ItemVectors, relevance
-from recagent_gym.users.profiles import Profile
+from recagent_gym.users.agent.take_action import choose_actions
+from recagent_gym.users.agent.taste import relevance
 from recagent_gym.users.protocol import Action, Context, Page, Response
 
 log = logging.getLogger(__name__)
 
-SEED_HIGH = 2**31 - 1
 
+class LLMUserModel(Agents):
+    """A population of LLM agents behind the :class:`~recagent_gym.users.protocol.UserModel` protocol.
 
-def resolve_strategy(strategy: str, backend: str) -> str:
-    """``auto`` means ``direct`` for remote (``openai``) backends and ``few_shot`` otherwise."""
-    if strategy == "auto":
-        return "direct" if backend == "openai" else "few_shot"
-    return strategy
-
-
-class LLMUserModel:
-    """A population of LLM agents, one per dataset user (created lazily on first use)."""
+    The agents' state and per-agent pieces are :class:`~recagent_gym.users.agent.agents.Agents` (the view the page
+    decider and the social round receive); this class adds the protocol: sessions, decisions, the batched
+    end-of-session writes, take action, interviews, the social round, accounting and state.
+    """
 
     def __init__(
         self,
@@ -67,142 +63,10 @@ class LLMUserModel:
         *,
         memory_backend: MemoryBackend | None = None,
     ) -> None:
-        self.dataset = dataset
-        self.config = config
-        self.llm = llm
-        self.embedder = embedder
-        self.graph = graph
-        self.profiles: list[Profile] = agent_profiles(dataset, profiles)
-        self.profile_text = ProfileTexts(self.profiles)
-        self.strategy = resolve_strategy(config.user.decision_strategy, config.llm.backend)
-        self.memory_backend = memory_backend or RecAgentMemoryBackend(config.memory, llm, embedder)
-        self.vectors = ItemVectors(dataset, embedder)
-        self.popularity = dataset.item_popularity()
-        self._titles: TitleMatcher | None = None
-        self._history: dict[int, list[int]] = {}
-        self._item_lines: dict[int, str] = {}
-        self._agents: dict[int, AgentState] = {}
-        self._sessions: dict[int, SessionState] = {}
+        super().__init__(dataset, config, llm, embedder, graph, profiles, memory_backend=memory_backend)
         self._ended: list[SessionState] = []
-        """Ended sessions whose feelings and memory flush wait for a batch (``user.session_end_batch``)."""
-        self._memories: dict[int, Any] = {}
+        """Ended sessions whose feelings and memory flush wait for :meth:`write_ended`."""
         self._pages = PageDecider(self)
-
-    # -- per-agent pieces -----------------------------------------------------------------------------------------
-
-    def agent(self, user_id: int) -> AgentState:
-        self._check_user(user_id)
-        if user_id not in self._agents:
-            self._agents[user_id] = AgentState(user_id)
-        return self._agents[user_id]
-
-    def memory(self, user_id: int) -> Any:
-        self._check_user(user_id)
-        if self._ended and any(s.user_id == user_id for s in self._ended):
-            self.flush_ended()  # the agent's memory is about to be read or written: its last session goes first
-        if user_id not in self._memories:
-            self._memories[user_id] = self.memory_backend.create(self.profiles[user_id].name, seed=user_id)
-        return self._memories[user_id]
-
-    def session(self, user_id: int) -> SessionState:
-        if user_id not in self._sessions:
-            raise ValueError(f"user {user_id} has no open session: call start_session({user_id}, rng) first")
-        return self._sessions[user_id]
-
-    def _check_user(self, user_id: int) -> None:
-        if not 0 <= int(user_id) < self.dataset.n_users:
-            raise ValueError(f"user id {user_id} is outside 0..{self.dataset.n_users - 1} of {self.dataset.name!r}")
-
-    def item_line(self, item: int) -> str:
-        """Short item text for prompts: ``Title (year) [genres]`` (no description: keeps the prefix small)."""
-        if item not in self._item_lines:
-            row = self.dataset.items.iloc[item]
-            year = f" ({row.year})" if row.year and row.year > 0 else ""
-            self._item_lines[item] = f"{row.title}{year} [{', '.join(row.genres)}]"
-        return self._item_lines[item]
-
-    def scoring_line(self, item: int) -> str:
-        """Item text in the few-shot scoring prompt: ``Title (year)``, with genres if ``user.scoring_genres``."""
-        if self.config.user.scoring_genres:
-            return self.item_line(item)
-        row = self.dataset.items.iloc[item]
-        return f"{row.title} ({row.year})" if row.year and row.year > 0 else str(row.title)
-
-    def title(self, item: int) -> str:
-        return str(self.dataset.items["title"].iat[item])
-
-    @property
-    def titles(self) -> TitleMatcher:
-        if self._titles is None:
-            self._titles = TitleMatcher(list(self.dataset.items["title"]), self.popularity)
-        return self._titles
-
-    def history(self, user_id: int) -> list[int]:
-        """Dataset history in time order, then what the agent watched in the simulation."""
-        if user_id not in self._history:
-            self._history[user_id] = [int(i) for i in self.dataset.user_history(user_id)["item_id"]]
-        return self._history[user_id] + self.agent(user_id).watched
-
-    def positives(self, user_id: int) -> list[int]:
-        """The ``history_shots`` most recent distinct items the user watched (oldest first)."""
-        recent: list[int] = []
-        for item in reversed(self.history(user_id)):
-            if item not in recent:
-                recent.append(item)
-            if len(recent) == self.config.user.history_shots:
-                break
-        return recent[::-1]
-
-    def negatives(self, user_id: int, rng: np.random.Generator) -> list[int]:
-        """``negative_shots`` distinct items the user never watched, uniformly at random."""
-        seen = set(self.history(user_id))
-        want = min(self.config.user.negative_shots, self.dataset.n_items - len(seen))
-        found: list[int] = []
-        while len(found) < want:
-            for item in rng.integers(0, self.dataset.n_items, size=2 * want):
-                if int(item) not in seen and int(item) not in found and len(found) < want:
-                    found.append(int(item))
-        return found
-
-    def shots(self, positives: Sequence[int], negatives: Sequence[int], rng: np.random.Generator) -> str:
-        return item_scoring.build_shots(
-            [self.scoring_line(i) for i in positives], [self.scoring_line(i) for i in negatives], rng
-        )
-
-    def memory_block(self, user_id: int, query: str, time_h: float) -> str:
-        limit = self.config.user.memory_in_prompt
-        if limit == 0:
-            return ""
-        records = self.memory(user_id).retrieve(query, time_h, top_n=limit)
-        return memory_text(records, limit, self.profiles[user_id].name)
-
-    def heard_item(self, user_id: int, extra: Sequence[int] = ()) -> int | None:
-        """The most recently heard item the user has not watched (``extra``: heard items given by the context)."""
-        watched = set(self.history(user_id))
-        if user_id in self._sessions:
-            watched.update(self._sessions[user_id].watched)
-        heard = [h["item"] for h in self.agent(user_id).heard] + list(extra)
-        for item in reversed(heard):
-            if item not in watched:
-                return int(item)
-        return None
-
-    def hear(self, user_id: int, items: Sequence[int], time_h: float, *, source: int, kind: str) -> None:
-        agent = self.agent(user_id)
-        for item in items:
-            agent.heard.append({"item": int(item), "time_h": float(time_h), "source": int(source), "kind": kind})
-        cap = self.config.user.heard_capacity
-        del agent.heard[: max(0, len(agent.heard) - cap)]
-
-    def friends(self, user_id: int) -> list[int]:
-        if self.graph is not None:
-            return sorted(int(f) for f in self.graph.friends(user_id))
-        social = self.dataset.social
-        if social.empty:
-            return []
-        a = social.loc[social["user_1"] == user_id, "user_2"]
-        b = social.loc[social["user_2"] == user_id, "user_1"]
-        return sorted({int(x) for x in a} | {int(x) for x in b} - {user_id})
 
     # -- UserModel protocol ---------------------------------------------------------------------------------------
 
@@ -210,13 +74,14 @@ class LLMUserModel:
         """Draw patience and the session's fixed Yes/No examples; an open session of this user is ended first."""
         self._check_user(user_id)
         if user_id in self._sessions:
-            self.end_session(user_id)
+            self.end_sessions([user_id])
+        self.write_ended_of([user_id])
         p = min(1.0, 1.0 / self.config.user.patience)
         patience = int(rng.geometric(p))
         positives = self.positives(user_id)
         negatives = self.negatives(user_id, rng)
         shots = self.shots(positives, negatives, rng)
-        session_rng = np.random.default_rng(int(rng.integers(0, 2**63 - 1)))
+        session_rng = np.random.default_rng(int(rng.integers(0, SEED_HIGH)))
         self._sessions[user_id] = SessionState(user_id, session_rng, patience, positives, negatives, shots)
 
     def respond(self, page: Page, context: Context, rng: np.random.Generator) -> Response:
@@ -252,29 +117,27 @@ class LLMUserModel:
         query = "; ".join(self.title(i) for i in shown) or "movies"
         return Prepared(page, ctx, rng, perm, shown, seed, self.memory_block(ctx.user_id, query, ctx.time_h))
 
-    def end_session(self, user_id: int) -> None:
-        """Write the session's pending feelings and flush the agent's memory (no-op without an open session)."""
-        self.end_sessions([user_id])
-
     def end_sessions(self, user_ids: Sequence[int]) -> None:
-        """:meth:`end_session` for many users: one feeling batch and one memory flush for all of them.
-
-        With ``user.session_end_batch = k > 1`` the ended sessions wait until ``k`` are pending (or until one of
-        their agents' memory is used, or :meth:`flush_ended`), then are written in one batch: fewer, larger LLM
-        calls off the critical path, e.g. across the sub-envs of a vector env.
-        """
+        """These users' sessions are over: their feelings and memory writes wait for :meth:`write_ended` (no LLM
+        work here), so that the sessions ended across sub-envs or steps are written as one batch."""
         self._ended += [self._sessions.pop(u) for u in user_ids if u in self._sessions]
-        if len(self._ended) >= self.config.user.session_end_batch:
-            self.flush_ended()
 
-    def flush_ended(self) -> None:
-        """Write the feelings and flush the memories of every ended session still pending."""
+    def write_ended(self, *, at_least: int = 1) -> list[int]:
+        """Write the feelings (and ratings) and flush the memories of every ended session still pending, as one
+        batch, if at least ``at_least`` are pending; returns their users."""
+        if not self._ended or len(self._ended) < at_least:
+            return []
         sessions, self._ended = self._ended, []
-        if not sessions:
-            return
         self._write_pending(sessions)
         time_h = max(s.last_time_h for s in sessions)
         self.memory_backend.flush([self.memory(s.user_id) for s in sessions], time_h)
+        return [s.user_id for s in sessions]
+
+    def write_ended_of(self, user_ids: Collection[int]) -> None:
+        """:meth:`write_ended` now if one of ``user_ids`` has an unwritten ended session: called explicitly before
+        their memories are read or written (their last session goes first)."""
+        if self._ended and any(s.user_id in user_ids for s in self._ended):
+            self.write_ended()
 
     def score_items(self, user_id: int, items: Sequence[int], rng: np.random.Generator) -> np.ndarray:
         """The few-shot item score (LLM + embedding, as in the page decision) of each item for this user."""
@@ -293,6 +156,7 @@ class LLMUserModel:
         items = [int(i) for i in items]
         if not items:
             return np.zeros(0), np.zeros(0)
+        self.write_ended_of([user_id])
         positives = self.positives(user_id)
         negatives = self.negatives(user_id, rng)
         query = "; ".join(self.title(i) for i in items)
@@ -309,14 +173,6 @@ class LLMUserModel:
         agent.usage = agent.usage + result.usage
         agent.count("item_scoring", reasked=result.reasked > 0, fallback=result.fallbacks > 0)
         return result.scores, relevance(self.vectors, positives, negatives, items, self.scale)
-
-    @property
-    def scale(self) -> float:
-        return self.config.user.embedding_scale
-
-    def combine(self, llm_scores: np.ndarray, embedding_scores: np.ndarray) -> np.ndarray:
-        cfg = self.config.user
-        return cfg.score_llm_weight * np.asarray(llm_scores) + cfg.score_embedding_weight * embedding_scores
 
     # -- feelings -------------------------------------------------------------------------------------------------
 
@@ -346,9 +202,9 @@ class LLMUserModel:
                 agent.count("rating", reasked=result.rating_reasked, fallback=result.rating_fallback)
                 agent.ratings[p.item] = float(result.rating)
             agent.feelings[p.item] = result.feeling
-            note = f"{self.profiles[u].name} watched {self.title(p.item)} and felt: {result.feeling}"
-            if result.rating is not None:
-                note += f" (rated {result.rating:g}/5)"
+            note = memory_notes.feeling(
+                name=self.profiles[u].name, title=self.title(p.item), feeling=result.feeling, rating=result.rating
+            )
             self.memory(u).observe([note], p.time_h, kind="feeling")
         return results
 
@@ -390,36 +246,17 @@ class LLMUserModel:
 
     # -- other actions --------------------------------------------------------------------------------------------
 
-    def take_action(self, user_ids: Sequence[int], rng: np.random.Generator, time_h: float) -> list[str]:
-        """``recommender`` / ``social`` / ``nothing`` for each user: one batched ``choose`` (plus the content-free
-        calibration prompt), sampled with priors."""
-        if not user_ids:
-            return []
-        prompts = [
-            take_action_prompt.build(
-                profile=self.profile_text(u, "take_action"),
-                memory=self.memory_block(u, "what to do in free time", time_h),
-                name=self.profiles[u].name,
-                clock=clock_text(time_h),
-            )
-            for u in user_ids
-        ]
-        prompts.append(take_action_prompt.build_baseline(clock_text(time_h)))
-        options = [take_action_prompt.OPTIONS] * len(prompts)
-        checked = choose_checked(self.llm, prompts, options, lambda c: c, seed=int(rng.integers(0, SEED_HIGH)))
-        baseline = checked.pop().value
-        choices = []
-        for u, answer in zip(user_ids, checked, strict=True):
-            agent = self.agent(u)
-            agent.usage = agent.usage + answer.usage
-            agent.count("take_action", reasked=answer.reasked, fallback=answer.value is None)
-            profile = self.profiles[u]
-            prior = take_action_prompt.priors(profile.features, profile.activity)
-            choices.append(take_action_prompt.decide(answer.value, prior, rng, baseline))
-        return choices
+    def take_action(
+        self, user_ids: Sequence[int], rng: np.random.Generator, time_h: float, *, use_llm: bool = True
+    ) -> list[str]:
+        """``recommender`` / ``social`` / ``nothing`` for each user (:func:`.take_action.choose_actions`)."""
+        if use_llm:
+            self.write_ended_of(user_ids)
+        return choose_actions(self, user_ids, rng, time_h, use_llm=use_llm)
 
     def interview(self, user_id: int, question: str, rng: np.random.Generator, time_h: float = 0.0) -> str:
         """The agent's in-character answer (fallback: a fixed "no answer" sentence, counted and logged)."""
+        self.write_ended_of([user_id])
         prompt = interview_prompt.build(
             profile=self.profile_text(user_id, "interview"),
             memory=self.memory_block(user_id, question, time_h),
@@ -443,23 +280,21 @@ class LLMUserModel:
             return interview_prompt.FALLBACK
         return str(answer.value)
 
-    def between_sessions(
+    def social_round(
         self,
         rng: np.random.Generator,
         time_h: float,
-        exclude: Collection[int] = (),
+        incoming: Collection[int] = (),
         *,
         users: Sequence[int] | None = None,
     ) -> list[dict[str, Any]]:
-        """Run the social world once (activation, take action, chats and posts); returns the events.
+        """The social world once (activation, take action, chats and posts); returns the events.
 
-        ``exclude``: users about to start a session (they neither act nor receive posts this round); a vector env
+        ``incoming``: users about to start a session (they neither act nor receive posts this round); a vector env
         passes every sub-env that starts a session at this step, so one round serves them all. ``users`` limits
         who may be activated (default: everyone); friends outside it can still be chatted with.
         """
-        from recagent_gym.users.agent.social_round import run_social_round
-
-        return run_social_round(self, rng, time_h, exclude, users)
+        return social_round(self, rng, time_h, incoming, users, settle=self.write_ended_of)
 
     # -- accounting and state -------------------------------------------------------------------------------------
 

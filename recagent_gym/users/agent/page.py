@@ -7,23 +7,21 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from recagent_gym.llm.protocol import Usage
 from recagent_gym.llm.wrapping import prefix_priority
-from recagent_gym.prompts import page_decision, search_query
+from recagent_gym.prompts import memory_notes, page_decision, search_query
 from recagent_gym.prompts.checked import choose_checked, generate_checked
+from recagent_gym.users.agent.agents import Agents
 from recagent_gym.users.agent.clock import clock_text
-from recagent_gym.users.agent.decide import Decision, RuleParams, decide, threshold_for
+from recagent_gym.users.agent.decide import Decision, RuleParams, decide_page, threshold_for
 from recagent_gym.users.agent.scoring import ScoringRequest, ScoringResult, score_requests
 from recagent_gym.users.agent.state import PendingFeeling
 from recagent_gym.users.agent.taste import relevance
 from recagent_gym.users.protocol import Action, Context, Page, Response
-
-if TYPE_CHECKING:
-    from recagent_gym.users.agent.model import LLMUserModel
 
 DIRECT_ITEM_CHARS = 160
 """Longest item line in the ``direct`` prompt (description cut), to bound the prompt."""
@@ -56,21 +54,23 @@ class Outcome:
 
 
 class PageDecider:
-    def __init__(self, model: LLMUserModel) -> None:
-        self.m = model
+    """Decides pages for the agents it is given (their state and per-agent pieces; not the user-model protocol)."""
+
+    def __init__(self, agents: Agents) -> None:
+        self.agents = agents
 
     def decide(self, prepared: Sequence[Prepared]) -> list[Response]:
         if not prepared:
             return []
-        outcomes = self._direct(prepared) if self.m.strategy == "direct" else self._few_shot(prepared)
-        if self.m.config.user.search_query_source == "llm":
+        outcomes = self._direct(prepared) if self.agents.strategy == "direct" else self._few_shot(prepared)
+        if self.agents.config.user.search_query_source == "llm":
             self._llm_queries(prepared, outcomes)
         return [self._finish(p, o) for p, o in zip(prepared, outcomes, strict=True)]
 
     # -- few-shot scoring -----------------------------------------------------------------------------------------
 
     def _few_shot(self, prepared: Sequence[Prepared]) -> list[Outcome]:
-        m, cfg = self.m, self.m.config.user
+        m, cfg = self.agents, self.agents.config.user
         eligible = [np.array([i not in m.session(p.ctx.user_id).watched for i in p.shown], bool) for p in prepared]
         requests, owners = [], []
         for k, p in enumerate(prepared):
@@ -114,7 +114,7 @@ class PageDecider:
                 search_interest_probability=cfg.search_interest_probability * (2 if profile.has("Explorer") else 1),
             )
             heard = m.heard_item(u, p.ctx.heard)
-            decision, session.patience = decide(
+            decision, session.patience = decide_page(
                 combined,
                 eligible[k],
                 params=params,
@@ -147,7 +147,7 @@ class PageDecider:
     # -- direct choice --------------------------------------------------------------------------------------------
 
     def _direct(self, prepared: Sequence[Prepared]) -> list[Outcome]:
-        m = self.m
+        m = self.agents
         prompts, options = [], []
         for p in prepared:
             u, session = p.ctx.user_id, m.session(p.ctx.user_id)
@@ -198,7 +198,7 @@ class PageDecider:
     # -- optional LLM-written search queries ----------------------------------------------------------------------
 
     def _llm_queries(self, prepared: Sequence[Prepared], outcomes: list[Outcome]) -> None:
-        m = self.m
+        m = self.agents
         todo = [k for k, o in enumerate(outcomes) if o.decision.action == Action.SEARCH]
         if not todo:
             return
@@ -234,7 +234,7 @@ class PageDecider:
     # -- bookkeeping ----------------------------------------------------------------------------------------------
 
     def _finish(self, p: Prepared, o: Outcome) -> Response:
-        m = self.m
+        m = self.agents
         u = p.ctx.user_id
         session, agent, name = m.session(u), m.agent(u), m.profiles[u].name
         prompt_name = "page_decision" if m.strategy == "direct" else "item_scoring"
@@ -248,9 +248,12 @@ class PageDecider:
             session.watched.append(item)
             agent.watched.append(item)
             session.pending.append(PendingFeeling(item, p.ctx.time_h, o.score))
-            m.memory(u).observe([f"{name} watched {m.title(item)}."], p.ctx.time_h, kind="observation")
+            m.memory(u).observe(
+                [memory_notes.watched(name=name, title=m.title(item))], p.ctx.time_h, kind="observation"
+            )
         elif d.action == Action.SEARCH:
-            m.memory(u).observe([f"{name} searched for {d.query}."], p.ctx.time_h, kind="observation")
+            note = memory_notes.searched(name=name, query=str(d.query))
+            m.memory(u).observe([note], p.ctx.time_h, kind="observation")
         extra = {
             "strategy": m.strategy,
             "permutation": [int(k) for k in p.perm],

@@ -12,23 +12,26 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Collection, Sequence
+from typing import Any
 
 import numpy as np
 
+from recagent_gym.llm.seeding import SEED_HIGH
+from recagent_gym.prompts import memory_notes
 from recagent_gym.social.chat import Speaker, run_chats
 from recagent_gym.social.post import write_posts
+from recagent_gym.users.agent.agents import Agents
 from recagent_gym.users.agent.clock import clock_text
+from recagent_gym.users.agent.take_action import choose_actions
 
-if TYPE_CHECKING:
-    from recagent_gym.users.agent.model import LLMUserModel
+Settle = Callable[[Collection[int]], None]
+"""Writes the unwritten ended sessions of these agents before their memories are used (``write_ended_of``)."""
 
-SEED_HIGH = 2**31 - 1
 RECENT_TITLES = 3
 
 
-def speaker(model: LLMUserModel, user_id: int, time_h: float) -> Speaker:
+def speaker(model: Agents, user_id: int, time_h: float) -> Speaker:
     recent = [model.title(i) for i in model.history(user_id)[-RECENT_TITLES:]][::-1]
     return Speaker(
         user_id=user_id,
@@ -39,9 +42,7 @@ def speaker(model: LLMUserModel, user_id: int, time_h: float) -> Speaker:
     )
 
 
-def active_agents(
-    model: LLMUserModel, rng: np.random.Generator, exclude: set[int], users: Sequence[int] | None
-) -> list[int]:
+def active_agents(model: Agents, rng: np.random.Generator, exclude: set[int], users: Sequence[int] | None) -> list[int]:
     cfg = model.config.social
     pool = list(range(len(model.profiles))) if users is None else sorted({int(u) for u in users})
     activity = np.array([model.profiles[u].activity for u in pool], dtype=float)
@@ -53,35 +54,39 @@ def active_agents(
     return active
 
 
-def run_social_round(
-    model: LLMUserModel,
+def social_round(
+    model: Agents,
     rng: np.random.Generator,
     time_h: float,
-    exclude: Collection[int] = (),
+    incoming: Collection[int] = (),
     users: Sequence[int] | None = None,
+    *,
+    settle: Settle,
 ) -> list[dict[str, Any]]:
-    """One round for everyone but ``exclude`` (users about to start a session: they neither act nor receive
+    """One round for everyone but ``incoming`` (users about to start a session: they neither act nor receive
     posts) and those in a session (they receive posts, but do not act or chat)."""
     cfg = model.config.social
     if not cfg.enabled:
         return []
-    incoming = {int(u) for u in exclude}
-    busy = set(model._sessions) | incoming
+    incoming = {int(u) for u in incoming}
+    busy = model.open_users() | incoming
     active = active_agents(model, rng, busy, users)
-    choices = model.take_action(active, rng, time_h)
+    settle(active)
+    choices = choose_actions(model, active, rng, time_h)
     events: list[dict[str, Any]] = [
         {"type": "take_action", "user": u, "choice": c, "time_h": time_h} for u, c in zip(active, choices, strict=True)
     ]
     social = [u for u, choice in zip(active, choices, strict=True) if choice == "social"]
-    return events + socialise(model, social, rng, time_h, exclude=busy, exclude_recipients=incoming)
+    return events + chat_or_post(model, social, rng, time_h, settle=settle, exclude=busy, exclude_recipients=incoming)
 
 
-def socialise(
-    model: LLMUserModel,
+def chat_or_post(
+    model: Agents,
     users: Sequence[int],
     rng: np.random.Generator,
     time_h: float,
     *,
+    settle: Settle,
     exclude: set[int] | frozenset[int] = frozenset(),
     exclude_recipients: set[int] | frozenset[int] = frozenset(),
     chat_weight: float = 1.0,
@@ -113,6 +118,11 @@ def socialise(
             posters.append(u)
     clock = clock_text(time_h)
     touched: set[int] = set()
+    # Every memory this round reads or writes: an agent's unwritten last session goes in first.
+    settle(
+        {u for pair in chats for u in pair}
+        | {f for u in posters for f in (u, *model.friends(u)) if f not in exclude_recipients}
+    )
     if chats:
         pairs = [(speaker(model, a, time_h), speaker(model, b, time_h)) for a, b in chats]
         results = run_chats(
@@ -131,9 +141,8 @@ def socialise(
                 listener = b if who == a else a
                 heard[listener] += [i for i in model.titles.find(line) if i not in heard[listener]]
             for me, other in ((a, b), (b, a)):
-                model.memory(me).observe(
-                    [f"{names[me]} chatted with {names[other]}:\n{transcript}"], time_h, kind="dialogue"
-                )
+                note = memory_notes.chat(name=names[me], other=names[other], transcript=transcript)
+                model.memory(me).observe([note], time_h, kind="dialogue")
                 model.hear(me, heard[me], time_h, source=other, kind="chat")
             initiator = model.agent(a)  # the chat's usage and counts go to the agent who started it
             initiator.usage = initiator.usage + result.usage
@@ -185,7 +194,7 @@ def socialise(
 
 
 def post_to_friends(
-    model: LLMUserModel, author: int, text: str, time_h: float, *, exclude: set[int] | frozenset[int] = frozenset()
+    model: Agents, author: int, text: str, time_h: float, *, exclude: set[int] | frozenset[int] = frozenset()
 ) -> tuple[list[int], list[int]]:
     """Put a post into the author's and every friend's memory (friends in ``exclude`` skipped); friends hear the
     titles it names. No flush. Returns ``(recipients, items named)``."""
@@ -193,7 +202,7 @@ def post_to_friends(
     items = model.titles.find(text)
     recipients = [f for f in model.friends(author) if f not in exclude]
     for u in (author, *recipients):
-        model.memory(u).observe([f"{name} posted: {text}"], time_h, kind="dialogue")
+        model.memory(u).observe([memory_notes.post(name=name, text=text)], time_h, kind="dialogue")
     for f in recipients:
         model.hear(f, items, time_h, source=author, kind="post")
     return recipients, items

@@ -1,6 +1,8 @@
-"""Which agents act in a round: the paper's activation methods, with per-agent activity levels drawn once.
+"""Who comes next: the paper's activation methods, with per-agent activity levels drawn once.
 
-Methods (``simulation.activation``):
+The one activation module of the package: the simulator draws the agents active in a round
+(:meth:`Activation.draw`), the env faces draw the user of the next session (:func:`session_weights`,
+:func:`draw_user`). Methods (``activation``):
 
 * ``pareto``: each agent's activity level ``x`` follows the classical Pareto distribution
   ``p(x) = alpha x_min^alpha / x^(alpha+1)`` (``x >= x_min``), and an agent is active in a round with probability
@@ -21,11 +23,9 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
-
-from recagent_gym.simulator.config import SimulationConfig
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +59,29 @@ def pareto_cdf(x: np.ndarray, alpha: float, x_min: float) -> np.ndarray:
     return np.where(x < x_min, 0.0, 1.0 - (x_min / np.maximum(x, x_min)) ** alpha)
 
 
+class ActivationSettings(Protocol):
+    """The settings :meth:`Activation.build` reads (``SimulationConfig`` has them; see :class:`Settings`)."""
+
+    activation: str
+    active_prob: float
+    active_threshold: int
+    pareto_alpha: float
+    pareto_x_min: float
+    fit_activity: bool
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Plain :class:`ActivationSettings` (defaults as ``SimulationConfig``'s)."""
+
+    activation: str = "pareto"
+    active_prob: float = 0.5
+    active_threshold: int = 1000
+    pareto_alpha: float = 1.5
+    pareto_x_min: float = 0.1
+    fit_activity: bool = True
+
+
 @dataclass
 class Activation:
     """Per-agent activation probabilities of one run (fixed after construction) and the round draw."""
@@ -75,7 +98,7 @@ class Activation:
     @classmethod
     def build(
         cls,
-        config: SimulationConfig,
+        config: ActivationSettings,
         agent_counts: np.ndarray,
         rng: np.random.Generator,
         dataset_counts: np.ndarray | None = None,
@@ -143,3 +166,42 @@ class Activation:
             x_min=state.get("x_min"),
             levels=None if levels is None else np.asarray(levels, dtype=np.float64),
         )
+
+
+def session_weights(settings: ActivationSettings, counts: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Normalised probability of each user starting the next session (``counts``: dataset interactions per user).
+
+    ``pareto``: the user's Pareto activity level (drawn once, fitted to and ranked by ``counts`` with
+    ``fit_activity``); ``uniform``: all users alike; ``marginal``: proportional to the user's share of ``counts``.
+    """
+    n = len(counts)
+    if n == 0:
+        raise ValueError("no users to activate")
+    if settings.activation not in ("pareto", "uniform", "marginal"):
+        raise ValueError(f"unknown activation method {settings.activation!r}; expected pareto, uniform or marginal")
+    activation = Activation.build(settings, np.asarray(counts, dtype=np.float64) + 1.0, rng)
+    # Pareto levels, not the per-round probabilities min(1, level): the cap would flatten the heavy tail.
+    weights = activation.levels if activation.levels is not None else activation.probabilities
+    return weights / weights.sum()
+
+
+def draw_user(cumulative: np.ndarray, rng: np.random.Generator, busy: frozenset[int] = frozenset()) -> tuple[int, int]:
+    """A user drawn by the cumulative activation weights, never one busy elsewhere; returns ``(user, redraws)``.
+
+    A busy user is redrawn a few times; if the weight is concentrated on busy users (heavy-tailed activity and many
+    sub-envs), the draw is made from the weights of the free users only. Raises when every user is busy.
+    """
+    n = len(cumulative)
+    if len(busy) >= n:
+        raise ValueError(f"all {n} users are in a session already: use fewer sub-envs than users")
+    redraws = 0
+    while redraws < 16:
+        user = min(int(np.searchsorted(cumulative, rng.random() * cumulative[-1], side="right")), n - 1)
+        if user not in busy:
+            return user, redraws
+        redraws += 1
+    weights = np.diff(cumulative, prepend=0.0)
+    free = np.setdiff1d(np.arange(n), np.fromiter(busy, dtype=np.int64, count=len(busy)))
+    p = weights[free]
+    p = p / p.sum() if p.sum() > 0 else np.full(len(free), 1.0 / len(free))
+    return int(rng.choice(free, p=p)), redraws

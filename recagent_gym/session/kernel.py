@@ -1,0 +1,276 @@
+"""The session kernel: N open sessions stepped by one page each, and the next sessions started, for every face.
+
+One page step (:meth:`SessionKernel.step_sessions`) is, for N sessions at once:
+
+1. check each page and apply the duplicate rule;
+2. ``respond_batch`` of the user model (one batched LLM call for the LLM agents);
+3. the catalogue search for the users who searched, and ``respond_batch`` on the results pages;
+4. apply: watches recorded, response codes, page counts, termination (leave) and truncation (``max_pages``);
+5. the finished sessions end (``end_sessions``: bookkeeping) and their writes (feelings, ratings, memory) run as
+   one explicit batch (``write_ended``) once ``end_batch`` are pending.
+
+:meth:`SessionKernel.restart` ends what is still open in the given lanes, draws their next users (the one
+activation module), runs ONE social round for all of them (the incoming users sit it out) and starts their
+sessions. The single env is N=1 of it, the vector env N, and the simulator and the sequence evaluation step it
+with a recommender's pages.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from recagent_gym.llm.seeding import SEED_HIGH
+from recagent_gym.recommenders.search import CatalogueSearch
+from recagent_gym.session.activation import draw_user
+from recagent_gym.session.events import social_events
+from recagent_gym.session.outcome import StepOutcome, StepResult
+from recagent_gym.session.state import RESPONSE_CODES, Lane, SessionState
+from recagent_gym.session.tables import SessionTables
+from recagent_gym.users.protocol import Action, Page, Response, UserModel
+
+WATCH, NEXT, SEARCH_WATCH, SEARCH_NEXT, LEAVE = (RESPONSE_CODES.index(c) for c in RESPONSE_CODES[1:])
+
+
+@dataclass(frozen=True)
+class SessionRules:
+    """The fixed rules of the sessions (from ``EnvConfig`` or ``SimulationConfig``)."""
+
+    page_size: int
+    max_pages: int
+    history_length: int = 10
+    duplicate_rule: str = "replace"
+    session_hours: float = 1.0
+    """Clock advance between two sessions of a lane (unless the caller sets the time)."""
+    social: bool = True
+    """Run the user model's social round before a lane's sessions (not before the world's first)."""
+    end_batch: int = 1
+    """Ended sessions written together (``user.session_end_batch``): fewer, larger LLM batches."""
+
+
+@dataclass(frozen=True)
+class Started:
+    """A session started by :meth:`SessionKernel.restart`, with what its face reports in the reset ``info``."""
+
+    lane: int
+    info: dict[str, Any]
+
+
+Users = UserModel | Sequence[UserModel]
+"""One user model for every session, or one per session (e.g. a human player for one of them)."""
+
+
+class SessionKernel:
+    """The shared tables, search and rules; the sessions themselves live in :class:`Lane` objects of the faces."""
+
+    def __init__(self, tables: SessionTables, search: CatalogueSearch | None, rules: SessionRules) -> None:
+        """``search=None``: no catalogue search (a search finds nothing: the user is taken to ask for the next
+        page, ``search_empty``)."""
+        if rules.page_size < 1 or rules.max_pages < 1:
+            raise ValueError(f"page_size and max_pages must be >= 1, got {rules.page_size} and {rules.max_pages}")
+        self.tables = tables
+        self.search = search
+        self.rules = rules
+
+    # --------------------------------------------------------------------------------------------------- one step
+    def step_sessions(self, sessions: Sequence[SessionState], pages: Sequence[Any], users: Users) -> list[StepResult]:
+        """One page for each open session (see the module docstring)."""
+        models = _per_session(users, len(sessions))
+        shown = [self._check_page(s, p) for s, p in zip(sessions, pages, strict=True)]
+        requests = [(page, s.context()) for s, (page, _, _) in zip(sessions, shown, strict=True)]
+        responses = _respond(models, sessions, requests, range(len(sessions)))
+        search_pages: dict[int, Page] = {}
+        for k, (s, r) in enumerate(zip(sessions, responses, strict=True)):
+            if r.action == Action.SEARCH and r.query is not None and self.search is not None:
+                found = self.search.search(r.query, self.rules.page_size, exclude=s.seen)
+                if found:
+                    search_pages[k] = Page(tuple(found), index=s.page_index, source="search", query=r.query)
+        asked = sorted(search_pages)
+        answers = _respond(models, sessions, [(search_pages[k], sessions[k].context()) for k in asked], asked)
+        search_answers = dict(zip(asked, answers, strict=True))
+        results = [
+            self._apply(s, page, dup, rep, responses[k], search_pages.get(k), search_answers.get(k))
+            for k, (s, (page, dup, rep)) in enumerate(zip(sessions, shown, strict=True))
+        ]
+        done = [k for k, s in enumerate(sessions) if not s.open]
+        if done:
+            self.end([sessions[k] for k in done], models=[models[k] for k in done])
+        return results
+
+    def _check_page(self, session: SessionState, action: Any) -> tuple[Page, int, int]:
+        if not session.open:
+            raise RuntimeError(f"the session of user {session.user} is over; start the next one first")
+        items = np.asarray(action).reshape(-1)
+        if items.shape[0] != self.rules.page_size:
+            raise ValueError(f"action must hold {self.rules.page_size} item ids, got shape {np.shape(action)}")
+        page_items = [int(i) for i in items]
+        if min(page_items) < 0 or max(page_items) >= self.tables.n_items:
+            raise ValueError(f"action holds item ids outside 0..{self.tables.n_items - 1}: {page_items}")
+        page_items, duplicates, watched = session.apply_duplicate_rule(
+            page_items, self.rules.duplicate_rule, self.tables
+        )
+        return Page(tuple(page_items), index=session.page_index), duplicates, watched
+
+    def _apply(
+        self,
+        session: SessionState,
+        page: Page,
+        duplicates: int,
+        watched: int,
+        response: Response,
+        search_page: Page | None,
+        search_response: Response | None,
+    ) -> StepResult:
+        searched = response.action == Action.SEARCH
+        search_empty = search_repeat = False
+        if searched and search_response is None:
+            search_empty = True
+            search_response = Response(Action.NEXT, extra={"search_empty": True})
+        elif searched and search_response is not None and search_response.action == Action.SEARCH:
+            search_repeat = True  # one search per step: searching again on the results page asks for the next page
+            search_response = Response(Action.NEXT, text=search_response.text, usage=search_response.usage)
+        outcome = StepOutcome(response, search_response if searched else None)
+        final = outcome.final
+        if final.action == Action.WATCH and final.item is not None:
+            session.record_watch(final.item, self.tables)
+            session.last_rating = 0.0 if final.rating is None else (min(max(final.rating, 1.0), 5.0) - 1.0) / 4.0
+            session.last_code = SEARCH_WATCH if searched else WATCH
+        elif final.action == Action.LEAVE:
+            session.last_code = LEAVE
+        else:
+            session.last_code = SEARCH_NEXT if searched else NEXT
+        session.page_index += 1
+        terminated = final.action == Action.LEAVE
+        truncated = not terminated and session.page_index >= self.rules.max_pages
+        if terminated or truncated:
+            session.open = False
+        return StepResult(
+            session.user,
+            page,
+            outcome,
+            session.last_code,
+            duplicates,
+            watched,
+            search_page,
+            search_empty,
+            search_repeat,
+            terminated,
+            truncated,
+            session.time_h,
+        )
+
+    def end(self, sessions: Sequence[SessionState], *, models: Sequence[UserModel]) -> list[int]:
+        """End ``sessions`` (bookkeeping) and write the ended sessions once ``end_batch`` are pending; returns the
+        users whose sessions were written now."""
+        for s in sessions:
+            s.open = False
+        written: list[int] = []
+        for model, group in _groups(models, sessions):
+            model.end_sessions([s.user for s in group])
+            written += model.write_ended(at_least=self.rules.end_batch)
+        return written
+
+    # ------------------------------------------------------------------------------------------ the next sessions
+    def restart(
+        self,
+        lanes: Sequence[Lane],
+        finished: Sequence[int],
+        users: Users,
+        *,
+        user_ids: Sequence[int | None] | None = None,
+        time_h: float | None = None,
+    ) -> list[Started]:
+        """Start the next session in each lane of ``finished`` (see the module docstring).
+
+        Users are drawn in lane order, never one in an open session or just drawn (``activation_redraws`` counts the
+        redraws); ``user_ids`` picks them instead. ``time_h`` sets the lanes' clocks (an outer simulator's time);
+        otherwise each session advances its lane's clock by ``session_hours``. The social round runs at the latest
+        of the due lanes' clocks with the first due lane's seed; its events go into that lane's info
+        (``social_events``), the others name it (``social_round_env``).
+        """
+        models = dict(zip(finished, _per_session(users, len(finished)), strict=True))
+        left = [i for i in finished if lanes[i].session is not None and lanes[i].session.open]  # type: ignore[union-attr]
+        if left:
+            self.end([lanes[i].session for i in left], models=[models[i] for i in left])  # type: ignore[misc]
+        taken = {lane.busy_user for j, lane in enumerate(lanes) if j not in finished and lane.busy_user is not None}
+        drawn: dict[int, tuple[int, int, int, int, bool]] = {}
+        for k, i in enumerate(finished):
+            lane = lanes[i]
+            if time_h is not None:
+                lane.clock = float(time_h)
+            elif lane.started > 0:
+                lane.clock += self.rules.session_hours
+            wanted = None if user_ids is None else user_ids[k]
+            redraws = 0
+            if wanted is None:
+                if lane.cumulative is None:
+                    raise RuntimeError("call reset() before starting a session")
+                user, redraws = draw_user(lane.cumulative, lane.rng, frozenset(taken))
+            elif not 0 <= int(wanted) < self.tables.n_users:
+                raise ValueError(f"user_id={wanted} is outside 0..{self.tables.n_users - 1}")
+            else:
+                user = int(wanted)
+            # Both child seeds are drawn every session so the streams do not depend on the social switch.
+            social_seed, session_seed = (int(s) for s in lane.rng.integers(0, SEED_HIGH, size=2))
+            drawn[i] = (user, redraws, social_seed, session_seed, self.rules.social and lane.started > 0)
+            taken.add(user)
+        due = [i for i in finished if drawn[i][4]]
+        events: list[dict[str, Any]] = []
+        if due:
+            clock = max(lanes[i].clock for i in due)
+            incoming = [drawn[i][0] for i in finished]
+            social = models[due[0]]
+            raw = social.social_round(np.random.default_rng(drawn[due[0]][2]), clock, incoming)
+            title = self.tables.titles.__getitem__
+            events = [asdict(e) for e in social_events(raw, lanes[due[0]].started, clock, lambda u: "", title)]
+        started = []
+        for i in finished:
+            user, redraws, _, session_seed, _ = drawn[i]
+            lane = lanes[i]
+            rng = np.random.default_rng(session_seed)
+            lane.session = SessionState.start(user, rng, lane.clock, self.tables, self.rules.history_length)
+            lane.started += 1
+            models[i].start_session(user, rng)
+            info: dict[str, Any] = {
+                "user_id": user,
+                "time_h": lane.clock,
+                "activation_redraws": redraws,
+                "social_events": events if due and i == due[0] else [],
+            }
+            if due and i != due[0]:
+                info["social_round_env"] = due[0]
+            started.append(Started(i, info))
+        return started
+
+
+def _per_session(users: Users, n: int) -> list[UserModel]:
+    if isinstance(users, Sequence):
+        if len(users) != n:
+            raise ValueError(f"{n} sessions but {len(users)} user models")
+        return list(users)
+    return [users] * n
+
+
+def _groups(models: Sequence[UserModel], items: Sequence[Any]) -> list[tuple[UserModel, list[Any]]]:
+    """``items`` grouped by their user model (in order of first appearance): one batch per model."""
+    groups: dict[int, tuple[UserModel, list[Any]]] = {}
+    for model, item in zip(models, items, strict=True):
+        groups.setdefault(id(model), (model, []))[1].append(item)
+    return list(groups.values())
+
+
+def _respond(
+    models: Sequence[UserModel],
+    sessions: Sequence[SessionState],
+    requests: Sequence[tuple[Page, Any]],
+    indices: Sequence[int],
+) -> list[Response]:
+    """One ``respond_batch`` per user model (the LLM agents together; a human player alone)."""
+    out: dict[int, Response] = {}
+    for model, group in _groups([models[k] for k in indices], list(zip(indices, requests, strict=True))):
+        answers = model.respond_batch([req for _, req in group], [sessions[k].rng for k, _ in group])
+        out.update({k: a for (k, _), a in zip(group, answers, strict=True)})
+    return [out[k] for k in indices]

@@ -1,0 +1,189 @@
+"""The agents' state and the per-agent pieces every agent action reads: profiles, memories, histories, sessions,
+heard items, friends, item lines. The page decider and the social round receive this view; the protocol (sessions,
+writes, interviews) is :class:`~recagent_gym.users.agent.model.LLMUserModel`'s.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from recagent_gym.config import Config
+from recagent_gym.data.schema import Dataset
+from recagent_gym.llm.protocol import LanguageModel
+from recagent_gym.prompts import item_scoring
+from recagent_gym.social.titles import TitleMatcher
+from recagent_gym.users.agent.memory_backend import MemoryBackend, RecAgentMemoryBackend, memory_text
+from recagent_gym.users.agent.profile_view import ProfileTexts, agent_profiles
+from recagent_gym.users.agent.state import AgentState, SessionState
+from recagent_gym.users.agent.taste import ItemVectors
+from recagent_gym.users.profiles import Profile
+
+
+def resolve_strategy(strategy: str, backend: str) -> str:
+    """``auto`` means ``direct`` for remote (``openai``) backends and ``few_shot`` otherwise."""
+    if strategy == "auto":
+        return "direct" if backend == "openai" else "few_shot"
+    return strategy
+
+
+class Agents:
+    """A population of LLM agents, one per dataset user (created lazily on first use)."""
+
+    def __init__(
+        self,
+        dataset: Dataset,
+        config: Config,
+        llm: LanguageModel,
+        embedder: Any,
+        graph: Any = None,
+        profiles: Sequence[Any] | Mapping[int, Any] | None = None,
+        *,
+        memory_backend: MemoryBackend | None = None,
+    ) -> None:
+        self.dataset = dataset
+        self.config = config
+        self.llm = llm
+        self.embedder = embedder
+        self.graph = graph
+        self.profiles: list[Profile] = agent_profiles(dataset, profiles)
+        self.profile_text = ProfileTexts(self.profiles)
+        self.strategy = resolve_strategy(config.user.decision_strategy, config.llm.backend)
+        self.memory_backend = memory_backend or RecAgentMemoryBackend(config.memory, llm, embedder)
+        self.vectors = ItemVectors(dataset, embedder)
+        self.popularity = dataset.item_popularity()
+        self._titles: TitleMatcher | None = None
+        self._history: dict[int, list[int]] = {}
+        self._item_lines: dict[int, str] = {}
+        self._agents: dict[int, AgentState] = {}
+        self._sessions: dict[int, SessionState] = {}
+        self._memories: dict[int, Any] = {}
+
+    # -- per-agent pieces -----------------------------------------------------------------------------------------
+
+    def agent(self, user_id: int) -> AgentState:
+        self._check_user(user_id)
+        if user_id not in self._agents:
+            self._agents[user_id] = AgentState(user_id)
+        return self._agents[user_id]
+
+    def memory(self, user_id: int) -> Any:
+        """The agent's memory (created on first use). A plain getter: see :meth:`write_ended_of`."""
+        self._check_user(user_id)
+        if user_id not in self._memories:
+            self._memories[user_id] = self.memory_backend.create(self.profiles[user_id].name, seed=user_id)
+        return self._memories[user_id]
+
+    def session(self, user_id: int) -> SessionState:
+        if user_id not in self._sessions:
+            raise ValueError(f"user {user_id} has no open session: call start_session({user_id}, rng) first")
+        return self._sessions[user_id]
+
+    def _check_user(self, user_id: int) -> None:
+        if not 0 <= int(user_id) < self.dataset.n_users:
+            raise ValueError(f"user id {user_id} is outside 0..{self.dataset.n_users - 1} of {self.dataset.name!r}")
+
+    def item_line(self, item: int) -> str:
+        """Short item text for prompts: ``Title (year) [genres]`` (no description: keeps the prefix small)."""
+        if item not in self._item_lines:
+            row = self.dataset.items.iloc[item]
+            year = f" ({row.year})" if row.year and row.year > 0 else ""
+            self._item_lines[item] = f"{row.title}{year} [{', '.join(row.genres)}]"
+        return self._item_lines[item]
+
+    def scoring_line(self, item: int) -> str:
+        """Item text in the few-shot scoring prompt: ``Title (year)``, with genres if ``user.scoring_genres``."""
+        if self.config.user.scoring_genres:
+            return self.item_line(item)
+        row = self.dataset.items.iloc[item]
+        return f"{row.title} ({row.year})" if row.year and row.year > 0 else str(row.title)
+
+    def title(self, item: int) -> str:
+        return str(self.dataset.items["title"].iat[item])
+
+    @property
+    def titles(self) -> TitleMatcher:
+        if self._titles is None:
+            self._titles = TitleMatcher(list(self.dataset.items["title"]), self.popularity)
+        return self._titles
+
+    def history(self, user_id: int) -> list[int]:
+        """Dataset history in time order, then what the agent watched in the simulation."""
+        if user_id not in self._history:
+            self._history[user_id] = [int(i) for i in self.dataset.user_history(user_id)["item_id"]]
+        return self._history[user_id] + self.agent(user_id).watched
+
+    def positives(self, user_id: int) -> list[int]:
+        """The ``history_shots`` most recent distinct items the user watched (oldest first)."""
+        recent: list[int] = []
+        for item in reversed(self.history(user_id)):
+            if item not in recent:
+                recent.append(item)
+            if len(recent) == self.config.user.history_shots:
+                break
+        return recent[::-1]
+
+    def negatives(self, user_id: int, rng: np.random.Generator) -> list[int]:
+        """``negative_shots`` distinct items the user never watched, uniformly at random."""
+        seen = set(self.history(user_id))
+        want = min(self.config.user.negative_shots, self.dataset.n_items - len(seen))
+        found: list[int] = []
+        while len(found) < want:
+            for item in rng.integers(0, self.dataset.n_items, size=2 * want):
+                if int(item) not in seen and int(item) not in found and len(found) < want:
+                    found.append(int(item))
+        return found
+
+    def shots(self, positives: Sequence[int], negatives: Sequence[int], rng: np.random.Generator) -> str:
+        return item_scoring.build_shots(
+            [self.scoring_line(i) for i in positives], [self.scoring_line(i) for i in negatives], rng
+        )
+
+    def memory_block(self, user_id: int, query: str, time_h: float) -> str:
+        limit = self.config.user.memory_in_prompt
+        if limit == 0:
+            return ""
+        records = self.memory(user_id).retrieve(query, time_h, top_n=limit)
+        return memory_text(records, limit, self.profiles[user_id].name)
+
+    def heard_item(self, user_id: int, extra: Sequence[int] = ()) -> int | None:
+        """The most recently heard item the user has not watched (``extra``: heard items given by the context)."""
+        watched = set(self.history(user_id))
+        if user_id in self._sessions:
+            watched.update(self._sessions[user_id].watched)
+        heard = [h["item"] for h in self.agent(user_id).heard] + list(extra)
+        for item in reversed(heard):
+            if item not in watched:
+                return int(item)
+        return None
+
+    def hear(self, user_id: int, items: Sequence[int], time_h: float, *, source: int, kind: str) -> None:
+        agent = self.agent(user_id)
+        for item in items:
+            agent.heard.append({"item": int(item), "time_h": float(time_h), "source": int(source), "kind": kind})
+        cap = self.config.user.heard_capacity
+        del agent.heard[: max(0, len(agent.heard) - cap)]
+
+    def friends(self, user_id: int) -> list[int]:
+        if self.graph is not None:
+            return sorted(int(f) for f in self.graph.friends(user_id))
+        social = self.dataset.social
+        if social.empty:
+            return []
+        a = social.loc[social["user_1"] == user_id, "user_2"]
+        b = social.loc[social["user_2"] == user_id, "user_1"]
+        return sorted({int(x) for x in a} | {int(x) for x in b} - {user_id})
+
+    @property
+    def scale(self) -> float:
+        return self.config.user.embedding_scale
+
+    def combine(self, llm_scores: np.ndarray, embedding_scores: np.ndarray) -> np.ndarray:
+        cfg = self.config.user
+        return cfg.score_llm_weight * np.asarray(llm_scores) + cfg.score_embedding_weight * embedding_scores
+
+    def open_users(self) -> set[int]:
+        """Users in a session now."""
+        return set(self._sessions)
