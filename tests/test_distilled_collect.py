@@ -8,10 +8,10 @@ import pytest
 
 pytest.importorskip("pyarrow")
 
-from recagent_gym.users.distilled import logs  # noqa: E402
-from recagent_gym.users.distilled.collect import collect  # noqa: E402
-from recagent_gym.users.distilled.errors import DistillError  # noqa: E402
-from tests._agent_fixtures import make_model, tiny_dataset  # noqa: E402
+from recagent_gym.users.distilled import logs
+from recagent_gym.users.distilled.collect import collect
+from recagent_gym.users.distilled.errors import DistillError
+from tests._agent_fixtures import make_model, tiny_dataset
 
 
 def test_collect_writes_every_decision_with_scores_and_resumes(tmp_path):

@@ -36,9 +36,7 @@ def plan_sessions(user_ids: Sequence[int], sources: Sequence[str], n_sessions: i
         raise ValueError("plan_sessions needs at least one user and one source")
     order = np.random.default_rng(seed).permutation(np.asarray(user_ids, dtype=np.int64))
     n = len(order)
-    return [
-        SessionPlan(k, int(order[k % n]), sources[(k + k // n) % len(sources)]) for k in range(n_sessions)
-    ]
+    return [SessionPlan(k, int(order[k % n]), sources[(k + k // n) % len(sources)]) for k in range(n_sessions)]
 
 
 @dataclass
