@@ -92,12 +92,14 @@ class DistilledUser:
         self._sessions[user_id] = DistilledSession(int(rng.geometric(self.patience_p)))
 
     def respond(self, page: Page, context: Context, rng: np.random.Generator) -> Response:
+        return self._decide(page, context, rng, self.mean_scores(context.user_id, page.items))
+
+    def _decide(self, page: Page, context: Context, rng: np.random.Generator, scores: np.ndarray) -> Response:
         user = context.user_id
         session = self._sessions.get(user)
         if session is None:
             raise RuntimeError(f"DistilledUser.respond: no session started for user {user}")
         items = page.items
-        scores = self.mean_scores(user, items)
         if self.noise > 0:
             scores = scores + self.noise * rng.standard_normal(len(items))
         eligible = np.fromiter((i not in session.watched for i in items), dtype=bool, count=len(items))
@@ -122,7 +124,21 @@ class DistilledUser:
     def respond_batch(
         self, requests: Sequence[tuple[Page, Context]], rngs: Sequence[np.random.Generator]
     ) -> list[Response]:
-        return [self.respond(page, context, rng) for (page, context), rng in zip(requests, rngs, strict=True)]
+        if len(requests) != len(rngs):
+            raise ValueError(f"{len(requests)} requests but {len(rngs)} rngs")
+        if not requests:
+            return []
+        sizes = {len(page.items) for page, _ in requests}
+        if len(sizes) != 1:  # pages of different lengths: one by one
+            return [self.respond(page, context, rng) for (page, context), rng in zip(requests, rngs, strict=True)]
+        # every page scored by one gather and one batched dot product
+        items = np.array([page.items for page, _ in requests], dtype=np.int64)
+        users = np.array([context.user_id for _, context in requests], dtype=np.int64)
+        scores = np.einsum("bkd,bd->bk", self.item_table[items], self.user_table[users]) + self.item_offset[items]
+        return [
+            self._decide(page, context, rng, row)
+            for (page, context), rng, row in zip(requests, rngs, scores, strict=True)
+        ]
 
     def end_sessions(self, user_ids: Sequence[int]) -> None:
         for user_id in user_ids:
