@@ -159,7 +159,11 @@ def distill(
 
     train_pred = predict(train)
     residual = train["score"].to_numpy() - train_pred
-    noise = float(residual.std()) if len(residual) > 1 else 0.0
+    residual_std = float(residual.std()) if len(residual) > 1 else 0.0
+    threshold, search, queries = rule_tables(profiles, config)
+    noise = calibrate_noise(
+        train.assign(pred=train_pred), frame, threshold, config.user.watch_temperature, residual_std, settings.seed
+    )
     rating_a, rating_b = _rating_fit(frame, train_users)
     metrics = {"train_items": len(train), "test_items": len(test), "train_rmse": float(np.sqrt((residual**2).mean()))}
     if len(test):
@@ -167,7 +171,7 @@ def distill(
         metrics["test_rmse"] = float(np.sqrt(((test["score"].to_numpy() - test_pred) ** 2).mean()))
         metrics["test_rmse_constant"] = float(np.sqrt(((test["score"] - train["score"].mean()) ** 2).mean()))
         metrics["test_spearman"] = spearman(test["score"].to_numpy(), test_pred)
-    threshold, search, queries = rule_tables(profiles, config)
+    metrics["residual_std"], metrics["noise_std"] = residual_std, noise
     cfg = config.user
     arrays = {
         "user_table": user_table,
@@ -203,6 +207,37 @@ def distill(
     summary = ", ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}" for k, v in metrics.items())
     log.info("distilled %s: %s", out, summary)
     return summary
+
+
+def calibrate_noise(
+    train: pd.DataFrame, frame: pd.DataFrame, threshold: np.ndarray, temperature: float, scale: float, seed: int
+) -> float:
+    """The score noise whose watch probability, through the rule, matches the LLM's logged one on training pages.
+
+    ``train``: item rows with ``pred``; the target is the mean logged ``p_watch`` of their decisions. Searched on a
+    grid from 0 to twice the residual scale with common random numbers; the residual scale itself when the logs
+    hold no ``p_watch``.
+    """
+    decisions = train["decision"].to_numpy()
+    target = frame["p_watch"].to_numpy(dtype=float)[np.unique(decisions)]
+    target = target[~np.isnan(target)]
+    if not len(target) or scale <= 0:
+        return scale
+    codes, index = np.unique(decisions, return_inverse=True)
+    width = int(train.groupby("decision").size().max())
+    means = np.full((len(codes), width), -np.inf)
+    slot = train.groupby("decision").cumcount().to_numpy()
+    means[index, slot] = train["pred"].to_numpy()
+    users = frame["user_id"].to_numpy()[codes]
+    eps = np.random.default_rng(seed).standard_normal((16, *means.shape))
+    best, best_gap = scale, math.inf
+    for noise in np.linspace(0.0, 2.0 * scale, 21):
+        top = (means[None] + noise * eps).max(axis=2)
+        p = 1.0 / (1.0 + np.exp(-(top - threshold[users][None]) / temperature))
+        gap = abs(float(p.mean()) - float(target.mean()))
+        if gap < best_gap:
+            best, best_gap = float(noise), gap
+    return best
 
 
 def _rating_fit(frame: pd.DataFrame, train_users: np.ndarray) -> tuple[float, float]:
