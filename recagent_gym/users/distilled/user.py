@@ -102,7 +102,10 @@ class DistilledUser:
         items = page.items
         if self.noise > 0:
             scores = scores + self.noise * rng.standard_normal(len(items))
-        eligible = np.fromiter((i not in session.watched for i in items), dtype=bool, count=len(items))
+        if session.watched:
+            eligible = np.fromiter((i not in session.watched for i in items), dtype=bool, count=len(items))
+        else:
+            eligible = np.ones(len(items), dtype=bool)
         decision, session.patience = decide_page(
             scores,
             eligible,
