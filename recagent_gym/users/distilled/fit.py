@@ -138,7 +138,14 @@ def distill(
     torch.manual_seed(settings.seed)
     train = rows[rows["user_id"].isin(train_users)]
     test = rows[rows["user_id"].isin(test_users)]
-    net = TwoTower(users_x.shape[1], items_x.shape[1], hidden=settings.hidden, dim=settings.dim)
+    net = TwoTower(
+        users_x.shape[1],
+        items_x.shape[1],
+        text_dim=vectors.shape[1],
+        alpha=1.0 / config.user.embedding_scale,  # the LLM agent's own embedding-relevance scale, as a start
+        hidden=settings.hidden,
+        dim=settings.dim,
+    )
     optimiser = torch.optim.Adam(net.parameters(), lr=settings.lr, weight_decay=settings.weight_decay)
     u_all, i_all = torch.from_numpy(users_x), torch.from_numpy(items_x)
     tu = torch.from_numpy(train["user_id"].to_numpy(dtype=np.int64, copy=True))
@@ -161,8 +168,11 @@ def distill(
     residual = train["score"].to_numpy() - train_pred
     residual_std = float(residual.std()) if len(residual) > 1 else 0.0
     threshold, search, queries = rule_tables(profiles, config)
+    # The grid spans the spread of the targets, not only the training residual: a net that fits few logs closely
+    # leaves a residual far smaller than the LLM's session-to-session variation.
+    grid_scale = max(residual_std, float(train["score"].std()) if len(train) > 1 else 0.0)
     noise = calibrate_noise(
-        train.assign(pred=train_pred), frame, threshold, config.user.watch_temperature, residual_std, settings.seed
+        train.assign(pred=train_pred), frame, threshold, config.user.watch_temperature, grid_scale, settings.seed
     )
     rating_a, rating_b = _rating_fit(frame, train_users)
     metrics = {"train_items": len(train), "test_items": len(test), "train_rmse": float(np.sqrt((residual**2).mean()))}
@@ -215,8 +225,7 @@ def calibrate_noise(
     """The score noise whose watch probability, through the rule, matches the LLM's logged one on training pages.
 
     ``train``: item rows with ``pred``; the target is the mean logged ``p_watch`` of their decisions. Searched on a
-    grid from 0 to twice the residual scale with common random numbers; the residual scale itself when the logs
-    hold no ``p_watch``.
+    grid from 0 to twice ``scale`` with common random numbers; ``scale`` itself when the logs hold no ``p_watch``.
     """
     decisions = train["decision"].to_numpy()
     target = frame["p_watch"].to_numpy(dtype=float)[np.unique(decisions)]

@@ -37,6 +37,11 @@ class DistilledUser:
 
     def __init__(self, dataset: Dataset, artefact: Artefact | str | Path | None = None) -> None:
         if artefact is None:
+            if not (BUNDLED_DIR / "model.json").is_file():
+                raise DistillError(
+                    "this installation ships no distilled user model: set user.distilled_path to a folder written "
+                    "by 'recagent-gym users distill'"
+                )
             artefact = BUNDLED_DIR
         if not isinstance(artefact, Artefact):
             artefact = Artefact.load(artefact)
