@@ -26,7 +26,7 @@ class Artefact:
     def save(self, folder: str | Path) -> None:
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
-        np.savez(folder / WEIGHTS, **self.arrays)
+        np.savez_compressed(folder / WEIGHTS, **self.arrays)
         (folder / META).write_text(json.dumps(self.meta, indent=2, sort_keys=True) + "\n")
 
     @classmethod

@@ -184,8 +184,10 @@ def distill(
     metrics["residual_std"], metrics["noise_std"] = residual_std, noise
     cfg = config.user
     arrays = {
-        "user_table": user_table,
-        "item_table": item_table,
+        # half precision: the text part makes the item table 9742 x 416 on the bundled data (16 MB in float32);
+        # the rounding (1e-3 relative) is far below the score noise
+        "user_table": user_table.astype(np.float16),
+        "item_table": item_table.astype(np.float16),
         "item_offset": item_offset,
         "threshold": threshold,
         "search_interest": search,
