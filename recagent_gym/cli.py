@@ -43,6 +43,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "recagent_gym.evaluation.commands",
     "recagent_gym.simulator.commands",
     "recagent_gym.dashboard.commands",
+    "recagent_gym.users.distilled.commands",
 )
 
 EXIT_ERROR = 2

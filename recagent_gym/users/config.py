@@ -12,8 +12,12 @@ DecisionStrategy = Literal["auto", "few_shot", "direct"]
 
 
 class UserConfig(Section):
-    model: Literal["llm", "recsim", "embedding"] = "llm"
-    """Which user model responds to pages; all three are interchangeable in the same env."""
+    model: Literal["llm", "recsim", "embedding", "distilled"] = "llm"
+    """Which user model responds to pages; all are interchangeable in the same env."""
+
+    distilled_path: str | None = None
+    """Folder of the ``distilled`` user model (``recagent-gym users distill``); None: the one shipped for the bundled
+    dataset."""
 
     patience: float = Field(3.0, gt=0.0)
     """Mean number of unrewarding pages a user tolerates before leaving."""

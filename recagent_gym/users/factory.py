@@ -8,8 +8,8 @@ from recagent_gym.config import Config, ConfigError
 from recagent_gym.data.schema import Dataset
 from recagent_gym.users.protocol import UserModel
 
-UserModelKind = Literal["llm", "recsim", "embedding"]
-USER_MODEL_KINDS: tuple[str, ...] = ("llm", "recsim", "embedding")
+UserModelKind = Literal["llm", "recsim", "embedding", "distilled"]
+USER_MODEL_KINDS: tuple[str, ...] = ("llm", "recsim", "embedding", "distilled")
 
 
 def build_user_model(
@@ -33,6 +33,10 @@ def build_user_model(
         from recagent_gym.users.embedding_user import EmbeddingUser
 
         return EmbeddingUser(dataset, config.user, embedder=embedder)
+    if kind == "distilled":
+        from recagent_gym.users.distilled.user import DistilledUser
+
+        return DistilledUser(dataset, config.user.distilled_path)
     if kind == "llm":
         if llm is None:
             from recagent_gym.llm.factory import build_llm

@@ -1,0 +1,169 @@
+"""Distilled LLM users behind the :class:`~recagent_gym.users.protocol.UserModel` protocol (``user_model="distilled"``).
+
+A page costs one gather and a dot product per shown item: ``score = user_table[u] @ item_table[i] +
+item_offset[i] + noise``; the decision is the LLM agent's own rule (:func:`~recagent_gym.users.agent.decide.
+decide_page`: best eligible item watched with ``sigmoid((best - threshold) / temperature)``, else patience drops,
+leave when spent, else search for the user's interests or next). Patience is drawn per session as the LLM agent
+draws it. Memory-free: nothing carries over between sessions, there is no social life and nothing is heard.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from recagent_gym.data.schema import Dataset
+from recagent_gym.users.agent.decide import RuleParams, decide_page
+from recagent_gym.users.distilled.artefact import Artefact
+from recagent_gym.users.distilled.errors import DistillError
+from recagent_gym.users.protocol import Action, Context, Page, Response
+
+BUNDLED_DIR = Path(__file__).parent / "bundled"
+"""The distilled model shipped for the bundled dataset (``recagent-gym users distill`` on embedded-LLM logs)."""
+
+
+@dataclass
+class DistilledSession:
+    patience: int
+    watched: set[int] = field(default_factory=set)
+
+
+class DistilledUser:
+    """Users distilled from the LLM agents (implements :class:`UserModel`); see the module docstring."""
+
+    def __init__(self, dataset: Dataset, artefact: Artefact | str | Path | None = None) -> None:
+        if artefact is None:
+            if not (BUNDLED_DIR / "model.json").is_file():
+                raise DistillError(
+                    "this installation ships no distilled user model: set user.distilled_path to a folder written "
+                    "by 'recagent-gym users distill'"
+                )
+            artefact = BUNDLED_DIR
+        if not isinstance(artefact, Artefact):
+            artefact = Artefact.load(artefact)
+        meta = artefact.meta
+        if (meta["n_users"], meta["n_items"]) != (dataset.n_users, dataset.n_items):
+            raise DistillError(
+                f"distilled model of dataset {meta['dataset']!r} ({meta['n_users']} users, {meta['n_items']} items) "
+                f"does not fit dataset {dataset.name!r} ({dataset.n_users} users, {dataset.n_items} items); "
+                "distil one for it with 'recagent-gym users distill'"
+            )
+        self.meta = meta
+        a = artefact.arrays
+        self.user_table = a["user_table"].astype(np.float64)
+        self.item_table = a["item_table"].astype(np.float64)
+        self.item_offset = a["item_offset"].astype(np.float64)
+        rule = meta["rule"]
+        self.noise = float(rule["noise_std"])
+        self.rating_a, self.rating_b = float(rule["rating_intercept"]), float(rule["rating_slope"])
+        self.patience_p = min(1.0, 1.0 / float(rule["patience"]))
+        self.params = [
+            RuleParams(
+                threshold=float(t),
+                temperature=float(rule["temperature"]),
+                search_heard_probability=float(rule["search_heard_probability"]),
+                search_interest_probability=float(s),
+            )
+            for t, s in zip(a["threshold"], a["search_interest"], strict=True)
+        ]
+        self.queries: list[str] = list(meta["interest_queries"])
+        self._sessions: dict[int, DistilledSession] = {}
+
+    # -- scores ---------------------------------------------------------------------------------------------------
+
+    def mean_scores(self, user_id: int, items: Sequence[int] | np.ndarray) -> np.ndarray:
+        """The distilled per-item score (no noise): what the LLM agent's score is expected to be."""
+        index = np.asarray(items, dtype=np.int64)
+        return self.item_table[index] @ self.user_table[user_id] + self.item_offset[index]
+
+    def score_items(self, user_id: int, items: Sequence[int], rng: np.random.Generator) -> np.ndarray:
+        return self.mean_scores(user_id, items)
+
+    def rating(self, score: float) -> float:
+        return float(min(5.0, max(1.0, round(self.rating_a + self.rating_b * score))))
+
+    # -- UserModel protocol ---------------------------------------------------------------------------------------
+
+    def session(self, user_id: int) -> DistilledSession:
+        return self._sessions[user_id]
+
+    def start_session(self, user_id: int, rng: np.random.Generator) -> None:
+        if not 0 <= user_id < len(self.params):
+            raise ValueError(f"user {user_id} is not in the distilled population ({len(self.params)} users)")
+        self._sessions[user_id] = DistilledSession(int(rng.geometric(self.patience_p)))
+
+    def respond(self, page: Page, context: Context, rng: np.random.Generator) -> Response:
+        return self._decide(page, context, rng, self.mean_scores(context.user_id, page.items))
+
+    def _decide(self, page: Page, context: Context, rng: np.random.Generator, scores: np.ndarray) -> Response:
+        user = context.user_id
+        session = self._sessions.get(user)
+        if session is None:
+            raise RuntimeError(f"DistilledUser.respond: no session started for user {user}")
+        items = page.items
+        if self.noise > 0:
+            scores = scores + self.noise * rng.standard_normal(len(items))
+        if session.watched:
+            eligible = np.fromiter((i not in session.watched for i in items), dtype=bool, count=len(items))
+        else:
+            eligible = np.ones(len(items), dtype=bool)
+        decision, session.patience = decide_page(
+            scores,
+            eligible,
+            params=self.params[user],
+            patience=session.patience,
+            heard_query=None,
+            interest_query=self.queries[user],
+            on_search_page=page.source == "search",
+            rng=rng,
+        )
+        extra = {"scores": scores.tolist(), "p_watch": decision.p_watch, "patience_left": session.patience}
+        if decision.action == Action.WATCH:
+            assert decision.position is not None
+            item = int(items[decision.position])
+            session.watched.add(item)
+            return Response(Action.WATCH, item=item, rating=self.rating(float(scores[decision.position])), extra=extra)
+        return Response(decision.action, query=decision.query, extra=extra)
+
+    def respond_batch(
+        self, requests: Sequence[tuple[Page, Context]], rngs: Sequence[np.random.Generator]
+    ) -> list[Response]:
+        if len(requests) != len(rngs):
+            raise ValueError(f"{len(requests)} requests but {len(rngs)} rngs")
+        if not requests:
+            return []
+        sizes = {len(page.items) for page, _ in requests}
+        if len(sizes) != 1:  # pages of different lengths: one by one
+            return [self.respond(page, context, rng) for (page, context), rng in zip(requests, rngs, strict=True)]
+        # every page scored by one gather and one batched dot product
+        items = np.array([page.items for page, _ in requests], dtype=np.int64)
+        users = np.array([context.user_id for _, context in requests], dtype=np.int64)
+        scores = np.einsum("bkd,bd->bk", self.item_table[items], self.user_table[users]) + self.item_offset[items]
+        return [
+            self._decide(page, context, rng, row)
+            for (page, context), rng, row in zip(requests, rngs, scores, strict=True)
+        ]
+
+    def end_sessions(self, user_ids: Sequence[int]) -> None:
+        for user_id in user_ids:
+            self._sessions.pop(user_id, None)
+
+    def write_ended(self, *, at_least: int = 1) -> list[int]:
+        return []  # memory-free: nothing is written at the end of a session
+
+    def social_round(self, rng: np.random.Generator, time_h: float, incoming: Sequence[int]) -> list[dict[str, Any]]:
+        return []  # the distilled users have no social life
+
+    def get_state(self) -> dict[str, Any]:
+        return {
+            "sessions": {str(u): [s.patience, sorted(s.watched)] for u, s in self._sessions.items()},
+        }
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self._sessions = {
+            int(u): DistilledSession(int(p), {int(i) for i in watched}) for u, (p, watched) in state["sessions"].items()
+        }

@@ -1,0 +1,50 @@
+"""``users collect``: LLM decisions over diverse pages written to Parquet, resumable (scripted LLM, tiny data)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+pytest.importorskip("pyarrow")
+
+from recagent_gym.users.distilled import logs
+from recagent_gym.users.distilled.collect import collect
+from recagent_gym.users.distilled.errors import DistillError
+from tests._agent_fixtures import make_model, tiny_dataset
+
+
+def test_collect_writes_every_decision_with_scores_and_resumes(tmp_path):
+    out = tmp_path / "logs"
+    rows = collect(make_model(), tiny_dataset(), out, sessions=8, batch=4, max_pages=4, progress=False)
+    frame = logs.read_logs(out)
+    assert len(frame) == rows > 8
+    assert set(frame["session_id"]) == set(range(8))
+    assert set(frame["source"]) == {"random", "popular", "mf", "genre"}
+    assert set(frame["action"]) <= {"watch", "next", "search", "leave"}
+    row = frame.iloc[0]
+    assert len(row["shown"]) == len(row["items"]) == len(row["llm_scores"]) == len(row["embedding_scores"]) == 5
+    assert sorted(row["shown"]) == sorted(row["items"])
+    assert not math.isnan(row["patience_before"])
+    watches = frame[frame["action"] == "watch"]
+    assert len(watches) and (watches["position"] >= 0).all()
+    assert watches["rating"].between(1, 5).all()  # deferred ratings filled in after the session
+    # each session ends on leave or at max_pages
+    last = frame.sort_values("page_index").groupby("session_id").tail(1)
+    assert ((last["action"] == "leave") | (last["page_index"] == 3)).all()
+    before = logs.logs_hash(out)
+    assert collect(make_model(), tiny_dataset(), out, sessions=8, batch=4, max_pages=4, progress=False) == 0
+    assert logs.logs_hash(out) == before  # nothing redone
+    more = collect(make_model(), tiny_dataset(), out, sessions=10, batch=4, max_pages=4, progress=False)
+    assert more > 0 and set(logs.read_logs(out)["session_id"]) == set(range(10))
+
+
+def test_collect_refuses_other_settings_in_the_same_folder(tmp_path):
+    collect(make_model(), tiny_dataset(), tmp_path, sessions=2, max_pages=2, progress=False)
+    with pytest.raises(DistillError, match="other settings"):
+        collect(make_model(), tiny_dataset(), tmp_path, sessions=2, max_pages=3, progress=False)
+
+
+def test_collect_rejects_unknown_source(tmp_path):
+    with pytest.raises(DistillError, match="unknown page source"):
+        collect(make_model(), tiny_dataset(), tmp_path, sessions=2, sources=["nope"], progress=False)

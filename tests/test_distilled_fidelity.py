@@ -1,0 +1,37 @@
+"""``users fidelity``: distilled and naive users against the LLM users' logs on held-out users (scripted LLM)."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+pytest.importorskip("pyarrow")
+
+from recagent_gym.llm.testing import HashingEmbedder
+from recagent_gym.users.distilled.fidelity import fidelity_report
+from tests._agent_fixtures import make_model, tiny_dataset
+from tests._distilled_fixtures import tiny_distilled, tiny_logs
+
+
+def test_fidelity_report_rows_ranking_and_files(tmp_path):
+    logs_dir = tiny_logs(tmp_path / "logs")
+    model_dir, _ = tiny_distilled(tmp_path / "model", logs_dir)
+    out = tmp_path / "report"
+    markdown = fidelity_report(
+        logs_dir, model_dir, tiny_dataset(), make_model().config, out, replays=10, bootstrap=200,
+        embedder=HashingEmbedder(32),
+    )  # fmt: skip
+    table = pd.read_csv(out / "fidelity.csv")
+    assert list(table["users"]) == ["LLM (logged)", "distilled", "recsim", "embedding"]
+    rates = table[["watch", "next", "search", "leave"]]
+    assert ((rates.sum(axis=1) - 1.0).abs() < 1e-9).all()
+    assert table["tv"].between(0, 1).all() and table.loc[0, "tv"] == 0
+    distilled = table.set_index("users").loc["distilled"]
+    # the scripted taste (genre of the user's history) is learnable: distilled scores rank like the LLM's
+    assert distilled["spearman"] > 0.5
+    assert distilled["tv"] < table.set_index("users").loc[["recsim", "embedding"], "tv"].max()
+    ranking = pd.read_csv(out / "ranking.csv")
+    assert set(ranking["users"]) == {"LLM (logged)", "distilled", "recsim", "embedding"}
+    assert (ranking["ci_low"] <= ranking["mean_return"]).all() and (ranking["mean_return"] <= ranking["ci_high"]).all()
+    assert (out / "fidelity.png").stat().st_size > 0
+    assert "Held-out users" in markdown and "| distilled |" in markdown

@@ -1,0 +1,127 @@
+"""``users distill`` and ``user_model="distilled"``: plain-data artefact, the LLM agent's rule, every env face."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+pytest.importorskip("pyarrow")
+
+from recagent_gym.config import Config
+from recagent_gym.users.distilled import logs
+from recagent_gym.users.distilled.artefact import Artefact
+from recagent_gym.users.distilled.errors import DistillError
+from recagent_gym.users.distilled.fit import split_users
+from recagent_gym.users.distilled.user import DistilledUser
+from recagent_gym.users.factory import build_user_model
+from recagent_gym.users.protocol import Action, Context, Page, UserModel
+from tests._agent_fixtures import tiny_dataset
+from tests._distilled_fixtures import tiny_distilled, tiny_logs
+
+
+@pytest.fixture(scope="module")
+def artefact_dir(tmp_path_factory):
+    root = tmp_path_factory.mktemp("distilled")
+    logs_dir = tiny_logs(root / "logs")
+    folder, _ = tiny_distilled(root / "model", logs_dir)
+    return folder, logs_dir
+
+
+def test_split_is_seeded_and_disjoint():
+    users = np.array([5, 1, 3, 3, 2, 9, 7, 7, 0, 4])
+    train, test = split_users(users, 0.25, 0)
+    assert set(train).isdisjoint(test) and set(train) | set(test) == set(users)
+    assert np.array_equal(split_users(users, 0.25, 0)[1], test)
+    assert not np.array_equal(split_users(users, 0.25, 1)[1], test)
+
+
+def test_artefact_is_plain_data_with_logs_hash(artefact_dir):
+    folder, logs_dir = artefact_dir
+    meta = json.loads((folder / "model.json").read_text())
+    assert meta["logs_hash"] == logs.logs_hash(logs_dir)
+    assert set(meta["train_users"]).isdisjoint(meta["test_users"]) and meta["test_users"]
+    assert meta["settings"]["epochs"] == 40 and meta["metrics"]["train_items"] > 0
+    with np.load(folder / "weights.npz", allow_pickle=False) as weights:  # no pickled objects inside
+        assert weights["user_table"].shape[0] == tiny_dataset().n_users
+        assert weights["item_table"].shape[0] == tiny_dataset().n_items
+
+
+def test_distilled_scores_learn_the_scripted_taste(artefact_dir):
+    """The scripted LLM likes the genre of the user's history: users 0-2 Action (items 0-5), 3-5 Romance (24-29)."""
+    user = DistilledUser(tiny_dataset(), artefact_dir[0])
+    action, romance = list(range(6)), list(range(24, 30))
+    assert user.mean_scores(0, action).mean() > user.mean_scores(0, romance).mean()
+    assert user.mean_scores(4, romance).mean() > user.mean_scores(4, action).mean()
+
+
+def test_protocol_and_the_llm_rule(artefact_dir):
+    user = DistilledUser(tiny_dataset(), artefact_dir[0])
+    assert isinstance(user, UserModel)
+    rng = np.random.default_rng(0)
+    actions = []
+    for _episode in range(40):
+        user.start_session(0, rng)
+        patience = user.session(0).patience
+        for step in range(30):
+            r = user.respond(Page(tuple(range(step % 5, 30, 6))[:5], step), Context(user_id=0, step=step), rng)
+            actions.append(r.action)
+            if r.action == Action.WATCH:
+                assert 1.0 <= r.rating <= 5.0 and user.session(0).patience == patience
+            else:
+                assert user.session(0).patience == patience - 1  # an unrewarding page costs patience
+                patience -= 1
+            if r.action == Action.LEAVE:
+                assert patience == 0
+                break
+        user.end_sessions([0])
+    assert {Action.WATCH, Action.LEAVE} <= set(actions)
+    state = user.get_state()
+    json.dumps(state)
+    user.set_state(state)
+
+
+def test_same_seed_same_decisions(artefact_dir):
+    def run() -> list:
+        user = DistilledUser(tiny_dataset(), artefact_dir[0])
+        rng = np.random.default_rng(3)
+        user.start_session(1, rng)
+        return [user.respond(Page((0, 7, 14, 21, 28), k), Context(user_id=1), rng).action for k in range(5)]
+
+    assert run() == run()
+
+
+def test_wrong_dataset_and_missing_artefact_are_one_line_errors(artefact_dir, tmp_path):
+    from recagent_gym.data.load import load_dataset
+
+    with pytest.raises(DistillError, match="does not fit dataset"):
+        DistilledUser(load_dataset("bundled"), artefact_dir[0])
+    with pytest.raises(DistillError, match="not a distilled user model"):
+        DistilledUser(tiny_dataset(), tmp_path)
+    bad = Artefact.load(artefact_dir[0])
+    bad.meta["format"] = 99
+    bad.save(tmp_path / "bad")
+    with pytest.raises(DistillError, match="format"):
+        DistilledUser(tiny_dataset(), tmp_path / "bad")
+
+
+def test_factory_and_envs_take_user_model_distilled(artefact_dir):
+    from recagent_gym.envs.recagent_env import RecAgentEnv
+    from recagent_gym.envs.vector import RecAgentVectorEnv
+
+    config = Config.model_validate({"user": {"model": "distilled", "distilled_path": str(artefact_dir[0])}})
+    assert isinstance(build_user_model("distilled", tiny_dataset(), config), DistilledUser)
+    env = RecAgentEnv(tiny_dataset(), "distilled", config=config)
+    env.reset(seed=0)
+    rewards = []
+    for step in range(50):
+        _, reward, terminated, truncated, _info = env.step(np.arange(5) + 5 * (step % 6))
+        rewards.append(reward)
+        if terminated or truncated:
+            env.reset()
+    assert sum(rewards) > 0
+    venv = RecAgentVectorEnv(3, tiny_dataset(), "distilled", config=config)
+    venv.reset(seed=0)
+    for step in range(20):
+        venv.step(np.stack([np.arange(5) + 5 * ((step + k) % 6) for k in range(3)]))
