@@ -155,6 +155,9 @@ class DistilledUser:
     def write_ended(self, *, at_least: int = 1) -> list[int]:
         return []  # memory-free: nothing is written at the end of a session
 
+    social = False
+    """The distilled users have no social life: :meth:`social_round` is empty and never run by the kernel."""
+
     def social_round(self, rng: np.random.Generator, time_h: float, incoming: Sequence[int]) -> list[dict[str, Any]]:
         return []  # the distilled users have no social life
 
