@@ -1,4 +1,5 @@
-"""Env steps per second with the RecSim-style user: single env (raw and through gymnasium.make) and vector form.
+"""Env steps per second with the RecSim-style user: single env (raw and through gymnasium.make) and vector form,
+and the kernel's own cost per step (a constant user that costs next to nothing).
 
 .venv/bin/python benchmarks/bench_env.py [--steps 50000]
 """
@@ -7,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Sequence
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -16,6 +19,50 @@ from recagent_gym.data.load import load_dataset
 from recagent_gym.envs import ENV_ID
 from recagent_gym.envs.recagent_env import RecAgentEnv
 from recagent_gym.envs.vector import RecAgentVectorEnv
+from recagent_gym.users.protocol import Action, Context, Page, Response
+
+
+class ConstantUser:
+    """Watches the first item of every page (4 stars) until ``max_pages``: every kernel phase runs (duplicate rule,
+    watch, observation, restart), and the user itself costs a dict look-up, so the figure is the kernel's."""
+
+    social = False
+
+    def __init__(self) -> None:
+        self._answers: dict[int, Response] = {}
+
+    def _answer(self, item: int) -> Response:
+        answer = self._answers.get(item)
+        if answer is None:
+            answer = self._answers[item] = Response(Action.WATCH, item=item, rating=4.0)
+        return answer
+
+    def respond(self, page: Page, context: Context, rng: np.random.Generator) -> Response:
+        return self._answer(page.items[0])
+
+    def respond_batch(self, requests: Sequence[tuple[Page, Context]], rngs: Sequence[Any]) -> list[Response]:
+        return [self._answer(page.items[0]) for page, _ in requests]
+
+    def start_session(self, user_id: int, rng: np.random.Generator) -> None:
+        pass
+
+    def end_sessions(self, user_ids: Sequence[int]) -> None:
+        pass
+
+    def write_ended(self, *, at_least: int = 1) -> list[int]:
+        return []
+
+    def social_round(self, rng: np.random.Generator, time_h: float, incoming: Sequence[int]) -> list[dict[str, Any]]:
+        return []
+
+    def score_items(self, user_id: int, items: Sequence[int], rng: np.random.Generator) -> np.ndarray:
+        return np.zeros(len(items))
+
+    def get_state(self) -> dict[str, Any]:
+        return {}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        pass
 
 
 def single(env: gym.Env, actions: np.ndarray) -> float:
@@ -28,8 +75,8 @@ def single(env: gym.Env, actions: np.ndarray) -> float:
     return len(actions) / (time.perf_counter() - start)
 
 
-def vector(num_envs: int, dataset, steps: int) -> float:
-    venv = RecAgentVectorEnv(num_envs, dataset, "recsim")
+def vector(num_envs: int, dataset, steps: int, user_model: Any = "recsim") -> float:
+    venv = RecAgentVectorEnv(num_envs, dataset, user_model)
     venv.reset(seed=0)
     actions = np.random.default_rng(0).integers(0, dataset.n_items, size=(steps // num_envs, num_envs, 5))
     start = time.perf_counter()
@@ -52,6 +99,12 @@ def main() -> None:
     print()
     for n in (4, 16):
         print(f"RecAgentVectorEnv x{n:<2}      : {vector(n, dataset, args.steps):9.0f} steps/s (all sub-envs)")
+    print()
+    kernel = single(RecAgentEnv(dataset, ConstantUser()), actions)
+    print(f"kernel only (constant user): {kernel:9.0f} steps/s = {1e6 / kernel:5.1f} us/step (RecAgentEnv, raw)")
+    for n in (16,):
+        rate = vector(n, dataset, args.steps, ConstantUser())
+        print(f"kernel only, vector x{n:<2}    : {rate:9.0f} steps/s = {1e6 / rate:5.1f} us/step (all sub-envs)")
 
 
 if __name__ == "__main__":
