@@ -77,7 +77,8 @@ class SessionKernel:
 
     # --------------------------------------------------------------------------------------------------- one step
     def step_sessions(self, sessions: Sequence[SessionState], pages: Sequence[Any], users: Users) -> list[StepResult]:
-        """One page for each open session (see the module docstring)."""
+        """One page for each open session (see the module docstring); ``pages`` is one page per session, or an
+        ``(N, page_size)`` array."""
         n = len(sessions)
         models = _per_session(users, n)
         shown = self._check_pages(sessions, pages)
@@ -113,10 +114,13 @@ class SessionKernel:
         for s in sessions:
             if not s.open:
                 raise RuntimeError(f"the session of user {s.user} is over; start the next one first")
-        try:
-            batch = np.asarray(pages)
-        except ValueError:  # pages of different lengths
-            batch = np.zeros(0)
+        if isinstance(pages, np.ndarray):
+            batch = pages
+        else:
+            try:
+                batch = np.asarray(pages)
+            except ValueError:  # pages of different lengths
+                batch = np.zeros(0)
         if batch.dtype.kind in "iu" and batch.shape == (len(sessions), size):
             rows: list[list[int]] = batch.tolist()
         else:  # any other shape or dtype: page by page, as the error messages name the action
@@ -303,7 +307,7 @@ def _respond(
     if not indices:
         return []
     first = models[indices[0]]
-    if all(models[k] is first for k in indices):
+    if len(indices) == 1 or all(models[k] is first for k in indices):
         return first.respond_batch(requests, [sessions[k].rng for k in indices])
     out: dict[int, Response] = {}
     for model, group in _groups([models[k] for k in indices], list(zip(indices, requests, strict=True))):
