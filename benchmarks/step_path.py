@@ -85,9 +85,7 @@ def main() -> None:
     env.step(rng.integers(0, dataset.n_items, size=5))  # warms the lazy agent state; not traced
     env.reset(seed=1)
     trace(env, rng.integers(0, dataset.n_items, size=5), "a page step", verbose)
-    trace(
-        env, rng.integers(0, dataset.n_items, size=5), "the last page step (the session ends and is written)", verbose
-    )
+    trace(env, rng.integers(0, dataset.n_items, size=5), "the last page step (session ends, is written)", verbose)
 
 
 if __name__ == "__main__":
