@@ -70,7 +70,7 @@ def make_model(dataset: Dataset, llm: EmbeddedLLM, embedder: SentenceEmbedder, a
             "user": {"write_feelings": False},
         }
     )
-    return LLMUserModel(dataset, config, llm, embedder)
+    return LLMUserModel(dataset, config.user, llm, embedder, memory=config.memory, llm_backend=config.llm.backend)
 
 
 def draw_page(dataset: Dataset, seen: set[int], pop: np.ndarray, size: int, rng: np.random.Generator) -> Page:
@@ -224,7 +224,7 @@ def main() -> None:
         f"dataset {dataset.name}: {dataset.n_users} users, {dataset.n_items} items"
     )
     model = make_model(dataset, llm, embedder, args)
-    print(f"strategy {model.strategy}; user config: {model.config.user.model_dump(exclude={'model'})}")
+    print(f"strategy {model.strategy}; user config: {model.config.model_dump(exclude={'model'})}")
     if args.decisions:
         bench_decisions(model, users, args, rng)
     if args.batch_decisions:

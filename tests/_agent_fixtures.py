@@ -150,14 +150,26 @@ def taste_llm(**kwargs: Any) -> ScriptedLLM:
     return ScriptedLLM(chooser=taste_chooser, default="I liked it a lot, great story.", **kwargs)
 
 
-def make_model(llm: Any = None, overrides: dict[str, Any] | None = None, **kwargs: Any) -> LLMUserModel:
+def make_config(overrides: dict[str, Any] | None = None) -> Config:
+    """The root config :func:`make_model` builds its agents from."""
     # genres in the scoring lines: the taste-aware fake model reads them
     data: dict[str, Any] = {"user": {"patience": 3.0, "history_shots": 3, "negative_shots": 3, "scoring_genres": True}}
     for section, values in (overrides or {}).items():
         data.setdefault(section, {}).update(values)
-    config = Config.model_validate(data)
+    return Config.model_validate(data)
+
+
+def make_model(llm: Any = None, overrides: dict[str, Any] | None = None, **kwargs: Any) -> LLMUserModel:
+    config = make_config(overrides)
     return LLMUserModel(
-        tiny_dataset(), config, llm or taste_llm(), HashingEmbedder(32), memory_backend=FakeMemoryBackend(), **kwargs
+        tiny_dataset(),
+        config.user,
+        llm or taste_llm(),
+        HashingEmbedder(32),
+        social=config.social,
+        memory_backend=FakeMemoryBackend(),
+        llm_backend=config.llm.backend,
+        **kwargs,
     )
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from recagent_gym.llm.testing import HashingEmbedder
 from recagent_gym.users.distilled.collect import collect
 from recagent_gym.users.distilled.fit import FitSettings, distill
-from tests._agent_fixtures import make_model, tiny_dataset
+from tests._agent_fixtures import make_config, make_model, tiny_dataset
 
 
 def tiny_logs(folder: Path, sessions: int = 36) -> Path:
@@ -16,7 +16,7 @@ def tiny_logs(folder: Path, sessions: int = 36) -> Path:
 
 
 def tiny_distilled(folder: Path, logs_folder: Path, epochs: int = 40) -> tuple[Path, str]:
-    config = make_model().config
+    config = make_config()
     summary = distill(
         logs_folder, tiny_dataset(), config, folder, settings=FitSettings(epochs=epochs), embedder=HashingEmbedder(32)
     )

@@ -27,7 +27,7 @@ def make(dataset, llm, embedder, **user):  # type: ignore[no-untyped-def]
             "memory": {"sensory": False},
         }
     )
-    return LLMUserModel(dataset, config, llm, embedder)
+    return LLMUserModel(dataset, config.user, llm, embedder, social=config.social, memory=config.memory)
 
 
 def genre_items(dataset, genre: str, avoid: set[str], n: int) -> list[int]:  # type: ignore[no-untyped-def]

@@ -9,7 +9,7 @@ pytest.importorskip("pyarrow")
 
 from recagent_gym.llm.testing import HashingEmbedder
 from recagent_gym.users.distilled.fidelity import fidelity_report
-from tests._agent_fixtures import make_model, tiny_dataset
+from tests._agent_fixtures import make_config, tiny_dataset
 from tests._distilled_fixtures import tiny_distilled, tiny_logs
 
 
@@ -18,7 +18,7 @@ def test_fidelity_report_rows_ranking_and_files(tmp_path):
     model_dir, _ = tiny_distilled(tmp_path / "model", logs_dir)
     out = tmp_path / "report"
     markdown = fidelity_report(
-        logs_dir, model_dir, tiny_dataset(), make_model().config, out, replays=10, bootstrap=200,
+        logs_dir, model_dir, tiny_dataset(), make_config(), out, replays=10, bootstrap=200,
         embedder=HashingEmbedder(32),
     )  # fmt: skip
     table = pd.read_csv(out / "fidelity.csv")

@@ -111,7 +111,7 @@ def test_factory_and_envs_take_user_model_distilled(artefact_dir):
     from recagent_gym.envs.vector import RecAgentVectorEnv
 
     config = Config.model_validate({"user": {"model": "distilled", "distilled_path": str(artefact_dir[0])}})
-    assert isinstance(build_user_model("distilled", tiny_dataset(), config), DistilledUser)
+    assert isinstance(build_user_model("distilled", tiny_dataset(), config.user), DistilledUser)
     env = RecAgentEnv(tiny_dataset(), "distilled", config=config)
     env.reset(seed=0)
     rewards = []

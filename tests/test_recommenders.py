@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from recagent_gym.config import Config
 from recagent_gym.envs.recagent_env import RecAgentEnv
 from recagent_gym.envs.vector import RecAgentVectorEnv
 from recagent_gym.recommenders.config import RecommenderConfig
@@ -23,7 +22,7 @@ def dataset():
 
 @pytest.mark.parametrize("name", BASELINES)
 def test_every_baseline_runs_single_and_batched(dataset, name):
-    recommender = build_recommender(name, dataset, Config(), page_size=5, seed=0)
+    recommender = build_recommender(name, dataset, RecommenderConfig(), page_size=5, seed=0)
     env = RecAgentEnv(dataset, "recsim")
     obs, _ = env.reset(seed=0)
     for _ in range(12):

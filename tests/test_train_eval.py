@@ -58,7 +58,7 @@ def test_train_then_evaluate_in_process(tmp_path, dataset, algorithm, action):
     assert json.loads((tmp_path / "policy.json").read_text())["action"] == action
     env = RecAgentEnv(dataset, "recsim", config=config)
     recommenders = {
-        "random": build_recommender("random", dataset, config, env.page_size),
+        "random": build_recommender("random", dataset, config.recommender, env.page_size),
         algorithm: PolicyRecommender.load(result.policy_path, env),
     }
     split = split_users(dataset.n_users, test_fraction=0.25, seed=0)
@@ -130,7 +130,10 @@ def test_swapped_encoding_hurts_a_personalised_recommender_not_popularity(datase
     env = RecAgentEnv(dataset, "recsim", config=config, social=False)
     protocol = EvalProtocol(users=np.arange(dataset.n_users), sessions_per_user=3, seed=0, n_boot=500)
     results = evaluate_recommenders(
-        {"popularity": build_recommender("popularity", dataset, config, env.page_size), "fav": _FavouriteGenre(env)},
+        {
+            "popularity": build_recommender("popularity", dataset, config.recommender, env.page_size),
+            "fav": _FavouriteGenre(env),
+        },
         env,
         protocol,
     )
@@ -145,7 +148,7 @@ def test_each_held_out_user_starts_from_the_same_state_for_every_recommender(dat
     env = RecAgentEnv(dataset, "recsim", config=config, social=False)
     protocol = EvalProtocol(users=np.array([3, 7, 11]), sessions_per_user=2, seed=5, swapped=False)
     seen = []
-    rec = build_recommender("popularity", dataset, config, env.page_size)
+    rec = build_recommender("popularity", dataset, config.recommender, env.page_size)
     first = run_sessions(rec, env, protocol).returns
     env.reset(seed=99)  # the env's state moves on between recommenders ...
     for _ in range(3):

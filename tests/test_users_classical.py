@@ -33,7 +33,7 @@ def test_mnl_choice_matches_logit_probabilities():
 @pytest.mark.parametrize("kind", ["recsim", "embedding"])
 def test_classical_users_follow_the_protocol(dataset, kind):
     config = Config(user=UserConfig(recsim_no_click_mass=1.0, patience=100.0, embedding_no_click_threshold=0.0))
-    user = build_user_model(kind, dataset, config)
+    user = build_user_model(kind, dataset, config.user)
     assert isinstance(user, UserModel)
     rng = np.random.default_rng(1)
     user.start_session(3, rng)
@@ -109,4 +109,4 @@ def test_unknown_kind_is_a_config_error(dataset):
     from recagent_gym.config import ConfigError
 
     with pytest.raises(ConfigError, match="unknown user model"):
-        build_user_model("nope", dataset, Config())
+        build_user_model("nope", dataset, UserConfig())

@@ -51,6 +51,17 @@ class Config(Section):
     evaluation: EvaluationConfig = Field(default_factory=EvaluationConfig)
     """The paper's evaluations (discrimination, sequence generation)."""
 
+    def user_model_sections(self) -> dict[str, Section]:
+        """The sections a user model is built from, as keywords of
+        :func:`~recagent_gym.users.factory.build_user_model` (the root assembles; the builders take sections)."""
+        return {
+            "user": self.user,
+            "llm_config": self.llm,
+            "data": self.data,
+            "social": self.social,
+            "memory": self.memory,
+        }
+
     def in_run_folder(self, folder: str | Path) -> Config:
         """A copy whose relative run files (the response cache and request record of ``llm`` and of the judge)
         lie in the run's output ``folder``. Every command calls this once it knows its output folder; a resumed

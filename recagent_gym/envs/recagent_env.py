@@ -173,7 +173,8 @@ class RecAgentEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         session = self._lane.session
         if session is None or not session.open:
             raise RuntimeError("RecAgentEnv: the session is over; call reset()")
-        result = self.kernel.step_sessions([session], [action], self.user_model)[0]
+        page = action[None] if isinstance(action, np.ndarray) else [action]  # a batch of one page
+        result = self.kernel.step_sessions([session], page, self.user_model)[0]
         self._last_info = result.info()
         reward = float(self.reward_fn(result.outcome))
         return self._observation(), reward, result.terminated, result.truncated, self._last_info

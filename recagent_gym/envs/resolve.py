@@ -75,7 +75,11 @@ def build_users(kind: str | UserModel | None, dataset: Dataset, config: Config, 
     from recagent_gym.users.factory import build_user_model
 
     return build_user_model(
-        kind if kind is not None else config.user.model, dataset, config, llm=llm, embedder=embedder
+        kind if kind is not None else config.user.model,
+        dataset,
+        **config.user_model_sections(),
+        llm=llm,
+        embedder=embedder,
     )
 
 

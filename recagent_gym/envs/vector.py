@@ -30,7 +30,8 @@ from recagent_gym.envs.recagent_env import RecAgentEnv
 from recagent_gym.envs.resolve import resolve_config, world_weights
 from recagent_gym.envs.reward import RewardFn
 from recagent_gym.envs.wrappers import page_adapter
-from recagent_gym.session import Lane, Started, observe
+from recagent_gym.session import Lane, Started
+from recagent_gym.session.observation import ObservationBatch
 from recagent_gym.users.protocol import UserModel
 
 
@@ -77,6 +78,8 @@ class RecAgentVectorEnv(gym.vector.VectorEnv):
         self.config, self.dataset, self.user_model = self.face.config, self.face.dataset, self.face.user_model
         self.kernel = self.face.kernel
         self.lanes = [Lane(np.random.default_rng()) for _ in range(num_envs)]
+        rules = self.kernel.rules
+        self._observations = ObservationBatch(num_envs, self.kernel.tables, rules.history_length, rules.max_pages)
         self.adapter = page_adapter(action, self.face) if isinstance(action, str) else action
         self.flattener: ObsFlattener | None = None
         if flatten:
@@ -112,29 +115,33 @@ class RecAgentVectorEnv(gym.vector.VectorEnv):
             self.user_model,
             user_ids=[None if u is None else int(u) for u in user_ids],
         )
-        return self._batch_obs([self._obs(i) for i in range(self.num_envs)]), {"env_infos": [s.info for s in started]}
+        return self._batch_obs(), {"env_infos": [s.info for s in started]}
 
     def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         if any(lane.session is None for lane in self.lanes):
             raise RuntimeError("RecAgentVectorEnv: call reset() before step()")
         sessions = [lane.session for lane in self.lanes]
-        pages = [self._page(s, actions[i]) for i, s in enumerate(sessions)]  # type: ignore[arg-type]
+        if self.adapter is None:
+            pages = actions
+        else:
+            pages = [self.adapter.to_page(actions[i], s.seen) for i, s in enumerate(sessions)]  # type: ignore[union-attr]
         results = self.kernel.step_sessions(sessions, pages, self.user_model)  # type: ignore[arg-type]
-        rewards = np.array([self.face.reward_fn(r.outcome) for r in results], dtype=np.float64)
+        reward_fn = self.face.reward_fn
+        rewards = np.array([reward_fn(r.outcome) for r in results], dtype=np.float64)
         terminations = np.array([r.terminated for r in results], dtype=bool)
         truncations = np.array([r.truncated for r in results], dtype=bool)
         env_infos = [r.info() for r in results]
-        observations = [self._obs(i) for i in range(self.num_envs)]
+        done = terminations | truncations
         final_obs = np.full(self.num_envs, None, dtype=object)
         final_info = np.full(self.num_envs, None, dtype=object)
-        finished = [i for i, r in enumerate(results) if r.done]
-        for i in finished:
-            final_obs[i], final_info[i] = self._one_obs(observations[i]), env_infos[i]
-        started: list[Started] = self.kernel.restart(self.lanes, finished, self.user_model) if finished else []
-        for s in started:
-            observations[s.lane] = self._obs(s.lane)
-            env_infos[s.lane] = {**env_infos[s.lane], "reset": s.info}
-        done = terminations | truncations
+        finished = np.flatnonzero(done).tolist()
+        if finished:
+            self._observations.update(sessions)  # type: ignore[arg-type]
+            for i in finished:
+                final_obs[i], final_info[i] = self._row(i), env_infos[i]
+            started: list[Started] = self.kernel.restart(self.lanes, finished, self.user_model)
+            for s in started:
+                env_infos[s.lane] = {**env_infos[s.lane], "reset": s.info}
         infos = {
             "env_infos": env_infos,
             "final_obs": final_obs,
@@ -142,7 +149,7 @@ class RecAgentVectorEnv(gym.vector.VectorEnv):
             "final_info": final_info,
             "_final_info": done,
         }
-        return self._batch_obs(observations), rewards, terminations, truncations, infos
+        return self._batch_obs(), rewards, terminations, truncations, infos
 
     def close_extras(self, **kwargs: Any) -> None:
         open_sessions = [lane.session for lane in self.lanes if lane.session is not None and lane.session.open]
@@ -160,19 +167,18 @@ class RecAgentVectorEnv(gym.vector.VectorEnv):
             raise ValueError(f"reset needs {self.num_envs} seeds, got {len(seeds)}")
         return seeds
 
-    def _page(self, session: Any, action: Any) -> np.ndarray:
-        return np.asarray(action) if self.adapter is None else self.adapter.to_page(action, session.seen)
+    def _row(self, i: int) -> Any:
+        """Lane ``i``'s observation as a single env returns it (before its lane restarts)."""
+        row = self._observations.row(i)
+        return row if self.flattener is None else self.flattener.flatten(row)
 
-    def _obs(self, i: int) -> dict[str, np.ndarray]:
-        return observe(self.lanes[i].session, self.kernel.tables, self.kernel.rules.max_pages)  # type: ignore[arg-type]
-
-    def _one_obs(self, obs: dict[str, np.ndarray]) -> Any:
-        return obs if self.flattener is None else self.flattener.flatten(obs)
-
-    def _batch_obs(self, observations: list[dict[str, np.ndarray]]) -> Any:
+    def _batch_obs(self) -> Any:
+        """The observations of every lane's current session."""
+        self._observations.update([lane.session for lane in self.lanes])  # type: ignore[misc]
+        arrays = self._observations.arrays
         if self.flattener is not None:
-            return np.stack([self.flattener.flatten(o) for o in observations])
-        return {key: np.stack([o[key] for o in observations]) for key in observations[0]}
+            return self.flattener.flatten_batch(arrays)  # a new array
+        return self._observations.batch()
 
     def get_state(self) -> dict[str, Any]:
         """Plain-data state of every lane and the shared user model."""

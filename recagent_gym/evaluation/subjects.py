@@ -189,4 +189,4 @@ class Resources:
             return EmbeddingUser(train, self.config, item_embeddings=self.item_vectors())
         llm = self.language_model() if kind == "llm" else None
         embedder = self.embedder() if kind == "llm" else None
-        return build_user_model(kind, train, self.config, llm=llm, embedder=embedder)
+        return build_user_model(kind, train, **self.config.user_model_sections(), llm=llm, embedder=embedder)

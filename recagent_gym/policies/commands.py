@@ -177,7 +177,7 @@ def run_evaluate_policies(args: argparse.Namespace) -> int:
     seed = train.seed if args.seed is None else args.seed
     recommenders: dict[str, Any] = {}
     for name in filter(None, (n.strip() for n in args.recommenders.split(","))):
-        recommenders[name] = build_recommender(name, env.dataset, config, env.page_size, seed)
+        recommenders[name] = build_recommender(name, env.dataset, config.recommender, env.page_size, seed)
     learned: dict[str, list[Any]] = {}
     steps: dict[str, list[int]] = {}
     for spec in args.policy:

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from recagent_gym.config import Config
 from recagent_gym.data.schema import Dataset
 from recagent_gym.recommenders.baselines import PopularityRecommender, RandomRecommender
+from recagent_gym.recommenders.config import RecommenderConfig
 
 BASELINES: tuple[str, ...] = ("random", "popularity", "mf")
 
 
-def build_recommender(name: str, dataset: Dataset, config: Config, page_size: int, seed: int = 0) -> Any:
-    """``random``, ``popularity`` or ``mf`` (trained on the dataset at construction)."""
+def build_recommender(name: str, dataset: Dataset, config: RecommenderConfig, page_size: int, seed: int = 0) -> Any:
+    """``random``, ``popularity`` or ``mf`` (trained on the dataset at construction; ``config`` is the recommender
+    section)."""
     if name == "random":
         return RandomRecommender(dataset.n_items, page_size, seed)
     if name == "popularity":
@@ -20,5 +21,5 @@ def build_recommender(name: str, dataset: Dataset, config: Config, page_size: in
     if name == "mf":
         from recagent_gym.recommenders.mf import MFRecommender  # torch is imported only when needed
 
-        return MFRecommender(dataset, page_size, config.recommender, seed)
+        return MFRecommender(dataset, page_size, config, seed)
     raise ValueError(f"unknown recommender {name!r}; expected one of {', '.join(BASELINES)}")

@@ -77,11 +77,13 @@ class SessionKernel:
 
     # --------------------------------------------------------------------------------------------------- one step
     def step_sessions(self, sessions: Sequence[SessionState], pages: Sequence[Any], users: Users) -> list[StepResult]:
-        """One page for each open session (see the module docstring)."""
-        models = _per_session(users, len(sessions))
-        shown = [self._check_page(s, p) for s, p in zip(sessions, pages, strict=True)]
+        """One page for each open session (see the module docstring); ``pages`` is one page per session, or an
+        ``(N, page_size)`` array."""
+        n = len(sessions)
+        models = _per_session(users, n)
+        shown = self._check_pages(sessions, pages)
         requests = [(page, s.context()) for s, (page, _, _) in zip(sessions, shown, strict=True)]
-        responses = _respond(models, sessions, requests, range(len(sessions)))
+        responses = _respond(models, sessions, requests, range(n))
         search_pages: dict[int, Page] = {}
         if self.search is not None:
             for k, r in enumerate(responses):
@@ -105,19 +107,40 @@ class SessionKernel:
             self.end([sessions[k] for k in done], models=[models[k] for k in done])
         return results
 
-    def _check_page(self, session: SessionState, action: Any) -> tuple[Page, int, int]:
-        if not session.open:
-            raise RuntimeError(f"the session of user {session.user} is over; start the next one first")
+    def _check_pages(self, sessions: Sequence[SessionState], pages: Sequence[Any]) -> list[tuple[Page, int, int]]:
+        """Each page checked (open session, ``page_size`` ids in the catalogue) and put through the duplicate rule:
+        ``(page, duplicates, watched)`` per session. The ids are checked and converted for all pages at once."""
+        size, n_items = self.rules.page_size, self.tables.n_items
+        for s in sessions:
+            if not s.open:
+                raise RuntimeError(f"the session of user {s.user} is over; start the next one first")
+        if isinstance(pages, np.ndarray):
+            batch = pages
+        else:
+            try:
+                batch = np.asarray(pages)
+            except ValueError:  # pages of different lengths
+                batch = np.zeros(0)
+        if batch.dtype.kind in "iu" and batch.shape == (len(sessions), size):
+            rows: list[list[int]] = batch.tolist()
+        else:  # any other shape or dtype: page by page, as the error messages name the action
+            rows = [self._page_items(p) for p in pages]
+        if len(rows) != len(sessions):
+            raise ValueError(f"{len(sessions)} sessions but {len(rows)} pages")
+        rule, tables = self.rules.duplicate_rule, self.tables
+        out = []
+        for s, items in zip(sessions, rows, strict=True):
+            if min(items) < 0 or max(items) >= n_items:
+                raise ValueError(f"action holds item ids outside 0..{n_items - 1}: {items}")
+            items, duplicates, watched = s.apply_duplicate_rule(items, rule, tables)
+            out.append((Page(tuple(items), index=s.page_index), duplicates, watched))
+        return out
+
+    def _page_items(self, action: Any) -> list[int]:
         items = np.asarray(action).reshape(-1)
         if items.shape[0] != self.rules.page_size:
             raise ValueError(f"action must hold {self.rules.page_size} item ids, got shape {np.shape(action)}")
-        page_items = [int(i) for i in items]
-        if min(page_items) < 0 or max(page_items) >= self.tables.n_items:
-            raise ValueError(f"action holds item ids outside 0..{self.tables.n_items - 1}: {page_items}")
-        page_items, duplicates, watched = session.apply_duplicate_rule(
-            page_items, self.rules.duplicate_rule, self.tables
-        )
-        return Page(tuple(page_items), index=session.page_index), duplicates, watched
+        return [int(i) for i in items]
 
     def _apply(
         self,
@@ -131,24 +154,30 @@ class SessionKernel:
     ) -> StepResult:
         searched = response.action == Action.SEARCH
         search_empty = search_repeat = False
-        if searched and search_response is None:
-            search_empty = True
-            search_response = Response(Action.NEXT, extra={"search_empty": True})
-        elif searched and search_response is not None and search_response.action == Action.SEARCH:
-            search_repeat = True  # one search per step: searching again on the results page asks for the next page
-            search_response = Response(Action.NEXT, text=search_response.text, usage=search_response.usage)
-        outcome = StepOutcome(response, search_response if searched else None)
-        final = outcome.final
-        if final.action == Action.WATCH and final.item is not None:
+        if searched:
+            if search_response is None:
+                search_empty = True
+                search_response = Response(Action.NEXT, extra={"search_empty": True})
+            elif search_response.action == Action.SEARCH:
+                search_repeat = True  # one search per step: searching again on the results page asks for the next
+                search_response = Response(Action.NEXT, text=search_response.text, usage=search_response.usage)
+            final = search_response
+            outcome = StepOutcome(response, search_response)
+        else:
+            final = response
+            outcome = StepOutcome(response)
+        action = final.action
+        if action == Action.WATCH and final.item is not None:
             session.record_watch(final.item, self.tables)
-            session.last_rating = 0.0 if final.rating is None else (min(max(final.rating, 1.0), 5.0) - 1.0) / 4.0
+            rating = final.rating
+            session.last_rating = 0.0 if rating is None else (min(max(rating, 1.0), 5.0) - 1.0) / 4.0
             session.last_code = SEARCH_WATCH if searched else WATCH
-        elif final.action == Action.LEAVE:
+        elif action == Action.LEAVE:
             session.last_code = LEAVE
         else:
             session.last_code = SEARCH_NEXT if searched else NEXT
         session.page_index += 1
-        terminated = final.action == Action.LEAVE
+        terminated = action == Action.LEAVE
         truncated = not terminated and session.page_index >= self.rules.max_pages
         if terminated or truncated:
             session.open = False
@@ -220,7 +249,9 @@ class SessionKernel:
             else:
                 user = int(wanted)
             # Both child seeds are drawn every session so the streams do not depend on the social switch.
-            social_seed, session_seed = (int(s) for s in lane.rng.integers(0, SEED_HIGH, size=2))
+            # Two scalar draws: the same numbers and generator state as one draw of size 2 (both take next_uint32
+            # per value), at half the cost.
+            social_seed, session_seed = int(lane.rng.integers(0, SEED_HIGH)), int(lane.rng.integers(0, SEED_HIGH))
             drawn[i] = (user, redraws, social_seed, session_seed, social and lane.started > 0)
             taken.add(user)
         due = [i for i in finished if drawn[i][4]]
@@ -278,7 +309,7 @@ def _respond(
     if not indices:
         return []
     first = models[indices[0]]
-    if all(models[k] is first for k in indices):
+    if len(indices) == 1 or all(models[k] is first for k in indices):
         return first.respond_batch(requests, [sessions[k].rng for k in indices])
     out: dict[int, Response] = {}
     for model, group in _groups([models[k] for k in indices], list(zip(indices, requests, strict=True))):

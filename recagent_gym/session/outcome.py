@@ -8,6 +8,8 @@ from typing import Any
 from recagent_gym.session.state import RESPONSE_CODES
 from recagent_gym.users.protocol import Action, Page, Response
 
+_ACTION_NAMES = {action: action.name.lower() for action in Action}
+
 
 @dataclass(frozen=True, slots=True)
 class StepOutcome:
@@ -50,9 +52,23 @@ class StepResult:
 
     def info(self) -> dict[str, Any]:
         """The step's record: env ``info`` and the simulator's page events are built from these keys."""
-        response, searched = self.outcome.response, self.outcome.response.action == Action.SEARCH
-        search = self.outcome.search_response if searched else None
-        final = self.outcome.final
+        response = self.outcome.response
+        search = self.outcome.search_response if response.action == Action.SEARCH else None
+        if search is None:
+            final = response
+            text, usage, parse_ok, fallbacks, extra = (
+                response.text,
+                response.usage,
+                response.parse_ok,
+                int(response.fallback),
+                response.extra,
+            )
+        else:
+            final = search
+            text, usage = f"{response.text}\n{search.text}", response.usage + search.usage
+            parse_ok = response.parse_ok and search.parse_ok
+            fallbacks = int(response.fallback) + int(search.fallback)
+            extra = {**response.extra, "search": search.extra}
         watch = final.action == Action.WATCH
         return {
             "user_id": self.user,
@@ -61,19 +77,19 @@ class StepResult:
             "duplicates_replaced": self.duplicates,
             "watched_replaced": self.watched_replaced,
             "response": RESPONSE_CODES[self.code],
-            "action": response.action.name.lower(),
+            "action": _ACTION_NAMES[response.action],
             "item": final.item if watch else None,
             "rating": final.rating if watch else None,
-            "from_search": searched and watch,
+            "from_search": search is not None and watch,
             "query": response.query,
             "search_page": None if self.search_page is None else self.search_page.items,
             "search_empty": self.search_empty,
             "search_repeat": self.search_repeat,
-            "text": response.text if search is None else f"{response.text}\n{search.text}",
+            "text": text,
             "feeling": final.feeling,
-            "usage": response.usage if search is None else response.usage + search.usage,
-            "parse_ok": response.parse_ok and (search is None or search.parse_ok),
-            "fallbacks": int(response.fallback) + int(search is not None and search.fallback),
-            "extra": response.extra if search is None else {**response.extra, "search": search.extra},
+            "usage": usage,
+            "parse_ok": parse_ok,
+            "fallbacks": fallbacks,
+            "extra": extra,
             "time_h": self.time_h,
         }

@@ -4,12 +4,16 @@ A session knows its user, what the user has seen (the dataset history and this s
 ``history_length`` watched items and their mean genre vector, the page count and the last response. The lane
 keeps the generator every draw of the next session comes from, the activation weights, the clock, and the open
 session. Both are plain data behind ``get_state`` / ``set_state``.
+
+The page step runs on plain Python values (ints, lists, a ``bytearray`` of seen flags): numpy's per-call overhead
+is larger than the work for a page of a few items. The arrays the observation reads (``history``,
+``history_genres``) are rebuilt once per watch, not per step.
 """
 
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -21,28 +25,69 @@ RESPONSE_CODES: tuple[str, ...] = ("start", "watch", "next", "search_watch", "se
 """Order of the ``last_response`` one-hot in the observation."""
 
 
-@dataclass
 class SessionState:
     """One open session (see the module docstring)."""
 
-    user: int
-    rng: np.random.Generator
-    """The session's child generator, which the user model draws from."""
-    time_h: float
-    seen: np.ndarray
-    """``(n_items,)`` bool: items the user already watched (dataset history and this session)."""
-    history: np.ndarray
-    """The last ``history_length`` watched items, most recent first, -1 pad."""
-    history_genres: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
-    watched: list[int] = field(default_factory=list)
-    page_index: int = 0
-    pop_pointer: int = 0
-    """Start of the popularity scan for replacements (items before it are all seen)."""
-    last_code: int = 0
-    last_rating: float = 0.0
-    open: bool = True
-    _count: int = -1
-    """Items in the history window, once known (-1: count them)."""
+    __slots__ = (
+        "_pointer_floor",
+        "_seen_flags",
+        "history",
+        "history_genres",
+        "history_length",
+        "last_code",
+        "last_rating",
+        "open",
+        "page_index",
+        "pop_pointer",
+        "rng",
+        "seen",
+        "time_h",
+        "user",
+        "watched",
+        "window",
+    )
+
+    def __init__(
+        self,
+        user: int,
+        rng: np.random.Generator,
+        time_h: float,
+        seen: np.ndarray,
+        history: np.ndarray,
+        tables: SessionTables,
+        *,
+        watched: list[int] | None = None,
+        page_index: int = 0,
+        pop_pointer: int = 0,
+        last_code: int = 0,
+        last_rating: float = 0.0,
+        open: bool = True,
+    ) -> None:
+        self.user = user
+        self.rng = rng
+        """The session's child generator, which the user model draws from."""
+        self.time_h = time_h
+        self._seen_flags = bytearray(np.asarray(seen, dtype=bool).tobytes())
+        self.seen: np.ndarray = np.frombuffer(self._seen_flags, dtype=bool)
+        """``(n_items,)`` bool: items the user already watched (dataset history and this session); a view of the
+        flags the page step reads."""
+        self.history_length = len(history)
+        self.window: list[int] = [int(i) for i in history if i >= 0]
+        """The last ``history_length`` watched items, most recent first (``history`` without the -1 pad)."""
+        self.watched: list[int] = [] if watched is None else watched
+        self.page_index = page_index
+        self.pop_pointer = pop_pointer
+        """Start of the popularity scan for replacements (items before it are all seen)."""
+        self._pointer_floor = tables.first_unseen(user)
+        """Where the scan may start at the earliest: the user's dataset history covers everything before it."""
+        self.last_code = last_code
+        self.last_rating = last_rating
+        self.open = open
+        self.history: np.ndarray
+        """``(history_length,)`` int64: ``window`` padded with -1 (rebuilt on a watch; never written in place)."""
+        self.history_genres: np.ndarray
+        """``(n_genres,)`` float32: mean genre vector of the window (rebuilt on a watch)."""
+        self._window_arrays(tables)
 
     @classmethod
     def start(
@@ -54,42 +99,50 @@ class SessionState:
         history = np.full(history_length, -1, dtype=np.int64)
         recent = past[::-1][:history_length]
         history[: len(recent)] = recent
-        state = cls(user, rng, time_h, seen, history)
-        state.update_genres(tables)
-        return state
+        return cls(user, rng, time_h, seen, history, tables)
 
     def context(self) -> Context:
         return Context(user_id=self.user, step=self.page_index, time_h=self.time_h, watched=tuple(self.watched))
 
     def record_watch(self, item: int, tables: SessionTables) -> None:
-        self.seen[item] = True
+        self._seen_flags[item] = 1
         self.watched.append(item)
-        self.history[1:] = self.history[:-1].copy()
-        self.history[0] = item
-        self._count = min(self.history_count + 1, len(self.history))
-        self.update_genres(tables)
+        window = self.window
+        window.insert(0, item)
+        if len(window) > self.history_length:
+            window.pop()
+        self._window_arrays(tables)
 
-    def update_genres(self, tables: SessionTables) -> None:
-        """Mean genre vector of the window, recomputed from its items: a running sum with subtraction drifts
-        below 0 (e.g. -5.6e-18) and leaves the observation space."""
-        count = self.history_count
-        if count == 0:
-            self.history_genres = np.zeros(tables.n_genres, dtype=np.float32)
-        else:
-            total = np.add.reduce(tables.topics[self.history[:count]], axis=0)
-            self.history_genres = (total * (1.0 / count)).astype(np.float32)
+    def _window_arrays(self, tables: SessionTables) -> None:
+        """``history`` and ``history_genres`` from ``window``.
+
+        The genre mean is recomputed from the window's items (a running sum with subtraction drifts below 0, e.g.
+        -5.6e-18, and leaves the observation space), in plain floats over each item's few genres, adding in window
+        order: bit for bit what summing the window's rows of ``topics`` in numpy gives (adding 0.0 changes nothing).
+        """
+        window = self.window
+        self.history = np.array(window + [-1] * (self.history_length - len(window)), dtype=np.int64)
+        totals = [0.0] * tables.n_genres
+        if window:
+            sparse = tables.sparse_topics
+            for item in window:
+                for genre, share in sparse[item]:
+                    totals[genre] += share
+            scale = 1.0 / len(window)
+            totals = [t * scale for t in totals]
+        self.history_genres = np.array(totals, dtype=np.float32)
 
     @property
     def history_count(self) -> int:
         """Items in the window (it fills from the front)."""
-        return self._count if self._count >= 0 else int(np.count_nonzero(self.history >= 0))
+        return len(self.window)
 
     def apply_duplicate_rule(self, items: list[int], rule: str, tables: SessionTables) -> tuple[list[int], int, int]:
         """``items`` with repeated or already-watched slots replaced (``rule='replace'``) or as given (``'allow'``);
         returns ``(items, duplicates, watched)``."""
-        seen = self.seen
+        seen = self._seen_flags
         if rule == "allow":
-            return items, len(items) - len(set(items)), sum(bool(seen[i]) for i in items)
+            return items, len(items) - len(set(items)), sum(seen[i] for i in items)
         taken: set[int] = set()
         duplicates = watched = 0
         for slot, item in enumerate(items):
@@ -100,26 +153,26 @@ class SessionState:
             else:
                 taken.add(item)
                 continue
-            replacement = self._replacement(taken, tables.popularity_order)
+            replacement = self._replacement(taken, tables.popularity_list)
             items[slot] = replacement
             taken.add(replacement)
         return items, duplicates, watched
 
-    def _replacement(self, taken: set[int], order: np.ndarray) -> int:
+    def _replacement(self, taken: set[int], order: list[int]) -> int:
         """The most popular item neither watched nor on the page (watched ones only if the catalogue is spent)."""
-        seen, n = self.seen, len(order)
-        pointer = self.pop_pointer
+        seen, n = self._seen_flags, len(order)
+        pointer = max(self.pop_pointer, self._pointer_floor)
         while pointer < n and seen[order[pointer]]:
             pointer += 1
         self.pop_pointer = pointer
         for j in range(pointer, n):
-            item = int(order[j])
+            item = order[j]
             if not seen[item] and item not in taken:
                 return item
-        for item in order.tolist():
+        for item in order:
             if item not in taken:
                 return item
-        return int(order[0])  # page larger than the catalogue: a duplicate is unavoidable
+        return order[0]  # page larger than the catalogue: a duplicate is unavoidable
 
     def get_state(self) -> dict[str, Any]:
         return {
@@ -142,12 +195,13 @@ class SessionState:
         rng.bit_generator.state = copy.deepcopy(state["rng"])
         seen = np.zeros(tables.n_items, dtype=bool)
         seen[np.asarray(state["seen"], dtype=np.int64)] = True
-        session = cls(
-            user=int(state["user"]),
-            rng=rng,
-            time_h=float(state["time_h"]),
-            seen=seen,
-            history=np.asarray(state["history"], dtype=np.int64),
+        return cls(
+            int(state["user"]),
+            rng,
+            float(state["time_h"]),
+            seen,
+            np.asarray(state["history"], dtype=np.int64),
+            tables,
             watched=[int(i) for i in state["watched"]],
             page_index=int(state["page_index"]),
             pop_pointer=int(state["pop_pointer"]),
@@ -155,8 +209,6 @@ class SessionState:
             last_rating=float(state["last_rating"]),
             open=bool(state["open"]),
         )
-        session.update_genres(tables)
-        return session
 
 
 @dataclass

@@ -3,7 +3,7 @@ in a page step."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -30,6 +30,29 @@ class SessionTables:
     """Per user, the item ids of its dataset history in time order."""
     titles: tuple[str, ...] = ()
     """Item titles (for event records)."""
+    popularity_list: list[int] = field(init=False, repr=False, compare=False)
+    """``popularity_order`` as Python ints (the page step's replacement scan reads it item by item)."""
+    sparse_topics: list[tuple[tuple[int, float], ...]] = field(init=False, repr=False, compare=False)
+    """Per item, its ``(genre, share)`` pairs with a share > 0 (the history's genre mean adds only these)."""
+    _first_unseen: dict[int, int] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "popularity_list", self.popularity_order.tolist())
+        rows = self.topics.tolist()
+        sparse = [tuple((g, share) for g, share in enumerate(row) if share > 0.0) for row in rows]
+        object.__setattr__(self, "sparse_topics", sparse)
+        object.__setattr__(self, "_first_unseen", {})
+
+    def first_unseen(self, user: int) -> int:
+        """Position in ``popularity_order`` of the user's most popular item outside the dataset history (cached)."""
+        pointer = self._first_unseen.get(user)
+        if pointer is None:
+            seen = np.zeros(self.n_items, dtype=bool)
+            seen[self.histories[user]] = True
+            flags = seen[self.popularity_order]
+            pointer = len(flags) if flags.all() else int(np.argmin(flags))
+            self._first_unseen[user] = pointer
+        return pointer
 
     @classmethod
     def build(cls, dataset: Dataset) -> SessionTables:

@@ -221,7 +221,7 @@ class HumanPlayer:
             [prompt],
             chat_prompt.validate,
             seed=int(rng.integers(0, 2**31 - 1)),
-            max_tokens=model.config.social.utterance_max_tokens,
+            max_tokens=model.social_config.utterance_max_tokens,
             stop=chat_prompt.STOP,
         )[0]
         agent = model.agent(friend)

@@ -65,7 +65,9 @@ def build_llm_and_embedder(config: Config, llm: Any = None, embedder: Any = None
 def build_recommender_for(config: Config, dataset: Dataset, seed: int) -> Any:
     from recagent_gym.recommenders.factory import build_recommender
 
-    return build_recommender(config.recommender.model, dataset, config, config.simulation.page_size, seed=seed)
+    return build_recommender(
+        config.recommender.model, dataset, config.recommender, config.simulation.page_size, seed=seed
+    )
 
 
 def build_world(config: Config, *, llm: Any = None, embedder: Any = None, dataset: Dataset | None = None) -> World:
@@ -78,6 +80,8 @@ def build_world(config: Config, *, llm: Any = None, embedder: Any = None, datase
     dataset = dataset if dataset is not None else load_population(config)
     meter, embedder = build_llm_and_embedder(config, llm, embedder)
     seeds = np.random.SeedSequence(config.simulation.seed).generate_state(2)
-    model = build_llm_agents(dataset, config, meter, embedder, seed=int(seeds[0]))
+    sections = config.user_model_sections()
+    user = sections.pop("user")
+    model = build_llm_agents(dataset, user, meter, embedder, seed=int(seeds[0]), **sections)
     recommender = build_recommender_for(config, dataset, int(seeds[1]))
     return World(config, dataset, meter, embedder, model.graph, model, recommender)

@@ -27,6 +27,13 @@ import numpy as np
 
 from recagent_gym.llm.protocol import Usage
 
+NO_USAGE = Usage()
+"""The usage of a response without an LLM call (``Usage`` is frozen, so one instance serves every response)."""
+
+# The three records below are made several times per page step, so they have their own ``__init__``: writing the
+# instance ``__dict__`` once is about 3x cheaper than the frozen dataclass's per-field ``object.__setattr__``. They
+# stay frozen dataclasses (fields, repr, eq, hash, ``dataclasses.replace``).
+
 
 class Action(enum.IntEnum):
     """What a user does with a page."""
@@ -37,7 +44,7 @@ class Action(enum.IntEnum):
     LEAVE = 3
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Page:
     """Items shown to a user, in display order (dense catalogue ids)."""
 
@@ -49,8 +56,13 @@ class Page:
     query: str | None = None
     """The search query when ``source == 'search'``."""
 
+    def __init__(
+        self, items: tuple[int, ...], index: int = 0, source: str = "recommender", query: str | None = None
+    ) -> None:
+        self.__dict__.update(items=items, index=index, source=source, query=query)
 
-@dataclass(frozen=True)
+
+@dataclass(frozen=True, init=False)
 class Context:
     """What the user knows besides the page."""
 
@@ -64,8 +76,18 @@ class Context:
     heard: tuple[int, ...] = ()
     """Items the user recently heard about from friends (chat or post)."""
 
+    def __init__(
+        self,
+        user_id: int,
+        step: int = 0,
+        time_h: float = 0.0,
+        watched: tuple[int, ...] = (),
+        heard: tuple[int, ...] = (),
+    ) -> None:
+        self.__dict__.update(user_id=user_id, step=step, time_h=time_h, watched=watched, heard=heard)
 
-@dataclass(frozen=True)
+
+@dataclass(frozen=True, init=False)
 class Response:
     """A user's typed response to a page. ``item`` is a catalogue id on the page, set only for WATCH."""
 
@@ -78,7 +100,7 @@ class Response:
     """The search query, for SEARCH."""
     text: str = ""
     """Raw model text behind the decision, if any (for ``info``)."""
-    usage: Usage = field(default_factory=Usage)
+    usage: Usage = NO_USAGE
     parse_ok: bool = True
     """False when the model's first answer could not be used."""
     fallback: bool = False
@@ -86,11 +108,35 @@ class Response:
     extra: dict[str, Any] = field(default_factory=dict)
     """Model-specific signals (scores, permutation shown, retries) for ``info``."""
 
-    def __post_init__(self) -> None:
-        if (self.action == Action.WATCH) != (self.item is not None):
+    def __init__(
+        self,
+        action: Action,
+        item: int | None = None,
+        rating: float | None = None,
+        feeling: str | None = None,
+        query: str | None = None,
+        text: str = "",
+        usage: Usage = NO_USAGE,
+        parse_ok: bool = True,
+        fallback: bool = False,
+        extra: dict[str, Any] | None = None,
+    ) -> None:
+        if (action == Action.WATCH) != (item is not None):
             raise ValueError("a WATCH response needs an item, and only a WATCH response has one")
-        if self.action == Action.SEARCH and not self.query:
+        if action == Action.SEARCH and not query:
             raise ValueError("a SEARCH response needs a query")
+        self.__dict__.update(
+            action=action,
+            item=item,
+            rating=rating,
+            feeling=feeling,
+            query=query,
+            text=text,
+            usage=usage,
+            parse_ok=parse_ok,
+            fallback=fallback,
+            extra={} if extra is None else extra,
+        )
 
 
 @runtime_checkable

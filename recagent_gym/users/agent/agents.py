@@ -10,15 +10,17 @@ from typing import Any
 
 import numpy as np
 
-from recagent_gym.config import Config
 from recagent_gym.data.schema import Dataset
 from recagent_gym.llm.protocol import LanguageModel
+from recagent_gym.memory.config import MemoryConfig
 from recagent_gym.prompts import item_scoring
+from recagent_gym.social.config import SocialConfig
 from recagent_gym.social.titles import TitleMatcher
 from recagent_gym.users.agent.memory_backend import MemoryBackend, RecAgentMemoryBackend, memory_text
 from recagent_gym.users.agent.profile_view import ProfileTexts, agent_profiles
 from recagent_gym.users.agent.state import AgentState, SessionState
 from recagent_gym.users.agent.taste import ItemVectors
+from recagent_gym.users.config import UserConfig
 from recagent_gym.users.profiles import Profile
 
 
@@ -30,28 +32,40 @@ def resolve_strategy(strategy: str, backend: str) -> str:
 
 
 class Agents:
-    """A population of LLM agents, one per dataset user (created lazily on first use)."""
+    """A population of LLM agents, one per dataset user (created lazily on first use).
+
+    ``config`` is the user section; ``social`` the social section (chat and post; ``social_config``); the memory is
+    ``memory_backend``, or the paper's memory configured by ``memory``; ``llm_backend`` (the ``llm.backend`` the
+    ``llm`` came from) resolves ``decision_strategy='auto'``. This constructor is the population's only one (the
+    model adds no arguments).
+    """
 
     def __init__(
         self,
         dataset: Dataset,
-        config: Config,
+        config: UserConfig,
         llm: LanguageModel,
         embedder: Any,
         graph: Any = None,
         profiles: Sequence[Any] | Mapping[int, Any] | None = None,
         *,
+        social: SocialConfig | None = None,
+        memory: MemoryConfig | None = None,
         memory_backend: MemoryBackend | None = None,
+        llm_backend: str = "embedded",
     ) -> None:
+        if not isinstance(config, UserConfig):
+            raise TypeError(f"the LLM agents take the user section (UserConfig), got {type(config).__name__}")
         self.dataset = dataset
         self.config = config
+        self.social_config = social if social is not None else SocialConfig()
         self.llm = llm
         self.embedder = embedder
         self.graph = graph
         self.profiles: list[Profile] = agent_profiles(dataset, profiles)
         self.profile_text = ProfileTexts(self.profiles)
-        self.strategy = resolve_strategy(config.user.decision_strategy, config.llm.backend)
-        self.memory_backend = memory_backend or RecAgentMemoryBackend(config.memory, llm, embedder)
+        self.strategy = resolve_strategy(config.decision_strategy, llm_backend)
+        self.memory_backend = memory_backend or RecAgentMemoryBackend(memory or MemoryConfig(), llm, embedder)
         self.vectors = ItemVectors(dataset, embedder)
         self.popularity = dataset.item_popularity()
         self._titles: TitleMatcher | None = None
@@ -59,6 +73,8 @@ class Agents:
         self._item_lines: dict[int, str] = {}
         self._agents: dict[int, AgentState] = {}
         self._sessions: dict[int, SessionState] = {}
+        self._ended: list[SessionState] = []
+        """Ended sessions whose feelings and memory flush wait for ``write_ended``."""
         self._memories: dict[int, Any] = {}
 
     # -- per-agent pieces -----------------------------------------------------------------------------------------
@@ -95,7 +111,7 @@ class Agents:
 
     def scoring_line(self, item: int) -> str:
         """Item text in the few-shot scoring prompt: ``Title (year)``, with genres if ``user.scoring_genres``."""
-        if self.config.user.scoring_genres:
+        if self.config.scoring_genres:
             return self.item_line(item)
         row = self.dataset.items.iloc[item]
         return f"{row.title} ({row.year})" if row.year and row.year > 0 else str(row.title)
@@ -121,14 +137,14 @@ class Agents:
         for item in reversed(self.history(user_id)):
             if item not in recent:
                 recent.append(item)
-            if len(recent) == self.config.user.history_shots:
+            if len(recent) == self.config.history_shots:
                 break
         return recent[::-1]
 
     def negatives(self, user_id: int, rng: np.random.Generator) -> list[int]:
         """``negative_shots`` distinct items the user never watched, uniformly at random."""
         seen = set(self.history(user_id))
-        want = min(self.config.user.negative_shots, self.dataset.n_items - len(seen))
+        want = min(self.config.negative_shots, self.dataset.n_items - len(seen))
         found: list[int] = []
         while len(found) < want:
             for item in rng.integers(0, self.dataset.n_items, size=2 * want):
@@ -142,7 +158,7 @@ class Agents:
         )
 
     def memory_block(self, user_id: int, query: str, time_h: float) -> str:
-        limit = self.config.user.memory_in_prompt
+        limit = self.config.memory_in_prompt
         if limit == 0:
             return ""
         records = self.memory(user_id).retrieve(query, time_h, top_n=limit)
@@ -163,7 +179,7 @@ class Agents:
         agent = self.agent(user_id)
         for item in items:
             agent.heard.append({"item": int(item), "time_h": float(time_h), "source": int(source), "kind": kind})
-        cap = self.config.user.heard_capacity
+        cap = self.config.heard_capacity
         del agent.heard[: max(0, len(agent.heard) - cap)]
 
     def friends(self, user_id: int) -> list[int]:
@@ -178,10 +194,10 @@ class Agents:
 
     @property
     def scale(self) -> float:
-        return self.config.user.embedding_scale
+        return self.config.embedding_scale
 
     def combine(self, llm_scores: np.ndarray, embedding_scores: np.ndarray) -> np.ndarray:
-        cfg = self.config.user
+        cfg = self.config
         return cfg.score_llm_weight * np.asarray(llm_scores) + cfg.score_embedding_weight * embedding_scores
 
     def open_users(self) -> set[int]:

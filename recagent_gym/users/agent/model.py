@@ -17,14 +17,13 @@ critical path (end of session, between sessions), unless ``user.feeling_timing``
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Sequence
+from functools import cached_property
 from typing import Any
 
 import numpy as np
 
-from recagent_gym.config import Config
-from recagent_gym.data.schema import Dataset
-from recagent_gym.llm.protocol import LanguageModel, Usage
+from recagent_gym.llm.protocol import Usage
 from recagent_gym.llm.seeding import SEED_HIGH
 from recagent_gym.prompts import interview as interview_prompt
 from recagent_gym.prompts import memory_notes
@@ -32,7 +31,6 @@ from recagent_gym.prompts.checked import generate_checked
 from recagent_gym.users.agent.agents import Agents
 from recagent_gym.users.agent.clock import clock_text
 from recagent_gym.users.agent.feelings import FeelingJob, write_feelings
-from recagent_gym.users.agent.memory_backend import MemoryBackend
 from recagent_gym.users.agent.page import PageDecider, Prepared
 from recagent_gym.users.agent.scoring import ScoringRequest, score_requests
 from recagent_gym.users.agent.social_round import social_round
@@ -55,21 +53,10 @@ class LLMUserModel(Agents):
     social = True
     """The agents chat and post between sessions (:meth:`social_round`)."""
 
-    def __init__(
-        self,
-        dataset: Dataset,
-        config: Config,
-        llm: LanguageModel,
-        embedder: Any,
-        graph: Any = None,
-        profiles: Sequence[Any] | Mapping[int, Any] | None = None,
-        *,
-        memory_backend: MemoryBackend | None = None,
-    ) -> None:
-        super().__init__(dataset, config, llm, embedder, graph, profiles, memory_backend=memory_backend)
-        self._ended: list[SessionState] = []
-        """Ended sessions whose feelings and memory flush wait for :meth:`write_ended`."""
-        self._pages = PageDecider(self)
+    @cached_property
+    def _pages(self) -> PageDecider:
+        """The page decider over this population (the constructor is :class:`Agents`'s: one owner)."""
+        return PageDecider(self)
 
     # -- UserModel protocol ---------------------------------------------------------------------------------------
 
@@ -79,7 +66,7 @@ class LLMUserModel(Agents):
         if user_id in self._sessions:
             self.end_sessions([user_id])
         self.write_ended_of([user_id])
-        p = min(1.0, 1.0 / self.config.user.patience)
+        p = min(1.0, 1.0 / self.config.patience)
         patience = int(rng.geometric(p))
         positives = self.positives(user_id)
         negatives = self.negatives(user_id, rng)
@@ -106,7 +93,7 @@ class LLMUserModel(Agents):
                     raise ValueError(f"page {page.index} for user {ctx.user_id}: item {item} is not in the catalogue")
         prepared = [self._prepare(page, ctx, rng) for (page, ctx), rng in zip(requests, rngs, strict=True)]
         responses = self._pages.decide(prepared)
-        if self.config.user.write_feelings and self.config.user.feeling_timing == "inline":
+        if self.config.write_feelings and self.config.feeling_timing == "inline":
             responses = self._inline_feelings(prepared, responses)
         return responses
 
@@ -171,7 +158,7 @@ class LLMUserModel(Agents):
             candidates=tuple(self.scoring_line(i) for i in items),
         )
         seed = int(rng.integers(0, SEED_HIGH))
-        result = score_requests(self.llm, [request], calibrate=self.config.user.calibrate, seed=seed)[0]
+        result = score_requests(self.llm, [request], calibrate=self.config.calibrate, seed=seed)[0]
         agent = self.agent(user_id)
         agent.usage = agent.usage + result.usage
         agent.count("item_scoring", reasked=result.reasked > 0, fallback=result.fallbacks > 0)
@@ -192,7 +179,7 @@ class LLMUserModel(Agents):
         ]
 
     def _run_feelings(self, pending: Sequence[tuple[int, PendingFeeling]], seed: int) -> list[Any]:
-        cfg = self.config.user
+        cfg = self.config
         jobs = self._feeling_jobs(pending)
         results = write_feelings(
             self.llm, jobs, rate=cfg.rate_after_watch, max_tokens=cfg.feeling_max_tokens, seed=seed
@@ -212,7 +199,7 @@ class LLMUserModel(Agents):
         return results
 
     def _write_pending(self, sessions: Sequence[SessionState]) -> None:
-        if not self.config.user.write_feelings:
+        if not self.config.write_feelings:
             return
         pending = [(s.user_id, p) for s in sessions for p in s.pending]
         if pending:
@@ -272,7 +259,7 @@ class LLMUserModel(Agents):
             [prompt],
             interview_prompt.validate,
             seed=int(rng.integers(0, SEED_HIGH)),
-            max_tokens=self.config.user.interview_max_tokens,
+            max_tokens=self.config.interview_max_tokens,
             stop=interview_prompt.STOP,
         )[0]
         agent = self.agent(user_id)

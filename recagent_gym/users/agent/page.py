@@ -63,14 +63,14 @@ class PageDecider:
         if not prepared:
             return []
         outcomes = self._direct(prepared) if self.agents.strategy == "direct" else self._few_shot(prepared)
-        if self.agents.config.user.search_query_source == "llm":
+        if self.agents.config.search_query_source == "llm":
             self._llm_queries(prepared, outcomes)
         return [self._finish(p, o) for p, o in zip(prepared, outcomes, strict=True)]
 
     # -- few-shot scoring -----------------------------------------------------------------------------------------
 
     def _few_shot(self, prepared: Sequence[Prepared]) -> list[Outcome]:
-        m, cfg = self.agents, self.agents.config.user
+        m, cfg = self.agents, self.agents.config
         eligible = [np.array([i not in m.session(p.ctx.user_id).watched for i in p.shown], bool) for p in prepared]
         requests, owners = [], []
         for k, p in enumerate(prepared):

@@ -43,7 +43,7 @@ def speaker(model: Agents, user_id: int, time_h: float) -> Speaker:
 
 
 def active_agents(model: Agents, rng: np.random.Generator, exclude: set[int], users: Sequence[int] | None) -> list[int]:
-    cfg = model.config.social
+    cfg = model.social_config
     pool = list(range(len(model.profiles))) if users is None else sorted({int(u) for u in users})
     activity = np.array([model.profiles[u].activity for u in pool], dtype=float)
     chance = np.clip(cfg.activation_rate * (0.5 + activity), 0.0, 1.0)
@@ -65,7 +65,7 @@ def social_round(
 ) -> list[dict[str, Any]]:
     """One round for everyone but ``incoming`` (users about to start a session: they neither act nor receive
     posts) and those in a session (they receive posts, but do not act or chat)."""
-    cfg = model.config.social
+    cfg = model.social_config
     if not cfg.enabled:
         return []
     incoming = {int(u) for u in incoming}
@@ -99,7 +99,7 @@ def chat_or_post(
     Events are plain dicts (``chat``, ``post``, ``no_friends``) carrying tokens and latency. Nothing happens
     when ``social.enabled`` is off.
     """
-    cfg = model.config.social
+    cfg = model.social_config
     if not cfg.enabled:
         return []
     events: list[dict[str, Any]] = []

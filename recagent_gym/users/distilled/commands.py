@@ -58,7 +58,7 @@ def run_collect(args: argparse.Namespace) -> int:
     from recagent_gym.users.factory import build_user_model
 
     config, dataset = _config_and_dataset(args)
-    model = build_user_model("llm", dataset, config)
+    model = build_user_model("llm", dataset, **config.user_model_sections())
     rows = collect(
         model,
         dataset,

@@ -1,0 +1,92 @@
+"""The path of one ``RecAgentEnv.step`` with LLM users, read by tracing it: the package files it enters, their
+lines, the lines it executes and its file-to-file hops (ScriptedLLM and a hashing embedder stand in for the models,
+so the path is the package's own code; the paper's memory is on).
+
+.venv/bin/python benchmarks/step_path.py [-v]     (-v: one line per file)
+
+Runs on older checkouts too (the agent's constructor took the root config before it took sections).
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import sys
+from collections import Counter
+from typing import Any
+
+import numpy as np
+
+import recagent_gym
+from recagent_gym.config import Config
+from recagent_gym.data.load import load_dataset
+from recagent_gym.envs.recagent_env import RecAgentEnv
+from recagent_gym.llm.testing import HashingEmbedder, ScriptedLLM
+from recagent_gym.users.agent import LLMUserModel
+
+ROOT = os.path.dirname(recagent_gym.__file__)
+
+
+def size(rel: str) -> int:
+    with open(os.path.join(ROOT, rel)) as f:
+        return sum(1 for _ in f)
+
+
+def trace(env: RecAgentEnv, action: np.ndarray, label: str, verbose: bool) -> None:
+    files: Counter[str] = Counter()
+    lines: set[tuple[str, int]] = set()
+    hops: set[tuple[str, str]] = set()
+
+    def tracer(frame: Any, event: str, arg: Any) -> Any:
+        path = frame.f_code.co_filename
+        if not path.startswith(ROOT):
+            return tracer
+        rel = os.path.relpath(path, ROOT)
+        if event == "call":
+            caller = frame.f_back
+            while caller is not None and not caller.f_code.co_filename.startswith(ROOT):
+                caller = caller.f_back
+            if caller is not None and os.path.relpath(caller.f_code.co_filename, ROOT) != rel:
+                hops.add((os.path.relpath(caller.f_code.co_filename, ROOT), rel))
+            files[rel] += 1
+        elif event == "line":
+            lines.add((rel, frame.f_lineno))
+        return tracer
+
+    sys.settrace(tracer)
+    _, _, terminated, truncated, _ = env.step(action)
+    sys.settrace(None)
+    packages = {p.split(os.sep)[0] for p in files if os.sep in p}
+    print(
+        f"{label}: {len(files)} files, {sum(size(r) for r in files)} lines in them, {len(lines)} lines executed, "
+        f"{len(hops)} file-to-file hops, {len(packages)} packages (session ended: {terminated or truncated})"
+    )
+    if verbose:
+        for rel in sorted(files):
+            print(f"  {rel:40s} {size(rel):5d} lines, {sum(1 for f, _ in lines if f == rel):4d} executed")
+
+
+def main() -> None:
+    verbose = "-v" in sys.argv
+    dataset = load_dataset("bundled")
+    config = Config.model_validate({"user": {"session_end_batch": 1}, "memory": {"implementation": "recagent"}})
+    takes_sections = "social" in inspect.signature(LLMUserModel).parameters
+    sections = {"social": config.social, "memory": config.memory} if takes_sections else {}
+    model = LLMUserModel(
+        dataset,
+        config.user if takes_sections else config,
+        ScriptedLLM(default="I liked it."),
+        HashingEmbedder(32),
+        **sections,
+    )
+    env = RecAgentEnv(dataset, model, config=config, max_pages=2, social=False)
+    rng = np.random.default_rng(0)
+    env.reset(seed=0)
+    env.step(rng.integers(0, dataset.n_items, size=5))  # warms the lazy agent state; not traced
+    env.reset(seed=1)
+    trace(env, rng.integers(0, dataset.n_items, size=5), "a page step", verbose)
+    trace(env, rng.integers(0, dataset.n_items, size=5), "the last page step (session ends, is written)", verbose)
+
+
+if __name__ == "__main__":
+    main()
