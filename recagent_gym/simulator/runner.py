@@ -38,7 +38,15 @@ from recagent_gym.simulator.errors import SimulationError
 from recagent_gym.simulator.events import Event, EventLog
 from recagent_gym.simulator.export import export_interactions
 from recagent_gym.simulator.files import atomic_write_text, remove_stale_temp_files
-from recagent_gym.simulator.sessions import HumanUser, SessionContext, Slot, open_sessions, run_sessions
+from recagent_gym.simulator.sessions import (
+    DEFERRED_END_BATCH,
+    HumanUser,
+    SessionContext,
+    Slot,
+    finish_sessions,
+    open_sessions,
+    run_sessions,
+)
 from recagent_gym.simulator.social_step import chat_or_post_events
 from recagent_gym.simulator.summary import summarise
 from recagent_gym.simulator.world import World, build_recommender_for, build_world
@@ -82,7 +90,7 @@ class Simulation:
             history_length=env.history_length,
             duplicate_rule=env.duplicate_rule,
             social=False,  # the simulator's rounds run the social media themselves
-            end_batch=self.config.user.session_end_batch,
+            end_batch=DEFERRED_END_BATCH,  # a round's ended sessions are written together (sessions.py)
         )
         self.kernel = SessionKernel(SessionTables.build(self.dataset), CatalogueSearch(self.dataset), rules)
         self._pending_events: list[Event] = []
@@ -261,8 +269,8 @@ class Simulation:
         )
         groups = [slots] if self.config.simulation.execution == "parallel" else [[s] for s in slots]
         for group in groups:
-            events.extend(run_sessions(self.kernel, group, ctx, rng, self.model))
-        return events
+            events.extend(run_sessions(self.kernel, group, ctx, rng))
+        return events + finish_sessions(slots, ctx, self.model)
 
     def _page(self, slot: Slot, rng: np.random.Generator) -> tuple[np.ndarray, set[int]]:
         """The recommender's page with ``rec_random_k`` of its last slots replaced by random unseen items."""
