@@ -258,6 +258,7 @@ def run_efficiency(
                 latency_s=evaluation.efficiency_latency_ms / 1000.0,
                 per_key_concurrency=evaluation.efficiency_per_key_concurrency,
                 choice="random",
+                reply=None,  # format-following answers: requests counted are the prompts', not re-asks
                 seed=evaluation.seed,
             ) as server:
                 point = simulation_config(

@@ -7,7 +7,10 @@ It stands in for a remote provider in benchmarks (``recagent-gym evaluate effici
   options as ``- option`` lines, as :class:`~recagent_gym.llm.openai_backend.OpenAIBackend` sends them): the option
   named by ``PICK:<label>`` in the prompt, else the first option (``choice="first"``) or a seeded random one
   (``choice="random"``), as ``{"choice": ...}`` under a schema and as plain text otherwise;
-- any other request: the canned sentence ``reply``.
+- any other request: the canned sentence ``reply``; with ``reply=None``, :func:`plausible_reply`: what a model that
+  follows this project's prompt formats would send (a sentence of the observation for a memory summary, ``4 | ...``
+  for a feeling with its rating, a whole dialogue for a one-call chat), so that a benchmark measures the requests
+  of the prompts, not the re-asks a canned sentence provokes.
 
 **Rate limit model.** A provider limits each API key's throughput, which is what lets the paper's extra keys speed
 a round up. Here each key (the ``Authorization`` header) may have at most ``per_key_concurrency`` requests being
@@ -49,6 +52,29 @@ def trailing_options(prompt: str) -> list[str]:
 log = logging.getLogger(__name__)
 
 DEFAULT_REPLY = "I watched Toy Story last week and enjoyed it a lot."
+_CHAT = re.compile(r"exactly (\d+) short lines, alternating speakers")
+_CHATTERS = re.compile(r"^It is .*?\. (.+?) and (.+?) chat about movies\.$", re.MULTILINE)
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s")
+
+
+def plausible_reply(prompt: str) -> str:
+    """A format-following answer to a free-text prompt of this project (see the module docstring)."""
+    lines = prompt.rstrip().splitlines()
+    if lines and lines[-1].endswith("Sentence:"):  # memory summary (with its importance when the prompt asks)
+        observed = [ln[len("Observation: ") :] for ln in lines if ln.startswith("Observation: ")]
+        sentence = _SENTENCE_END.split(observed[-1].strip(), maxsplit=1)[0] if observed else DEFAULT_REPLY
+        if len(sentence) > 120:
+            sentence = sentence[:120].rsplit(" ", 1)[0] + "."
+        return sentence + (" | Importance: 3" if "| Importance:" in prompt else "")
+    if '"|"' in prompt and "to 5 (loved it)" in prompt:  # feeling with its rating
+        return "4 | I really enjoyed it, a good pick."
+    chat, names = _CHAT.search(prompt), _CHATTERS.search(prompt)
+    if chat and names:  # a whole chat: the first speaker's name is already in the prompt
+        first, second = names.group(1), names.group(2)
+        said = ("Have you seen anything good lately?", "Yes, I loved a crime movie last week.")
+        out = [said[0]] + [f"{(first, second)[k % 2]}: {said[k % 2]}" for k in range(1, int(chat.group(1)))]
+        return "\n".join(out)
+    return DEFAULT_REPLY
 
 
 class _BackloggedServer(ThreadingHTTPServer):
@@ -72,7 +98,7 @@ class LocalServer:
         latency_s: float = 0.0,
         per_key_concurrency: int | None = None,
         choice: Literal["first", "random"] = "first",
-        reply: str = DEFAULT_REPLY,
+        reply: str | None = DEFAULT_REPLY,
         seed: int = 0,
     ) -> None:
         if latency_s < 0:
@@ -187,7 +213,7 @@ class LocalServer:
         return json.dumps({"choice": label}) if wants_schema else label
 
     def no_options_reply(self, prompt: str) -> str:
-        return self.reply
+        return plausible_reply(prompt) if self.reply is None else self.reply
 
     @staticmethod
     def completion(content: str | None, refusal: str | None = None) -> dict[str, Any]:

@@ -2,8 +2,10 @@
 
 :func:`flush_memories` takes every queued observation of every given memory through the stages
 
-1. sensory compression (``generate``; invalid answers get one batched re-ask, then the counted fallback),
-2. importance (``choose`` over ``"1"``..``"L"``, plus one content-free calibration prompt in the same call),
+1. sensory compression (``generate``; invalid answers get one batched re-ask, then the counted fallback); with
+   ``importance_with_summary`` the same reply carries the importance,
+2. importance (``choose`` over ``"1"``..``"L"``, plus one content-free calibration prompt in the same call) of the
+   records whose importance is still open (none, usually, with ``importance_with_summary``),
 3. embedding (one embedder call), then storing, in observation order, into short-/long-term memory,
 4. insights for short-term records promoted after K enhancements (``generate``, re-ask, fallback: none),
 5. reflection for memories whose new importance passed the threshold (``generate``, re-ask, fallback: none),
@@ -24,7 +26,13 @@ import numpy as np
 from recagent_gym.llm.protocol import Generation, Usage
 from recagent_gym.memory.record import MemoryRecord
 from recagent_gym.memory.sensory import Observation
-from recagent_gym.prompts import memory_importance, memory_insight, memory_reflection, memory_sensory
+from recagent_gym.prompts import (
+    memory_importance,
+    memory_insight,
+    memory_reflection,
+    memory_sensory,
+    memory_sensory_importance,
+)
 
 if TYPE_CHECKING:
     from recagent_gym.memory.agent_memory import AgentMemory
@@ -130,48 +138,84 @@ def _embed(memories: Sequence[AgentMemory], texts: Sequence[str], report: FlushR
     return out
 
 
-def _compress(jobs: list[tuple[AgentMemory, Observation]], seed: int, report: FlushReport) -> list[str]:
+def _compress(
+    jobs: list[tuple[AgentMemory, Observation]], seed: int, report: FlushReport
+) -> tuple[list[str], list[float | None]]:
+    """Each observation's stored content, and its importance where the summary's own reply carried one
+    (``importance_with_summary``); None: the importance ``choose`` decides."""
     contents = [obs.text for _, obs in jobs]
+    levels: list[float | None] = [None] * len(jobs)
     asks: list[_Ask] = []
     positions: list[int] = []
     for pos, (memory, obs) in enumerate(jobs):
         if not memory.sensory.needs_compression(obs):
             continue
         cfg = memory.config
+        if cfg.importance_with_summary and cfg.score_importance:
+            n = cfg.importance_levels
 
-        def accept(text: str, _obs: Observation = obs, _max: int = cfg.sensory_max_chars) -> str | None:
-            sentence = memory_sensory.parse(text)
-            return sentence if memory_sensory.validate(sentence, _obs.text, _max) is None else None
+            def accept_both(
+                text: str, _obs: Observation = obs, _max: int = cfg.sensory_max_chars, _n: int = n
+            ) -> tuple[str, float | None] | None:
+                return memory_sensory_importance.parse(text, _obs.text, _max, _n)
 
-        asks.append(
-            _Ask(
-                memory,
-                memory_sensory.build(obs.text),
-                memory_sensory.build(obs.text, retry=True),
-                accept,
-                cfg.sensory_max_tokens,
-                memory_sensory.STOP,
+            asks.append(
+                _Ask(
+                    memory,
+                    memory_sensory_importance.build(obs.text, n),
+                    memory_sensory_importance.build(obs.text, n, retry=True),
+                    accept_both,
+                    cfg.sensory_max_tokens + 8,  # room for " | Importance: N"
+                    memory_sensory_importance.STOP,
+                )
             )
-        )
+        else:
+
+            def accept(text: str, _obs: Observation = obs, _max: int = cfg.sensory_max_chars) -> str | None:
+                sentence = memory_sensory.parse(text)
+                return sentence if memory_sensory.validate(sentence, _obs.text, _max) is None else None
+
+            asks.append(
+                _Ask(
+                    memory,
+                    memory_sensory.build(obs.text),
+                    memory_sensory.build(obs.text, retry=True),
+                    accept,
+                    cfg.sensory_max_tokens,
+                    memory_sensory.STOP,
+                )
+            )
         positions.append(pos)
     _ask_all(asks, seed, report, "sensory_fallbacks")
     for pos, ask in zip(positions, asks, strict=True):
         memory, obs = jobs[pos]
-        if ask.value is not None:
-            contents[pos] = ask.value
+        value = ask.value
+        if isinstance(value, tuple):
+            value, levels[pos] = value
+            if levels[pos] is None:  # a valid sentence without a usable level: the importance choose decides
+                memory.stats["importance_fallbacks"] += 1
+                report.fallbacks += 1
+        if value is not None:
+            contents[pos] = value
         else:
             contents[pos] = memory_sensory.fallback(obs.text, memory.config.sensory_max_chars)
         memory.stats["compressed"] += 1
-    return contents
+    return contents, levels
 
 
 def _importance(
-    memories: Sequence[AgentMemory], contents: Sequence[str], seed: int, report: FlushReport
+    memories: Sequence[AgentMemory],
+    contents: Sequence[str],
+    seed: int,
+    report: FlushReport,
+    known: Sequence[float | None] = (),
 ) -> list[float]:
-    scores = [m.config.default_importance for m in memories]
+    """Importance of each record: ``known[i]`` where given, else one batched ``choose`` (default: scoring off)."""
+    known = list(known) or [None] * len(memories)
+    scores = [k if k is not None else m.config.default_importance for m, k in zip(memories, known, strict=True)]
     groups: dict[tuple[int, int, bool], list[int]] = {}
     for i, memory in enumerate(memories):
-        if memory.config.score_importance:
+        if memory.config.score_importance and known[i] is None:
             key = (id(memory.llm), memory.config.importance_levels, memory.config.importance_calibration)
             groups.setdefault(key, []).append(i)
     for (_, levels, calibrate), members in groups.items():
@@ -219,8 +263,8 @@ def flush_memories(
     if jobs:
         owners = [m for m, _ in jobs]
         try:
-            contents = _compress(jobs, lead.next_seed(STAGE_SENSORY), report)
-            importance = _importance(owners, contents, lead.next_seed(STAGE_IMPORTANCE), report)
+            contents, known = _compress(jobs, lead.next_seed(STAGE_SENSORY), report)
+            importance = _importance(owners, contents, lead.next_seed(STAGE_IMPORTANCE), report, known)
             vectors = _embed(owners, contents, report)
         except BaseException:
             # Nothing is stored yet: put the observations back so that a failed call (LLMError, budget) loses none.

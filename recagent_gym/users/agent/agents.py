@@ -29,6 +29,11 @@ def resolve_strategy(strategy: str, backend: str) -> str:
     return strategy
 
 
+def resolve_combined(setting: str, backend: str) -> bool:
+    """``auto`` means combined structured replies for remote (``openai``) backends only."""
+    return backend == "openai" if setting == "auto" else setting == "on"
+
+
 class Agents:
     """A population of LLM agents, one per dataset user (created lazily on first use)."""
 
@@ -51,7 +56,11 @@ class Agents:
         self.profiles: list[Profile] = agent_profiles(dataset, profiles)
         self.profile_text = ProfileTexts(self.profiles)
         self.strategy = resolve_strategy(config.user.decision_strategy, config.llm.backend)
-        self.memory_backend = memory_backend or RecAgentMemoryBackend(config.memory, llm, embedder)
+        self.combined = resolve_combined(config.user.combined_replies, config.llm.backend)
+        memory_config = config.memory
+        if self.combined and not memory_config.importance_with_summary:
+            memory_config = memory_config.model_copy(update={"importance_with_summary": True})
+        self.memory_backend = memory_backend or RecAgentMemoryBackend(memory_config, llm, embedder)
         self.vectors = ItemVectors(dataset, embedder)
         self.popularity = dataset.item_popularity()
         self._titles: TitleMatcher | None = None

@@ -195,7 +195,12 @@ class LLMUserModel(Agents):
         cfg = self.config.user
         jobs = self._feeling_jobs(pending)
         results = write_feelings(
-            self.llm, jobs, rate=cfg.rate_after_watch, max_tokens=cfg.feeling_max_tokens, seed=seed
+            self.llm,
+            jobs,
+            rate=cfg.rate_after_watch,
+            max_tokens=cfg.feeling_max_tokens,
+            seed=seed,
+            combined=self.combined,
         )
         for (u, p), result in zip(pending, results, strict=True):
             agent = self.agent(u)

@@ -5,7 +5,8 @@
 2. Active agents take an action (one batched ``choose`` with behaviour priors, ``prompts/take_action.py``).
 3. Those who enter the social media chat with one random friend (weight ``1 + Chatter``) or post to all friends
    (weight ``1 + Poster``); agents without friends are reported as ``no_friends``.
-4. Chats run turn by turn (one ``generate`` per turn for all chats); posts in one ``generate``.
+4. Chats: each whole chat in one reply for remote models (``user.combined_replies``), else turn by turn (one
+   ``generate`` per turn for all chats); posts in one ``generate``.
 5. Both chatters' memories receive the dialogue; every friend's memory receives a post; titles found in what a
    friend said are added to the listener's recently heard items. All touched memories are flushed in one batch.
 """
@@ -132,6 +133,7 @@ def chat_or_post(
             max_tokens=cfg.utterance_max_tokens,
             clock=clock,
             seed=int(rng.integers(0, SEED_HIGH)),
+            one_call=model.combined,
         )
         for (a, b), result in zip(chats, results, strict=True):
             names = {a: model.profiles[a].name, b: model.profiles[b].name}
