@@ -9,7 +9,7 @@ page step costs one LLM wave, not one plus the writing waves of the sessions tha
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -116,10 +116,15 @@ def run_sessions(
     return events
 
 
-def finish_sessions(slots: Sequence[Slot], ctx: SessionContext, model: Any) -> list[Event]:
-    """Write every ended session's feelings, ratings and memory in one batch, then their feeling events and rows."""
+def finish_sessions(
+    slots: Sequence[Slot], ctx: SessionContext, model: Any, *, also: Collection[int] = (), time_h: float = 0.0
+) -> list[Event]:
+    """Write every ended session's feelings, ratings and memory in one batch (with the memories of ``also``: the
+    round's social notes), then the sessions' feeling events and rows."""
     write = getattr(model, "write_ended", None)
-    if write is not None:
+    if write is not None and also:
+        write(also=also, time_h=time_h)
+    elif write is not None:
         write()
     events: list[Event] = []
     for slot in slots:

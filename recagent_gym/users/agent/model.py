@@ -125,16 +125,22 @@ class LLMUserModel(Agents):
         work here), so that the sessions ended across sub-envs or steps are written as one batch."""
         self._ended += [self._sessions.pop(u) for u in user_ids if u in self._sessions]
 
-    def write_ended(self, *, at_least: int = 1) -> list[int]:
+    def write_ended(self, *, at_least: int = 1, also: Collection[int] = (), time_h: float | None = None) -> list[int]:
         """Write the feelings (and ratings) and flush the memories of every ended session still pending, as one
-        batch, if at least ``at_least`` are pending; returns their users."""
-        if not self._ended or len(self._ended) < at_least:
+        batch, if at least ``at_least`` are pending; returns their users. ``also``: more agents whose memories are
+        flushed in the same batch (the round's social notes), at ``time_h`` or later."""
+        ready = len(self._ended) >= max(at_least, 1)
+        if not ready and not also:
             return []
-        sessions, self._ended = self._ended, []
+        sessions: list[SessionState] = []
+        if ready:
+            sessions, self._ended = self._ended, []
         self._write_pending(sessions)
-        time_h = max(s.last_time_h for s in sessions)
-        self.memory_backend.flush([self.memory(s.user_id) for s in sessions], time_h)
-        return [s.user_id for s in sessions]
+        times = [s.last_time_h for s in sessions] + ([time_h] if time_h is not None else [])
+        users = [s.user_id for s in sessions]
+        flushed = list(dict.fromkeys([*users, *sorted(also)]))
+        self.memory_backend.flush([self.memory(u) for u in flushed], max(times) if times else 0.0)
+        return users
 
     def write_ended_of(self, user_ids: Collection[int]) -> None:
         """:meth:`write_ended` now if one of ``user_ids`` has an unwritten ended session: called explicitly before
