@@ -15,10 +15,10 @@ from recagent_gym.memory.long_term import LongTermMemory
 from recagent_gym.memory.record import MemoryKind, MemoryRecord
 from recagent_gym.memory.sensory import SensoryMemory
 from recagent_gym.memory.short_term import Promotion, ShortTermMemory
+from recagent_gym.memory.writer import FlushReport, flush_memories, reflect_memories
 
 if TYPE_CHECKING:
     from recagent_gym.llm.embedder import Embedder
-    from recagent_gym.memory.writer import FlushReport
 
 STATE_VERSION = 1
 
@@ -103,8 +103,6 @@ class AgentMemory:
 
     def flush(self, time_h: float, rng: np.random.Generator | None = None) -> FlushReport:
         """Write this agent's queue now (a batch of one agent); forget afterwards when ``rng`` is given."""
-        from recagent_gym.memory.writer import flush_memories
-
         return flush_memories([self], time_h, rng=rng)
 
     def retrieve(self, query: str | None, time_h: float, top_n: int | None = None) -> list[MemoryRecord]:
@@ -123,8 +121,6 @@ class AgentMemory:
 
     def reflect(self, time_h: float) -> FlushReport:
         """Reflect now, whatever the accumulated importance (queued observations are not included)."""
-        from recagent_gym.memory.writer import reflect_memories
-
         return reflect_memories([self], time_h, force=True)
 
     def forget(self, rng: np.random.Generator, time_h: float) -> list[MemoryRecord]:

@@ -19,13 +19,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from recagent_gym.llm.protocol import Generation, Usage
 from recagent_gym.memory.record import MemoryRecord
 from recagent_gym.memory.sensory import Observation
+from recagent_gym.memory.writable import WritableMemory
 from recagent_gym.prompts import (
     memory_importance,
     memory_insight,
@@ -33,9 +34,6 @@ from recagent_gym.prompts import (
     memory_sensory,
     memory_sensory_importance,
 )
-
-if TYPE_CHECKING:
-    from recagent_gym.memory.agent_memory import AgentMemory
 
 STAGE_SENSORY, STAGE_IMPORTANCE, STAGE_INSIGHT, STAGE_REFLECTION = 1, 2, 3, 4
 
@@ -71,7 +69,7 @@ class FlushReport:
 class _Ask:
     """One free-text question for one memory, with its re-ask prompt and its parse+validate step."""
 
-    memory: AgentMemory
+    memory: WritableMemory
     prompt: str
     retry_prompt: str
     accept: Callable[[str], Any]
@@ -124,7 +122,7 @@ def _ask_all(asks: Sequence[_Ask], seed: int, report: FlushReport, fallback_stat
                 report.fallbacks += 1
 
 
-def _embed(memories: Sequence[AgentMemory], texts: Sequence[str], report: FlushReport) -> list[np.ndarray]:
+def _embed(memories: Sequence[WritableMemory], texts: Sequence[str], report: FlushReport) -> list[np.ndarray]:
     """Unit embeddings of ``texts[i]`` with ``memories[i]``'s embedder, one call per distinct embedder."""
     groups: dict[int, list[int]] = {}
     for i, memory in enumerate(memories):
@@ -139,7 +137,7 @@ def _embed(memories: Sequence[AgentMemory], texts: Sequence[str], report: FlushR
 
 
 def _compress(
-    jobs: list[tuple[AgentMemory, Observation]], seed: int, report: FlushReport
+    jobs: list[tuple[WritableMemory, Observation]], seed: int, report: FlushReport
 ) -> tuple[list[str], list[float | None]]:
     """Each observation's stored content, and its importance where the summary's own reply carried one
     (``importance_with_summary``); None: the importance ``choose`` decides."""
@@ -204,7 +202,7 @@ def _compress(
 
 
 def _importance(
-    memories: Sequence[AgentMemory],
+    memories: Sequence[WritableMemory],
     contents: Sequence[str],
     seed: int,
     report: FlushReport,
@@ -243,7 +241,7 @@ def _importance(
 
 
 def flush_memories(
-    memories: Sequence[AgentMemory],
+    memories: Sequence[WritableMemory],
     time_h: float,
     *,
     rng: np.random.Generator | None = None,
@@ -286,7 +284,7 @@ def flush_memories(
     return report
 
 
-def _write_insights(promotions: list[tuple[AgentMemory, Any]], seed: int, report: FlushReport) -> None:
+def _write_insights(promotions: list[tuple[WritableMemory, Any]], seed: int, report: FlushReport) -> None:
     asks = []
     for memory, promo in promotions:
         sources = [promo.record.content, *promo.related]
@@ -323,7 +321,7 @@ def _write_insights(promotions: list[tuple[AgentMemory, Any]], seed: int, report
 
 
 def reflect_memories(
-    memories: Sequence[AgentMemory], time_h: float, *, force: bool = False, seed: int | None = None
+    memories: Sequence[WritableMemory], time_h: float, *, force: bool = False, seed: int | None = None
 ) -> FlushReport:
     """Reflection for the memories that want it (all that can, with ``force``): one batched ``generate``, insights
     stored in long-term memory as kind ``insight``, then near-duplicates merged."""
@@ -360,7 +358,7 @@ def reflect_memories(
         windows.append(window)
     seed = seed if seed is not None else (chosen[0].next_seed(STAGE_REFLECTION) if chosen else 0)
     _ask_all(asks, seed, report, "reflection_fallbacks")
-    owners: list[AgentMemory] = []
+    owners: list[WritableMemory] = []
     texts_out: list[str] = []
     importances: list[float] = []
     for ask, window in zip(asks, windows, strict=True):
