@@ -10,11 +10,12 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from dataclasses import asdict, replace
 from typing import Any
 
 from recagent_gym.llm.protocol import Choice, Generation, LanguageModel, Usage
-from recagent_gym.llm.wrapping import close_model, set_state_of, state_of
+from recagent_gym.llm.wrapping import close_model, prefix_hint, set_state_of, state_of
 
 
 def estimate_cost(usage: Usage, per_1k_prompt: float, per_1k_completion: float) -> float:
@@ -75,6 +76,9 @@ class UsageMeter:
         results = self.inner.choose(prompts, options, seed=seed)
         self._wave()
         return [replace(r, usage=self._priced(r.usage)) for r in results]
+
+    def prefix_priority(self, priority: int) -> AbstractContextManager[None]:
+        return prefix_hint(self.inner, priority)
 
     def get_state(self) -> dict[str, Any]:
         return {"total": asdict(self.total), "inner": state_of(self.inner)}

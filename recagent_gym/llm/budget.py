@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from typing import Any
 
 from recagent_gym.llm.protocol import BudgetExceeded, Choice, Generation, LanguageModel
-from recagent_gym.llm.wrapping import close_model, set_state_of, state_of
+from recagent_gym.llm.wrapping import close_model, prefix_hint, set_state_of, state_of
 
 
 class BudgetedLLM:
@@ -63,6 +64,9 @@ class BudgetedLLM:
         results = self.inner.choose(prompts, options, seed=seed)
         self._charge(results)
         return results
+
+    def prefix_priority(self, priority: int) -> AbstractContextManager[None]:
+        return prefix_hint(self.inner, priority)
 
     def get_state(self) -> dict[str, Any]:
         return {"calls": self.calls, "tokens": self.tokens, "inner": state_of(self.inner)}
