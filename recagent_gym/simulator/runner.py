@@ -97,6 +97,8 @@ class Simulation:
         )
         self.kernel = SessionKernel(SessionTables.build(self.dataset), CatalogueSearch(self.dataset), rules)
         self._pending_events: list[Event] = []
+        self.checkpoint_seconds: list[float] = []
+        """Seconds of each round's log append, outputs and checkpoint (after the round's timer; not state)."""
 
     # -- agents ---------------------------------------------------------------------------------------------------
 
@@ -253,8 +255,10 @@ class Simulation:
             delta.total_tokens,
         )
         self.clock.advance()
+        started = time.perf_counter()
         self.log.append(events)
         self.checkpoint()
+        self.checkpoint_seconds.append(round(time.perf_counter() - started, 3))
 
     def _choose_actions(self, active: Sequence[int], rng: np.random.Generator, t: float) -> dict[int, str]:
         agents = [u for u in active if self.human is None or u != self.human.user_id]
