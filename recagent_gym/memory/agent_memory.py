@@ -105,14 +105,17 @@ class AgentMemory:
         """Write this agent's queue now (a batch of one agent); forget afterwards when ``rng`` is given."""
         return flush_memories([self], time_h, rng=rng)
 
-    def retrieve(self, query: str | None, time_h: float, top_n: int | None = None) -> list[MemoryRecord]:
-        """Long-term top N for ``query`` (None: by recency and importance only), then all short-term records."""
+    def retrieve(
+        self, query: str | None, time_h: float, top_n: int | None = None, *, vector: np.ndarray | None = None
+    ) -> list[MemoryRecord]:
+        """Long-term top N for ``query`` (None: by recency and importance only), then all short-term records.
+        ``vector``: the query's unit embedding, when the caller embedded many queries in one call."""
         if not self.enabled:
             return []
         found: list[MemoryRecord] = []
         if self.long_term is not None and len(self.long_term):
-            vec = None
-            if query is not None and query.strip():
+            vec = vector
+            if vec is None and query is not None and query.strip():
                 vec = self.embed([query])[0]
             found = self.long_term.retrieve(vec, time_h, top_n or self.config.retrieve_top_n)
         if self.short_term is not None:
@@ -137,6 +140,10 @@ class AgentMemory:
         if self.short_term is not None:
             out.extend(self.short_term.all_records())
         return out
+
+    def needs_query_vector(self, query: str | None) -> bool:
+        """Whether :meth:`retrieve` would embed ``query`` (so a caller can embed many queries at once)."""
+        return bool(self.enabled and self.long_term is not None and len(self.long_term) and query and query.strip())
 
     # -- used by the writer ---------------------------------------------------------------------------------------
 

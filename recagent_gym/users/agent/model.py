@@ -104,21 +104,31 @@ class LLMUserModel(Agents):
             for item in page.items:
                 if not 0 <= int(item) < self.dataset.n_items:
                     raise ValueError(f"page {page.index} for user {ctx.user_id}: item {item} is not in the catalogue")
-        prepared = [self._prepare(page, ctx, rng) for (page, ctx), rng in zip(requests, rngs, strict=True)]
+        drawn = [self._draw(page, ctx, rng) for (page, ctx), rng in zip(requests, rngs, strict=True)]
+        blocks = self.memory_blocks(
+            [
+                (ctx.user_id, "; ".join(self.title(i) for i in shown) or "movies", ctx.time_h)
+                for ctx, shown, _, _ in drawn
+            ]
+        )
+        prepared = [
+            Prepared(page, ctx, rng, perm, shown, seed, block)
+            for (page, _), rng, (ctx, shown, perm, seed), block in zip(requests, rngs, drawn, blocks, strict=True)
+        ]
         responses = self._pages.decide(prepared)
         if self.config.user.write_feelings and self.config.user.feeling_timing == "inline":
             responses = self._inline_feelings(prepared, responses)
         return responses
 
-    def _prepare(self, page: Page, ctx: Context, rng: np.random.Generator) -> Prepared:
+    def _draw(self, page: Page, ctx: Context, rng: np.random.Generator) -> tuple[Context, list[int], Any, int]:
+        """The page's shuffled order and the call's seed (drawn from the request's rng), session counters."""
         session = self.session(ctx.user_id)
         perm = rng.permutation(len(page.items))
         shown = [int(page.items[k]) for k in perm]
         seed = int(rng.integers(0, SEED_HIGH))
         session.pages += 1
         session.last_time_h = ctx.time_h
-        query = "; ".join(self.title(i) for i in shown) or "movies"
-        return Prepared(page, ctx, rng, perm, shown, seed, self.memory_block(ctx.user_id, query, ctx.time_h))
+        return ctx, shown, perm, seed
 
     def end_sessions(self, user_ids: Sequence[int]) -> None:
         """These users' sessions are over: their feelings and memory writes wait for :meth:`write_ended` (no LLM

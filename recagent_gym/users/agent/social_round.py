@@ -34,15 +34,26 @@ Settle = Callable[[Collection[int]], None]
 RECENT_TITLES = 3
 
 
+SPEAKER_QUERY = "movies worth talking about"
+
+
 def speaker(model: Agents, user_id: int, time_h: float) -> Speaker:
-    recent = [model.title(i) for i in model.history(user_id)[-RECENT_TITLES:]][::-1]
-    return Speaker(
-        user_id=user_id,
-        name=model.profiles[user_id].name,
-        profile=model.profile_text(user_id, "social"),
-        memory=model.memory_block(user_id, "movies worth talking about", time_h),
-        recent=tuple(recent),
-    )
+    return speakers(model, [user_id], time_h)[0]
+
+
+def speakers(model: Agents, users: Sequence[int], time_h: float) -> list[Speaker]:
+    """The speakers' inputs; their memories are read with one batched retrieval."""
+    blocks = model.memory_blocks([(u, SPEAKER_QUERY, time_h) for u in users])
+    return [
+        Speaker(
+            user_id=u,
+            name=model.profiles[u].name,
+            profile=model.profile_text(u, "social"),
+            memory=block,
+            recent=tuple([model.title(i) for i in model.history(u)[-RECENT_TITLES:]][::-1]),
+        )
+        for u, block in zip(users, blocks, strict=True)
+    ]
 
 
 def active_agents(model: Agents, rng: np.random.Generator, exclude: set[int], users: Sequence[int] | None) -> list[int]:
@@ -156,9 +167,10 @@ def plan_social(
         {u for pair in chats for u in pair}
         | {f for u in posters for f in (u, *model.friends(u)) if f not in exclude_recipients}
     )
-    pairs = [(speaker(model, a, time_h), speaker(model, b, time_h)) for a, b in chats]
+    said = speakers(model, [u for pair in chats for u in pair] + posters, time_h)
+    pairs = [(said[2 * k], said[2 * k + 1]) for k in range(len(chats))]
     chat_seed = int(rng.integers(0, SEED_HIGH)) if chats else 0
-    authors = [speaker(model, u, time_h) for u in posters]
+    authors = said[2 * len(chats) :]
     post_seed = int(rng.integers(0, SEED_HIGH)) if posters else 0
     return SocialPlan(
         time_h, chats, posters, pairs, authors, chat_seed, post_seed, frozenset(exclude_recipients), events
