@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+import threading
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -24,6 +25,7 @@ class BudgetedLLM:
         self.max_total_tokens = max_total_tokens
         self.calls = 0
         self.tokens = 0
+        self._lock = threading.Lock()  # the simulator's social calls run beside the sessions
 
     @property
     def name(self) -> str:
@@ -40,8 +42,9 @@ class BudgetedLLM:
             )
 
     def _charge(self, results: Sequence[Generation | Choice]) -> None:
-        self.calls += len(results)
-        self.tokens += sum(r.usage.total_tokens for r in results)
+        with self._lock:
+            self.calls += len(results)
+            self.tokens += sum(r.usage.total_tokens for r in results)
 
     def generate(
         self,
