@@ -9,8 +9,9 @@ It stands in for a remote provider in benchmarks (``recagent-gym evaluate effici
   (``choice="random"``), as ``{"choice": ...}`` under a schema and as plain text otherwise;
 - any other request: the canned sentence ``reply``; with ``reply=None``, :func:`plausible_reply`: what a model that
   follows this project's prompt formats would send (a sentence of the observation for a memory summary, ``4 | ...``
-  for a feeling with its rating, a whole dialogue for a one-call chat), so that a benchmark measures the requests
-  of the prompts, not the re-asks a canned sentence provokes.
+  for a feeling with its rating, a whole dialogue for a one-call chat, insights naming a word of the memories, a
+  short search query), so that a benchmark measures the requests of the prompts, not the re-asks a canned sentence
+  provokes.
 
 **Rate limit model.** A provider limits each API key's throughput, which is what lets the paper's extra keys speed
 a round up. Here each key (the ``Authorization`` header) may have at most ``per_key_concurrency`` requests being
@@ -54,6 +55,9 @@ log = logging.getLogger(__name__)
 DEFAULT_REPLY = "I watched Toy Story last week and enjoyed it a lot."
 _CHAT = re.compile(r"exactly (\d+) short lines, alternating speakers")
 _CHATTERS = re.compile(r"^It is .*?\. (.+?) and (.+?) chat about movies\.$", re.MULTILINE)
+_ABOUT = re.compile(r"^(?:Recent )?[Mm]emories of (.+?):$", re.MULTILINE)
+_CONTENT = re.compile(r"\b[a-z]{5,}\b")
+_COUNT = re.compile(r"^(\d+) high-level insights", re.MULTILINE)
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s")
 
 
@@ -74,6 +78,17 @@ def plausible_reply(prompt: str) -> str:
         return sentence + (" | Importance: 3" if "| Importance:" in prompt else "")
     if '"|"' in prompt and "to 5 (loved it)" in prompt:  # feeling with its rating
         return "4 | I really enjoyed it, a good pick."
+    if lines and lines[-1].startswith("Search query"):
+        return "funny adventure movies"
+    about = _ABOUT.search(prompt)
+    if about and lines and lines[-1] in ("Insight:", "1."):  # an insight, or a reflection's numbered insights
+        name, body = about.group(1), prompt[about.end() :]
+        words = list(dict.fromkeys(w.lower() for w in _CONTENT.findall(body) if w.islower()))[:6] or ["movies"]
+        said = [f"{name} keeps coming back to {w} in what {name} remembers." for w in words]
+        count = _COUNT.search(prompt)
+        if lines[-1] == "Insight:" or not count:
+            return said[0]
+        return "\n".join([said[0]] + [f"{k}. {said[(k - 1) % len(said)]}" for k in range(2, int(count.group(1)) + 1)])
     chat, names = _CHAT.search(prompt), _CHATTERS.search(prompt)
     if chat and names:  # a whole chat: the first speaker's name is already in the prompt
         first, second = names.group(1), names.group(2)
