@@ -161,3 +161,24 @@ def test_point_config_sets_backend_keys_and_single_agent_activation() -> None:
     assert not point.simulation.fit_activity, "a Pareto fit needs two agents"
     assert simulation_config(base, agents=5, rounds=1, backend="embedded").simulation.fit_activity
     assert base.llm.backend == "embedded" and base.simulation.agents != 1, "the base config is not modified"
+
+
+def test_efficiency_reports_chains_requests_tokens_and_the_cpu_floor(tmp_path: Path) -> None:
+    import math
+
+    config = make_config("simulation.activation=uniform", "simulation.active_prob=1.0", "recommender.model=popularity",
+                         "simulation.action_choice=prior")  # fmt: skip
+    evaluation = config.evaluation.model_copy(
+        update={"efficiency_agents": [3], "efficiency_keys": [1], "efficiency_rounds": 1,
+                "efficiency_latency_ms": 50.0, "efficiency_per_key_concurrency": 8}
+    )  # fmt: skip
+    result = run_efficiency(config, evaluation, out=tmp_path, progress=False, cpu_floor=True)
+    (row,) = result.rows()
+    (run,) = result.runs
+    assert row["requests_per_agent_round"] == round(run.requests / 3, 2) > 0
+    assert row["prompt_tokens_per_request"] > 10
+    assert 1 <= row["waves_per_round"] <= row["requests_per_agent_round"] * 3
+    assert row["agent_chain_max"] >= row["agent_chain_mean"] >= 1
+    assert math.isfinite(row["cpu_floor_s_per_round"]) and row["cpu_floor_s_per_round"] > 0  # (timings: benchmarks)
+    assert row["peak_rss_mb"] > 50 and row["checkpoint_s"] >= 0
+    assert (tmp_path / "runs" / "agents3_keys1_latency0" / "events.jsonl").exists()

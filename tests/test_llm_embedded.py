@@ -108,13 +108,13 @@ def test_a_users_next_pages_replace_its_own_prefix_not_another_users(embedded_ll
 
 def test_higher_priority_prefix_outlives_background_prompts(embedded_llm: EmbeddedLLM) -> None:  # noqa: F811
     from recagent_gym.llm.factory import build_llm
-    from recagent_gym.llm.wrapping import prefix_priority
+    from recagent_gym.llm.wrapping import prefix_hint
 
     history_tokens = len(embedded_llm._rt.tokenize(HISTORY))
     notes = [f"Note {i}: " + "background chatter " * (10 + i) for i in range(4)]
     for priority, survives in ((1, True), (0, False)):
         embedded_llm._rt.reset()
-        with prefix_priority(build_llm(embedded_llm.config, backend=embedded_llm), priority):  # through the wrappers
+        with prefix_hint(build_llm(embedded_llm.config, backend=embedded_llm), priority):  # each wrapper forwards it
             assert embedded_llm._priority() == priority
             embedded_llm.choose([f"{HISTORY}Movie: Film about rain\nWatched:"], YES_NO)
         assert embedded_llm._priority() == 0

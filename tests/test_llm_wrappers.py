@@ -134,3 +134,39 @@ def test_cache_mode_needs_a_path() -> None:
 
     with pytest.raises(LLMError, match="cache_path"):
         build_llm(LLMConfig(cache_mode="replay"), backend=_scripted())
+
+
+def test_prefix_hint_is_forwarded_by_each_wrapper_not_found_by_walking() -> None:
+    """Issue 14: the prefix-cache hint is part of every wrapper's interface (each forwards it one level), so the
+    agent states it to the model it holds; a model without prefix caching gets a no-op."""
+    import contextlib
+
+    from recagent_gym.llm.accounting import UsageMeter
+    from recagent_gym.llm.budget import BudgetedLLM
+    from recagent_gym.llm.protocol import PrefixCaching
+    from recagent_gym.llm.testing import ScriptedLLM
+    from recagent_gym.llm.wrapping import prefix_hint
+
+    seen: list[int] = []
+
+    class Caching(ScriptedLLM):
+        @contextlib.contextmanager
+        def prefix_priority(self, priority: int):  # type: ignore[no-untyped-def]
+            seen.append(priority)
+            yield
+
+    stack = UsageMeter(BudgetedLLM(Caching(), max_calls=10))
+    assert isinstance(stack, PrefixCaching)
+    with prefix_hint(stack, 3):
+        pass
+    assert seen == [3]
+
+    class Opaque:  # a wrapper that does not forward the hint: nothing reaches through it
+        def __init__(self, inner: object) -> None:
+            self.inner = inner
+
+    with prefix_hint(Opaque(Caching()), 5):
+        pass
+    assert seen == [3]
+    with prefix_hint(UsageMeter(ScriptedLLM()), 1):  # a model without prefix caching: no-op
+        pass

@@ -7,11 +7,17 @@ client gets ``k`` fake keys (round-robin) and ``max_concurrency = k x per-key co
 throughput exactly as in the paper. ``embedded`` points run Gemma 3 270M in-process (no keys).
 
 Measured per point: each round's wall seconds (the simulator's own ``rounds`` record: activation, LLM calls,
-sessions, social actions; not the checkpoint written after it), LLM calls and tokens per round, the server's request
-count and requests per key. **Time per behaviour** is the sum of the ``latency_s`` of the events of that kind in the
-event log, i.e. the LLM latency the agent's usage accounting attributes to the event: *page decision* (``watch``,
-``next``, ``leave``, ``search``), ``chat``, ``post``. Calls outside events (take-action choice, memory writing)
-appear only in the all-calls row; concurrent calls overlap, so latencies sum to more than wall time.
+sessions, social actions; the checkpoint written after it is timed apart, ``checkpoint_s``), LLM calls and tokens per
+round, the server's request count and requests per key, **requests per agent-round** (server requests / active
+agents summed over rounds), **prompt tokens per request**, the **longest sequential chain per round** (``waves``:
+batched LLM calls of the busiest thread, :meth:`~recagent_gym.llm.accounting.UsageMeter.waves`), the **chain per
+agent** (estimated from its events: take action, one decision per page, one query per search, one feeling call if it
+watched, one memory summary; mean and max over agent-rounds), the **CPU floor** (``--cpu-floor``: the same point
+again at zero latency, so what is left is this process's CPU and the loopback server) and the process's **peak
+memory** (max RSS after the point). **Time per behaviour** is the sum of the ``latency_s`` of the events of that
+kind in the event log, i.e. the LLM latency the agent's usage accounting attributes to the event: *page decision*
+(``watch``, ``next``, ``leave``, ``search``), ``chat``, ``post``. Calls outside events (take-action choice, memory
+writing) appear only in the all-calls row; concurrent calls overlap, so latencies sum to more than wall time.
 """
 
 from __future__ import annotations
@@ -53,6 +59,13 @@ class EfficiencyRun:
     """HTTP requests the local server received (0 for the embedded model)."""
     key_counts: list[int] = field(default_factory=list)
     """Requests per key as the server saw them."""
+    prompt_tokens: int = 0
+    checkpoint_s: list[float] = field(default_factory=list)
+    agent_chains: list[int] = field(default_factory=list)
+    """Estimated sequential LLM calls of each agent-round (see the module docstring)."""
+    peak_rss_mb: float = math.nan
+    cpu_floor_s: float = math.nan
+    """Mean seconds per round of the same point at zero latency (``--cpu-floor``)."""
 
     @property
     def seconds(self) -> list[float]:
@@ -87,6 +100,15 @@ class EfficiencyResult:
                     "tokens_per_round": round(sum(r["tokens"] for r in run.rounds) / n, 1),
                     "server_requests": run.requests,
                     "requests_per_key": "/".join(str(c) for c in run.key_counts) or "-",
+                    "requests_per_agent_round": _ratio(run.requests or calls(run), active(run)),
+                    "prompt_tokens_per_request": _ratio(run.prompt_tokens, calls(run), 1),
+                    "waves_per_round": round(sum(r.get("waves", 0) for r in run.rounds) / n, 1),
+                    "max_waves_per_round": max((r.get("waves", 0) for r in run.rounds), default=0),
+                    "agent_chain_mean": _ratio(sum(run.agent_chains), len(run.agent_chains), 1),
+                    "agent_chain_max": max(run.agent_chains, default=0),
+                    "cpu_floor_s_per_round": round(run.cpu_floor_s, 3),
+                    "checkpoint_s": round(sum(run.checkpoint_s) / max(len(run.checkpoint_s), 1), 3),
+                    "peak_rss_mb": round(run.peak_rss_mb, 1),
                 }
             )
         return out
@@ -143,6 +165,45 @@ class EfficiencyResult:
         plot_efficiency(self, paths["plot.png"])
         paths["config.yaml"].write_text(redacted_yaml(config, evaluation), encoding="utf-8")
         return paths
+
+
+def calls(run: EfficiencyRun) -> int:
+    return sum(int(r["calls"]) for r in run.rounds)
+
+
+def active(run: EfficiencyRun) -> int:
+    return sum(int(r["active"]) for r in run.rounds)
+
+
+def _ratio(a: float, b: float, digits: int = 2) -> float:
+    return round(a / b, digits) if b else math.nan
+
+
+def agent_chains(events: Sequence[dict[str, Any]], llm_take_action: bool) -> list[int]:
+    """Estimated sequential LLM calls of each agent in each round (see the module docstring): the take-action
+    choice, one decision per page, one query per search, one chat or post, one feeling call if it watched (its
+    feelings are one batch), and one memory summary if anything happened."""
+    steps: dict[tuple[int, int], dict[str, int]] = {}
+    for e in events:
+        if e.get("agent") is None:
+            continue
+        counts = steps.setdefault((int(e["round"]), int(e["agent"])), {})
+        counts[e["kind"]] = counts.get(e["kind"], 0) + 1
+    chains = []
+    for counts in steps.values():
+        acted = sum(counts.get(k, 0) for k in ("page", "search", "chat", "post"))
+        chain = (1 if llm_take_action else 0) + acted + (1 if counts.get("feeling") else 0) + (1 if acted else 0)
+        chains.append(chain)
+    return chains
+
+
+def peak_rss_mb() -> float:
+    """The process's peak resident memory so far (MB)."""
+    import resource
+    import sys
+
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / (1024 * 1024) if sys.platform == "darwin" else peak / 1024
 
 
 def _markdown_table(rows: list[dict[str, Any]]) -> str:
@@ -204,6 +265,7 @@ def run_point(
             sim.close()
     behaviour = behaviour_times(events)
     behaviour["all LLM calls"] = {"calls": float(total.calls), "latency_s": float(total.latency_s)}
+    llm_choice = config.simulation.action_choice == "llm"
     return EfficiencyRun(
         backend=backend,
         agents=config.simulation.agents,
@@ -213,6 +275,10 @@ def run_point(
         requests=server.request_count if server is not None else 0,
         # every key, those that got no request included (the server lists the keys it saw)
         key_counts=(server.key_counts + [0] * keys)[:keys] if server is not None else [],
+        prompt_tokens=int(total.prompt_tokens),
+        checkpoint_s=list(sim.checkpoint_seconds),
+        agent_chains=agent_chains(events, llm_choice),
+        peak_rss_mb=peak_rss_mb(),
     )
 
 
@@ -234,10 +300,12 @@ def run_efficiency(
     out: str | Path | None = None,
     progress: bool = True,
     llm_factory: Callable[[], Any] | None = None,
+    cpu_floor: bool = False,
 ) -> EfficiencyResult:
     """Every (agents, keys) point of ``evaluation`` (``efficiency_*`` fields); simulations go under ``out/runs``.
 
     ``llm_factory`` (embedded backend only) supplies the model, e.g. one shared loaded model in tests.
+    ``cpu_floor`` (local server only): each point runs again at zero latency (its mean seconds per round).
     """
     from recagent_gym.llm.local_server import LocalServer
 
@@ -254,17 +322,25 @@ def run_efficiency(
         folder = runs_root / (f"agents{agents}_keys{keys}" if keys else f"agents{agents}_embedded")
         if backend == "local-server":
             concurrency = keys * evaluation.efficiency_per_key_concurrency
-            with LocalServer(
-                latency_s=evaluation.efficiency_latency_ms / 1000.0,
-                per_key_concurrency=evaluation.efficiency_per_key_concurrency,
-                choice="random",
-                seed=evaluation.seed,
-            ) as server:
-                point = simulation_config(
-                    config, agents=agents, rounds=evaluation.efficiency_rounds, backend=backend,
-                    base_url=server.base_url, keys=keys, concurrency=concurrency,
-                )  # fmt: skip
-                run = run_point(point, folder, embedder=embedder, server=server, backend=backend, keys=keys)
+            latencies = [evaluation.efficiency_latency_ms] + ([0.0] if cpu_floor else [])
+            for latency_ms in latencies:
+                with LocalServer(
+                    latency_s=latency_ms / 1000.0,
+                    per_key_concurrency=evaluation.efficiency_per_key_concurrency,
+                    choice="random",
+                    reply=None,  # format-following answers: requests counted are the prompts', not re-asks
+                    seed=evaluation.seed,
+                ) as server:
+                    point = simulation_config(
+                        config, agents=agents, rounds=evaluation.efficiency_rounds, backend=backend,
+                        base_url=server.base_url, keys=keys, concurrency=concurrency,
+                    )  # fmt: skip
+                    where = folder if latency_ms == latencies[0] else folder.with_name(folder.name + "_latency0")
+                    measured = run_point(point, where, embedder=embedder, server=server, backend=backend, keys=keys)
+                if latency_ms == latencies[0]:
+                    run = measured
+                else:
+                    run.cpu_floor_s = measured.mean_seconds
         else:
             point = simulation_config(config, agents=agents, rounds=evaluation.efficiency_rounds, backend=backend)
             llm = llm_factory() if llm_factory is not None else None
@@ -288,7 +364,7 @@ def plot_efficiency(result: EfficiencyResult, path: str | Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
+    fig, (left, right, chain) = plt.subplots(1, 3, figsize=(17, 4.5))
     for keys in sorted({r.keys for r in result.runs}):
         runs = sorted((r for r in result.runs if r.keys == keys), key=lambda r: r.agents)
         label = f"{keys} key{'s' if keys > 1 else ''}" if keys else "embedded model"
@@ -306,6 +382,16 @@ def plot_efficiency(result: EfficiencyResult, path: str | Path) -> None:
     right.set_ylabel("seconds")
     right.set_title(f"seconds per round as rounds grow ({largest} agents)")
     right.legend(fontsize=8)
+    for keys in sorted({r.keys for r in result.runs}):
+        runs = sorted((r for r in result.runs if r.keys == keys), key=lambda r: r.agents)
+        rows = {row["agents"]: row for row in result.rows() if row["keys"] == (keys or "-")}
+        xs = [r.agents for r in runs]
+        chain.plot(xs, [rows[x]["waves_per_round"] for x in xs], marker="o", label=f"round chain (keys {keys or '-'})")
+        chain.plot(xs, [rows[x]["requests_per_agent_round"] for x in xs], marker="s", ls="--",
+                   label=f"requests per agent-round (keys {keys or '-'})")  # fmt: skip
+    chain.set_xlabel("agents")
+    chain.set_title("sequential LLM waves per round; requests per agent-round")
+    chain.legend(fontsize=7)
     fig.suptitle(f"Efficiency on {result.dataset} (latency {result.latency_ms:g} ms)")
     fig.tight_layout()
     fig.savefig(path, dpi=110)

@@ -175,6 +175,8 @@ def add_evaluate_efficiency(evaluate_subparsers: Any) -> None:
     parser.add_argument("--backend", choices=("local-server", "embedded"), default="local-server",
                         help="local OpenAI-compatible latency server, or the embedded model")  # fmt: skip
     parser.add_argument("--seed", type=int, default=None, help="seed of every draw (default 0)")
+    parser.add_argument("--cpu-floor", action="store_true",
+                        help="run every point again at zero latency: the CPU floor column")  # fmt: skip
     parser.add_argument("--out", default="runs/evaluate/efficiency", help="output folder")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.set_defaults(func=run_efficiency_command)
@@ -217,7 +219,9 @@ def run_efficiency_command(args: argparse.Namespace) -> int:
         "efficiency_rounds": args.rounds,
     }
     config, evaluation = _study_configs(args, pairs)
-    result = run_efficiency(config, evaluation, backend=args.backend, out=args.out, progress=not args.no_progress)
+    result = run_efficiency(
+        config, evaluation, backend=args.backend, out=args.out, progress=not args.no_progress, cpu_floor=args.cpu_floor
+    )
     paths = result.write(args.out, config, evaluation)
     print(result.markdown())
     print("written: " + ", ".join(str(p) for p in paths.values()))

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from typing import Any
 
 from recagent_gym.llm.protocol import BudgetExceeded, Choice, Generation, LanguageModel
-from recagent_gym.llm.wrapping import close_model, set_state_of, state_of
+from recagent_gym.llm.wrapping import close_model, prefix_hint, set_state_of, state_of
 
 
 class BudgetedLLM:
@@ -23,6 +25,7 @@ class BudgetedLLM:
         self.max_total_tokens = max_total_tokens
         self.calls = 0
         self.tokens = 0
+        self._lock = threading.Lock()  # the simulator's social calls run beside the sessions
 
     @property
     def name(self) -> str:
@@ -39,8 +42,9 @@ class BudgetedLLM:
             )
 
     def _charge(self, results: Sequence[Generation | Choice]) -> None:
-        self.calls += len(results)
-        self.tokens += sum(r.usage.total_tokens for r in results)
+        with self._lock:
+            self.calls += len(results)
+            self.tokens += sum(r.usage.total_tokens for r in results)
 
     def generate(
         self,
@@ -63,6 +67,9 @@ class BudgetedLLM:
         results = self.inner.choose(prompts, options, seed=seed)
         self._charge(results)
         return results
+
+    def prefix_priority(self, priority: int) -> AbstractContextManager[None]:
+        return prefix_hint(self.inner, priority)
 
     def get_state(self) -> dict[str, Any]:
         return {"calls": self.calls, "tokens": self.tokens, "inner": state_of(self.inner)}

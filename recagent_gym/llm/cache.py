@@ -14,13 +14,14 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from recagent_gym.llm.protocol import CacheMiss, Choice, Generation, LanguageModel, Usage
 from recagent_gym.llm.serialize import choice_from_dict, choice_to_dict, generation_from_dict, generation_to_dict
-from recagent_gym.llm.wrapping import close_model, set_state_of, state_of
+from recagent_gym.llm.wrapping import close_model, prefix_hint, set_state_of, state_of
 
 R = TypeVar("R", Generation, Choice)
 CacheMode = Literal["read_write", "replay"]
@@ -141,6 +142,9 @@ class CachedLLM:
     def __len__(self) -> int:
         with self._lock:
             return int(self._db.execute("SELECT COUNT(*) FROM responses").fetchone()[0])
+
+    def prefix_priority(self, priority: int) -> AbstractContextManager[None]:
+        return prefix_hint(self.inner, priority)
 
     def get_state(self) -> dict[str, Any]:
         return {"hits": self.hits, "misses": self.misses, "inner": state_of(self.inner)}

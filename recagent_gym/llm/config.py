@@ -25,6 +25,15 @@ class LLMConfig(Section):
     base_url: str | None = None
     """Base URL of an OpenAI-compatible server, e.g. ``http://127.0.0.1:8080/v1``; None means api.openai.com."""
 
+    base_urls: list[str] = Field(default_factory=list)
+    """Several OpenAI-compatible endpoints serving the same model (e.g. vLLM replicas on several GPUs or nodes),
+    instead of ``base_url``: each request goes to the least loaded healthy one, each endpoint has its own
+    ``max_concurrency``, and a request whose endpoint fails (refused, timeout, 5xx) is retried on another at once
+    while the failed one rests ``endpoint_cooldown_s`` (``recagent_gym/llm/endpoints.py``)."""
+
+    endpoint_cooldown_s: float = Field(10.0, gt=0.0, le=3600.0)
+    """With ``base_urls``: how long an endpoint that failed gets no new requests."""
+
     api_keys: list[SecretStr] = Field(default_factory=list)
     """API keys used round-robin (the paper's parallel keys). Prefer ``api_key_env``; keys are never logged."""
 
@@ -40,8 +49,11 @@ class LLMConfig(Section):
     seed: int = Field(0, ge=0)
     """Base seed; per-call seeds are derived from it and the caller's seed."""
 
-    max_concurrency: int = Field(8, ge=1, le=1024)
-    """Most requests in flight at once to a remote server."""
+    max_concurrency: int = Field(64, ge=1, le=1024)
+    """Most requests in flight at once to a remote server (per endpoint of ``base_urls``). Size it to what the
+    server serves at once: for vLLM its ``--max-num-seqs`` (256 by default) divided by the clients sharing it; for a
+    hosted API, requests-per-minute limit x mean latency (s) / 60 (e.g. 3,500 RPM x 1 s / 60 = 58). A round of N
+    agents sends about N requests per wave, so below N a wave takes several latencies."""
 
     timeout_s: float = Field(60.0, gt=0)
     """Limit on each whole attempt at a remote request (connect, send, wait, read however slowly), in seconds."""
@@ -118,6 +130,10 @@ class LLMConfig(Section):
                 f"llm.backend is {self.backend!r} but llm.model is not set: name the server's model, "
                 "e.g. --set llm.model=gpt-4o-mini"
             )
+        if self.base_urls and self.base_url is not None:
+            raise ValueError("set llm.base_url or llm.base_urls, not both (base_urls lists every endpoint)")
+        if len(set(self.base_urls)) < len(self.base_urls):
+            raise ValueError(f"llm.base_urls lists an endpoint twice: {self.base_urls}")
         return self
 
     @property

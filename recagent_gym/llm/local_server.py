@@ -7,7 +7,11 @@ It stands in for a remote provider in benchmarks (``recagent-gym evaluate effici
   options as ``- option`` lines, as :class:`~recagent_gym.llm.openai_backend.OpenAIBackend` sends them): the option
   named by ``PICK:<label>`` in the prompt, else the first option (``choice="first"``) or a seeded random one
   (``choice="random"``), as ``{"choice": ...}`` under a schema and as plain text otherwise;
-- any other request: the canned sentence ``reply``.
+- any other request: the canned sentence ``reply``; with ``reply=None``, :func:`plausible_reply`: what a model that
+  follows this project's prompt formats would send (a sentence of the observation for a memory summary, ``4 | ...``
+  for a feeling with its rating, a whole dialogue for a one-call chat, insights naming a word of the memories, a
+  short search query), so that a benchmark measures the requests of the prompts, not the re-asks a canned sentence
+  provokes.
 
 **Rate limit model.** A provider limits each API key's throughput, which is what lets the paper's extra keys speed
 a round up. Here each key (the ``Authorization`` header) may have at most ``per_key_concurrency`` requests being
@@ -49,6 +53,49 @@ def trailing_options(prompt: str) -> list[str]:
 log = logging.getLogger(__name__)
 
 DEFAULT_REPLY = "I watched Toy Story last week and enjoyed it a lot."
+_CHAT = re.compile(r"exactly (\d+) short lines, alternating speakers")
+_CHATTERS = re.compile(r"^It is .*?\. (.+?) and (.+?) chat about movies\.$", re.MULTILINE)
+_ABOUT = re.compile(r"^(?:Recent )?[Mm]emories of (.+?):$", re.MULTILINE)
+_CONTENT = re.compile(r"\b[a-z]{5,}\b")
+_COUNT = re.compile(r"^(\d+) high-level insights", re.MULTILINE)
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s")
+
+
+def prompt_tokens(body: dict[str, Any]) -> int:
+    """The request's prompt tokens, estimated as 4/3 per word of its messages (no tokenizer here)."""
+    words = sum(len(str(m.get("content", "")).split()) for m in body.get("messages", []))
+    return max(1, round(words * 4 / 3))
+
+
+def plausible_reply(prompt: str) -> str:
+    """A format-following answer to a free-text prompt of this project (see the module docstring)."""
+    lines = prompt.rstrip().splitlines()
+    if lines and lines[-1].endswith("Sentence:"):  # memory summary (with its importance when the prompt asks)
+        observed = [ln[len("Observation: ") :] for ln in lines if ln.startswith("Observation: ")]
+        sentence = _SENTENCE_END.split(observed[-1].strip(), maxsplit=1)[0] if observed else DEFAULT_REPLY
+        if len(sentence) > 120:
+            sentence = sentence[:120].rsplit(" ", 1)[0] + "."
+        return sentence + (" | Importance: 3" if "| Importance:" in prompt else "")
+    if '"|"' in prompt and "to 5 (loved it)" in prompt:  # feeling with its rating
+        return "4 | I really enjoyed it, a good pick."
+    if lines and lines[-1].startswith("Search query"):
+        return "funny adventure movies"
+    about = _ABOUT.search(prompt)
+    if about and lines and lines[-1] in ("Insight:", "1."):  # an insight, or a reflection's numbered insights
+        name, body = about.group(1), prompt[about.end() :]
+        words = list(dict.fromkeys(w.lower() for w in _CONTENT.findall(body) if w.islower()))[:6] or ["movies"]
+        said = [f"{name} keeps coming back to {w} in what {name} remembers." for w in words]
+        count = _COUNT.search(prompt)
+        if lines[-1] == "Insight:" or not count:
+            return said[0]
+        return "\n".join([said[0]] + [f"{k}. {said[(k - 1) % len(said)]}" for k in range(2, int(count.group(1)) + 1)])
+    chat, names = _CHAT.search(prompt), _CHATTERS.search(prompt)
+    if chat and names:  # a whole chat: the first speaker's name is already in the prompt
+        first, second = names.group(1), names.group(2)
+        said = ("Have you seen anything good lately?", "Yes, I loved a crime movie last week.")
+        out = [said[0]] + [f"{(first, second)[k % 2]}: {said[k % 2]}" for k in range(1, int(chat.group(1)))]
+        return "\n".join(out)
+    return DEFAULT_REPLY
 
 
 class _BackloggedServer(ThreadingHTTPServer):
@@ -72,7 +119,7 @@ class LocalServer:
         latency_s: float = 0.0,
         per_key_concurrency: int | None = None,
         choice: Literal["first", "random"] = "first",
-        reply: str = DEFAULT_REPLY,
+        reply: str | None = DEFAULT_REPLY,
         seed: int = 0,
     ) -> None:
         if latency_s < 0:
@@ -164,7 +211,7 @@ class LocalServer:
         """Sleep ``latency_s``, then send the normal answer (overridden by the fault-injecting test server)."""
         if self.latency_s:
             time.sleep(self.latency_s)
-        self.send_json(handler, 200, self.completion(self.answer(body)))
+        self.send_json(handler, 200, self.completion(self.answer(body), prompt_tokens=prompt_tokens(body)))
 
     def answer(self, body: dict[str, Any]) -> str:
         """The content of a normal answer to ``body`` (see the module docstring)."""
@@ -187,10 +234,10 @@ class LocalServer:
         return json.dumps({"choice": label}) if wants_schema else label
 
     def no_options_reply(self, prompt: str) -> str:
-        return self.reply
+        return plausible_reply(prompt) if self.reply is None else self.reply
 
     @staticmethod
-    def completion(content: str | None, refusal: str | None = None) -> dict[str, Any]:
+    def completion(content: str | None, refusal: str | None = None, prompt_tokens: int = 7) -> dict[str, Any]:
         words = len((content or "").split())
         return {
             "id": "chatcmpl-local",
@@ -204,7 +251,11 @@ class LocalServer:
                     "finish_reason": "stop",
                 }
             ],
-            "usage": {"prompt_tokens": 7, "completion_tokens": max(words, 1), "total_tokens": 7 + max(words, 1)},
+            "usage": {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": max(words, 1),
+                "total_tokens": prompt_tokens + max(words, 1),
+            },
         }
 
     @staticmethod

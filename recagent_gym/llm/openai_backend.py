@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
-import itertools
 import json
 import threading
 import time
@@ -32,6 +31,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from recagent_gym.llm.config import LLMConfig
+from recagent_gym.llm.endpoints import Endpoint, EndpointPool
 from recagent_gym.llm.openai_reply import Completion, MalformedReply, parse_completion
 from recagent_gym.llm.protocol import Choice, Generation, LLMError, Usage
 from recagent_gym.llm.secrets import redact, redacting_logger, resolve_api_keys
@@ -105,22 +105,21 @@ class OpenAIBackend:
 
     def __init__(self, config: LLMConfig, *, http_client_factory: Callable[[], Any] | None = None) -> None:
         keys = resolve_api_keys(config)
-        if not keys and config.base_url is None:
+        if not keys and config.base_url is None and not config.base_urls:
             raise LLMError(
                 f"no API key for {config.model}: set the environment variable {config.api_key_env} "
                 "(several keys separated by commas) or llm.api_keys"
             )
         self.config = config
-        self._server = server_label(config.base_url)
+        self._urls: list[str | None] = list(config.base_urls) or [config.base_url]
+        self._server = ", ".join(server_label(u) for u in self._urls)
         self._keys = [k.get_secret_value() for k in keys] or [PLACEHOLDER_KEY]
-        self._key_cycle = itertools.cycle(range(len(self._keys)))
         self._http_client_factory = http_client_factory
         self._use_schema = config.structured_output != "text"
         self._jitter = np.random.default_rng(derive_seed(config.seed, "backoff"))
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
-        self._clients: list[Any] | None = None
-        self._semaphore: asyncio.Semaphore | None = None
+        self._pool: EndpointPool | None = None
         self._start_lock = threading.Lock()
         self.requests = 0
         self.retries = 0
@@ -133,7 +132,7 @@ class OpenAIBackend:
 
     def __repr__(self) -> str:  # keys never appear here
         return (
-            f"OpenAIBackend(model={self.config.model!r}, base_url={self.config.base_url!r}, "
+            f"OpenAIBackend(model={self.config.model!r}, base_urls={self._urls!r}, "
             f"keys={len(self._keys)}, max_concurrency={self.config.max_concurrency})"
         )
 
@@ -148,29 +147,42 @@ class OpenAIBackend:
                 self._loop, self._thread = loop, thread
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
 
-    def _ensure_clients(self) -> list[Any]:
+    def _ensure_pool(self) -> EndpointPool:
         # Created inside the loop that uses them: httpx connection pools belong to one event loop.
-        if self._clients is None:
+        if self._pool is None:
             from openai import AsyncOpenAI
 
-            self._clients = [
-                AsyncOpenAI(
-                    api_key=key,
-                    base_url=self.config.base_url,
-                    timeout=self.config.timeout_s,
-                    max_retries=0,
-                    http_client=self._http_client_factory() if self._http_client_factory else None,
-                )
-                for key in self._keys
-            ]
-            self._semaphore = asyncio.Semaphore(self.config.max_concurrency)
-        return self._clients
+            def clients(url: str | None) -> list[Any]:
+                return [
+                    AsyncOpenAI(
+                        api_key=key,
+                        base_url=url,
+                        timeout=self.config.timeout_s,
+                        max_retries=0,
+                        http_client=self._http_client_factory() if self._http_client_factory else None,
+                    )
+                    for key in self._keys
+                ]
+
+            self._pool = EndpointPool.build(
+                self._urls,
+                [server_label(u) for u in self._urls],
+                clients,
+                max_concurrency=self.config.max_concurrency,
+                cooldown_s=self.config.endpoint_cooldown_s,
+            )
+        return self._pool
+
+    @property
+    def endpoint_requests(self) -> list[int]:
+        """HTTP attempts per endpoint of ``llm.base_urls`` (in their order)."""
+        return self._pool.requests if self._pool is not None else [0] * len(self._urls)
 
     def close(self) -> None:
         """Close the HTTP clients and stop the background loop."""
         if self._loop is None:
             return
-        clients = self._clients or []
+        clients = [c for e in self._pool.endpoints for c in e.clients] if self._pool is not None else []
 
         async def shutdown() -> None:
             for client in clients:
@@ -181,7 +193,7 @@ class OpenAIBackend:
         if self._thread is not None:
             self._thread.join(timeout=10)
         self._loop.close()
-        self._loop, self._thread, self._clients = None, None, None
+        self._loop, self._thread, self._pool = None, None, None
 
     # -- one request with retries ---------------------------------------------------------------------------------
 
@@ -189,25 +201,37 @@ class OpenAIBackend:
         """One chat completion with retries; returns the checked reply and its latency (the last attempt's)."""
         import openai
 
-        clients = self._ensure_clients()
-        assert self._semaphore is not None
+        pool = self._ensure_pool()
         attempts = self.config.max_retries + 1
+        failed: Endpoint | None = None
         for attempt in range(attempts):
-            client = clients[next(self._key_cycle)]  # a retry after a 429 moves on to the next key
+            endpoint = pool.pick(avoid=failed)  # a retry goes to another endpoint where there is one
+            client = endpoint.next_client()  # ... and to the next key (a 429 is per key)
             started = time.perf_counter()
+            endpoint.load += 1
             try:
-                async with self._semaphore:
-                    self.requests += 1
-                    reply = await self._attempt(client, messages, params)
+                try:
+                    async with endpoint.semaphore:
+                        self.requests += 1
+                        endpoint.requests += 1
+                        reply = await self._attempt(client, messages, params)
+                finally:
+                    endpoint.load -= 1
                 return reply, time.perf_counter() - started
             except _Retryable as failure:
+                failed = endpoint
+                if len(pool.endpoints) > 1 and not failure.reason.startswith("429"):
+                    pool.rest(endpoint)  # a replica down or overloaded: the others take its requests
                 if attempt + 1 >= attempts:
                     raise self._error(f"request failed after {attempts} attempts, last: {failure.reason}") from None
-                delay = self._backoff(attempt, failure.retry_after)
+                # another endpoint is ready: fail over at once; else back off as for a single server
+                fresh = len(pool.endpoints) > 1 and pool.has_healthy(avoid=endpoint)
+                delay = 0.0 if fresh else self._backoff(attempt, failure.retry_after)
                 self.retries += 1
                 log.info(
-                    "%s: %s; retry %d/%d in %.2f s",
+                    "%s at %s: %s; retry %d/%d in %.2f s",
                     self.name,
+                    endpoint.label,
                     redact(failure.reason),
                     attempt + 1,
                     attempts - 1,

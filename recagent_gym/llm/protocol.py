@@ -7,6 +7,7 @@ options for many prompts. Wrappers (cache, recorder, budget, retries) implement 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -109,6 +110,17 @@ class LanguageModel(Protocol):
         seed: int | None = None,
     ) -> list[Choice]:
         """For each prompt, choose one of its options (``options[i]`` belongs to ``prompts[i]``)."""
+        ...
+
+
+@runtime_checkable
+class PrefixCaching(Protocol):
+    """A model that keeps prompt prefixes in a cache it can prioritise (the embedded backend). Each wrapper offers
+    it explicitly by forwarding to the model it wraps (:func:`~recagent_gym.llm.wrapping.prefix_hint`), so a
+    caller states the hint to the model it holds, never by reaching through wrappers."""
+
+    def prefix_priority(self, priority: int) -> AbstractContextManager[None]:
+        """Calls made inside (on this thread) keep their prompt prefixes at ``priority``."""
         ...
 
 

@@ -6,13 +6,14 @@ import json
 import threading
 import time
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
 from recagent_gym.llm.protocol import Choice, Generation, LanguageModel
 from recagent_gym.llm.secrets import redact
 from recagent_gym.llm.serialize import choice_to_dict, generation_to_dict
-from recagent_gym.llm.wrapping import close_model, set_state_of, state_of
+from recagent_gym.llm.wrapping import close_model, prefix_hint, set_state_of, state_of
 
 
 class RecordingLLM:
@@ -78,6 +79,9 @@ class RecordingLLM:
             raise
         self._write({**record, "responses": [choice_to_dict(r) for r in results]})
         return results
+
+    def prefix_priority(self, priority: int) -> AbstractContextManager[None]:
+        return prefix_hint(self.inner, priority)
 
     def get_state(self) -> dict[str, Any]:
         return {"records": self.records, "inner": state_of(self.inner)}

@@ -1,10 +1,12 @@
-"""Helpers shared by the wrappers: pass state, ``close`` and cache hints through to the wrapped model."""
+"""Helpers shared by the wrappers: pass state, ``close`` and the prefix-cache hint on to the wrapped model."""
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from typing import Any
+
+from recagent_gym.llm.protocol import PrefixCaching
 
 
 def state_of(model: object) -> Any:
@@ -24,16 +26,10 @@ def close_model(model: object) -> None:
         closer()
 
 
-@contextlib.contextmanager
-def prefix_priority(model: object, priority: int) -> Iterator[None]:
-    """Calls made inside keep their prompt prefixes at ``priority`` in the first model of the wrapper stack that caches
-    prefixes (the embedded backend, :meth:`~recagent_gym.llm.embedded.EmbeddedLLM.prefix_priority`); a no-op for
-    other backends."""
-    target: object | None = model
-    while target is not None and not hasattr(target, "prefix_priority"):
-        target = getattr(target, "inner", None)
-    if target is None:
-        yield
-        return
-    with target.prefix_priority(priority):  # type: ignore[attr-defined]
-        yield
+def prefix_hint(model: object, priority: int) -> AbstractContextManager[None]:
+    """``model.prefix_priority(priority)`` where ``model`` offers it (:class:`~recagent_gym.llm.protocol.
+    PrefixCaching`: the embedded backend and every wrapper), else a no-op. One level only: wrappers forward it
+    themselves."""
+    if isinstance(model, PrefixCaching):
+        return model.prefix_priority(priority)
+    return contextlib.nullcontext()

@@ -15,10 +15,10 @@ from recagent_gym.memory.long_term import LongTermMemory
 from recagent_gym.memory.record import MemoryKind, MemoryRecord
 from recagent_gym.memory.sensory import SensoryMemory
 from recagent_gym.memory.short_term import Promotion, ShortTermMemory
+from recagent_gym.memory.writer import FlushReport, flush_memories, reflect_memories
 
 if TYPE_CHECKING:
     from recagent_gym.llm.embedder import Embedder
-    from recagent_gym.memory.writer import FlushReport
 
 STATE_VERSION = 1
 
@@ -103,18 +103,19 @@ class AgentMemory:
 
     def flush(self, time_h: float, rng: np.random.Generator | None = None) -> FlushReport:
         """Write this agent's queue now (a batch of one agent); forget afterwards when ``rng`` is given."""
-        from recagent_gym.memory.writer import flush_memories
-
         return flush_memories([self], time_h, rng=rng)
 
-    def retrieve(self, query: str | None, time_h: float, top_n: int | None = None) -> list[MemoryRecord]:
-        """Long-term top N for ``query`` (None: by recency and importance only), then all short-term records."""
+    def retrieve(
+        self, query: str | None, time_h: float, top_n: int | None = None, *, vector: np.ndarray | None = None
+    ) -> list[MemoryRecord]:
+        """Long-term top N for ``query`` (None: by recency and importance only), then all short-term records.
+        ``vector``: the query's unit embedding, when the caller embedded many queries in one call."""
         if not self.enabled:
             return []
         found: list[MemoryRecord] = []
         if self.long_term is not None and len(self.long_term):
-            vec = None
-            if query is not None and query.strip():
+            vec = vector
+            if vec is None and query is not None and query.strip():
                 vec = self.embed([query])[0]
             found = self.long_term.retrieve(vec, time_h, top_n or self.config.retrieve_top_n)
         if self.short_term is not None:
@@ -123,8 +124,6 @@ class AgentMemory:
 
     def reflect(self, time_h: float) -> FlushReport:
         """Reflect now, whatever the accumulated importance (queued observations are not included)."""
-        from recagent_gym.memory.writer import reflect_memories
-
         return reflect_memories([self], time_h, force=True)
 
     def forget(self, rng: np.random.Generator, time_h: float) -> list[MemoryRecord]:
@@ -141,6 +140,10 @@ class AgentMemory:
         if self.short_term is not None:
             out.extend(self.short_term.all_records())
         return out
+
+    def needs_query_vector(self, query: str | None) -> bool:
+        """Whether :meth:`retrieve` would embed ``query`` (so a caller can embed many queries at once)."""
+        return bool(self.enabled and self.long_term is not None and len(self.long_term) and query and query.strip())
 
     # -- used by the writer ---------------------------------------------------------------------------------------
 

@@ -38,6 +38,11 @@ class MemoryConfig(Section):
     one number). Costs one extra prompt per flush inside the same batched call; needs a backend that returns
     scores, else the backend's own choice is used."""
 
+    importance_with_summary: bool = False
+    """Ask for the importance in the sensory summary's own reply (``prompts/memory_sensory_importance.py``): one LLM
+    call per observation instead of two. The agents turn it on with ``user.combined_replies`` (remote models);
+    observations stored verbatim, and replies without a usable level, still get the ``choose`` above."""
+
     default_importance: float = Field(0.5, ge=0.0, le=1.0)
     """Importance of records when scoring is off."""
 

@@ -2,8 +2,10 @@
 
 :func:`flush_memories` takes every queued observation of every given memory through the stages
 
-1. sensory compression (``generate``; invalid answers get one batched re-ask, then the counted fallback),
-2. importance (``choose`` over ``"1"``..``"L"``, plus one content-free calibration prompt in the same call),
+1. sensory compression (``generate``; invalid answers get one batched re-ask, then the counted fallback); with
+   ``importance_with_summary`` the same reply carries the importance,
+2. importance (``choose`` over ``"1"``..``"L"``, plus one content-free calibration prompt in the same call) of the
+   records whose importance is still open (none, usually, with ``importance_with_summary``),
 3. embedding (one embedder call), then storing, in observation order, into short-/long-term memory,
 4. insights for short-term records promoted after K enhancements (``generate``, re-ask, fallback: none),
 5. reflection for memories whose new importance passed the threshold (``generate``, re-ask, fallback: none),
@@ -17,17 +19,21 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from recagent_gym.llm.protocol import Generation, Usage
 from recagent_gym.memory.record import MemoryRecord
 from recagent_gym.memory.sensory import Observation
-from recagent_gym.prompts import memory_importance, memory_insight, memory_reflection, memory_sensory
-
-if TYPE_CHECKING:
-    from recagent_gym.memory.agent_memory import AgentMemory
+from recagent_gym.memory.writable import WritableMemory
+from recagent_gym.prompts import (
+    memory_importance,
+    memory_insight,
+    memory_reflection,
+    memory_sensory,
+    memory_sensory_importance,
+)
 
 STAGE_SENSORY, STAGE_IMPORTANCE, STAGE_INSIGHT, STAGE_REFLECTION = 1, 2, 3, 4
 
@@ -63,7 +69,7 @@ class FlushReport:
 class _Ask:
     """One free-text question for one memory, with its re-ask prompt and its parse+validate step."""
 
-    memory: AgentMemory
+    memory: WritableMemory
     prompt: str
     retry_prompt: str
     accept: Callable[[str], Any]
@@ -116,7 +122,7 @@ def _ask_all(asks: Sequence[_Ask], seed: int, report: FlushReport, fallback_stat
                 report.fallbacks += 1
 
 
-def _embed(memories: Sequence[AgentMemory], texts: Sequence[str], report: FlushReport) -> list[np.ndarray]:
+def _embed(memories: Sequence[WritableMemory], texts: Sequence[str], report: FlushReport) -> list[np.ndarray]:
     """Unit embeddings of ``texts[i]`` with ``memories[i]``'s embedder, one call per distinct embedder."""
     groups: dict[int, list[int]] = {}
     for i, memory in enumerate(memories):
@@ -130,48 +136,84 @@ def _embed(memories: Sequence[AgentMemory], texts: Sequence[str], report: FlushR
     return out
 
 
-def _compress(jobs: list[tuple[AgentMemory, Observation]], seed: int, report: FlushReport) -> list[str]:
+def _compress(
+    jobs: list[tuple[WritableMemory, Observation]], seed: int, report: FlushReport
+) -> tuple[list[str], list[float | None]]:
+    """Each observation's stored content, and its importance where the summary's own reply carried one
+    (``importance_with_summary``); None: the importance ``choose`` decides."""
     contents = [obs.text for _, obs in jobs]
+    levels: list[float | None] = [None] * len(jobs)
     asks: list[_Ask] = []
     positions: list[int] = []
     for pos, (memory, obs) in enumerate(jobs):
         if not memory.sensory.needs_compression(obs):
             continue
         cfg = memory.config
+        if cfg.importance_with_summary and cfg.score_importance:
+            n = cfg.importance_levels
 
-        def accept(text: str, _obs: Observation = obs, _max: int = cfg.sensory_max_chars) -> str | None:
-            sentence = memory_sensory.parse(text)
-            return sentence if memory_sensory.validate(sentence, _obs.text, _max) is None else None
+            def accept_both(
+                text: str, _obs: Observation = obs, _max: int = cfg.sensory_max_chars, _n: int = n
+            ) -> tuple[str, float | None] | None:
+                return memory_sensory_importance.parse(text, _obs.text, _max, _n)
 
-        asks.append(
-            _Ask(
-                memory,
-                memory_sensory.build(obs.text),
-                memory_sensory.build(obs.text, retry=True),
-                accept,
-                cfg.sensory_max_tokens,
-                memory_sensory.STOP,
+            asks.append(
+                _Ask(
+                    memory,
+                    memory_sensory_importance.build(obs.text, n),
+                    memory_sensory_importance.build(obs.text, n, retry=True),
+                    accept_both,
+                    cfg.sensory_max_tokens + 8,  # room for " | Importance: N"
+                    memory_sensory_importance.STOP,
+                )
             )
-        )
+        else:
+
+            def accept(text: str, _obs: Observation = obs, _max: int = cfg.sensory_max_chars) -> str | None:
+                sentence = memory_sensory.parse(text)
+                return sentence if memory_sensory.validate(sentence, _obs.text, _max) is None else None
+
+            asks.append(
+                _Ask(
+                    memory,
+                    memory_sensory.build(obs.text),
+                    memory_sensory.build(obs.text, retry=True),
+                    accept,
+                    cfg.sensory_max_tokens,
+                    memory_sensory.STOP,
+                )
+            )
         positions.append(pos)
     _ask_all(asks, seed, report, "sensory_fallbacks")
     for pos, ask in zip(positions, asks, strict=True):
         memory, obs = jobs[pos]
-        if ask.value is not None:
-            contents[pos] = ask.value
+        value = ask.value
+        if isinstance(value, tuple):
+            value, levels[pos] = value
+            if levels[pos] is None:  # a valid sentence without a usable level: the importance choose decides
+                memory.stats["importance_fallbacks"] += 1
+                report.fallbacks += 1
+        if value is not None:
+            contents[pos] = value
         else:
             contents[pos] = memory_sensory.fallback(obs.text, memory.config.sensory_max_chars)
         memory.stats["compressed"] += 1
-    return contents
+    return contents, levels
 
 
 def _importance(
-    memories: Sequence[AgentMemory], contents: Sequence[str], seed: int, report: FlushReport
+    memories: Sequence[WritableMemory],
+    contents: Sequence[str],
+    seed: int,
+    report: FlushReport,
+    known: Sequence[float | None] = (),
 ) -> list[float]:
-    scores = [m.config.default_importance for m in memories]
+    """Importance of each record: ``known[i]`` where given, else one batched ``choose`` (default: scoring off)."""
+    known = list(known) or [None] * len(memories)
+    scores = [k if k is not None else m.config.default_importance for m, k in zip(memories, known, strict=True)]
     groups: dict[tuple[int, int, bool], list[int]] = {}
     for i, memory in enumerate(memories):
-        if memory.config.score_importance:
+        if memory.config.score_importance and known[i] is None:
             key = (id(memory.llm), memory.config.importance_levels, memory.config.importance_calibration)
             groups.setdefault(key, []).append(i)
     for (_, levels, calibrate), members in groups.items():
@@ -199,7 +241,7 @@ def _importance(
 
 
 def flush_memories(
-    memories: Sequence[AgentMemory],
+    memories: Sequence[WritableMemory],
     time_h: float,
     *,
     rng: np.random.Generator | None = None,
@@ -219,8 +261,8 @@ def flush_memories(
     if jobs:
         owners = [m for m, _ in jobs]
         try:
-            contents = _compress(jobs, lead.next_seed(STAGE_SENSORY), report)
-            importance = _importance(owners, contents, lead.next_seed(STAGE_IMPORTANCE), report)
+            contents, known = _compress(jobs, lead.next_seed(STAGE_SENSORY), report)
+            importance = _importance(owners, contents, lead.next_seed(STAGE_IMPORTANCE), report, known)
             vectors = _embed(owners, contents, report)
         except BaseException:
             # Nothing is stored yet: put the observations back so that a failed call (LLMError, budget) loses none.
@@ -242,7 +284,7 @@ def flush_memories(
     return report
 
 
-def _write_insights(promotions: list[tuple[AgentMemory, Any]], seed: int, report: FlushReport) -> None:
+def _write_insights(promotions: list[tuple[WritableMemory, Any]], seed: int, report: FlushReport) -> None:
     asks = []
     for memory, promo in promotions:
         sources = [promo.record.content, *promo.related]
@@ -279,7 +321,7 @@ def _write_insights(promotions: list[tuple[AgentMemory, Any]], seed: int, report
 
 
 def reflect_memories(
-    memories: Sequence[AgentMemory], time_h: float, *, force: bool = False, seed: int | None = None
+    memories: Sequence[WritableMemory], time_h: float, *, force: bool = False, seed: int | None = None
 ) -> FlushReport:
     """Reflection for the memories that want it (all that can, with ``force``): one batched ``generate``, insights
     stored in long-term memory as kind ``insight``, then near-duplicates merged."""
@@ -316,7 +358,7 @@ def reflect_memories(
         windows.append(window)
     seed = seed if seed is not None else (chosen[0].next_seed(STAGE_REFLECTION) if chosen else 0)
     _ask_all(asks, seed, report, "reflection_fallbacks")
-    owners: list[AgentMemory] = []
+    owners: list[WritableMemory] = []
     texts_out: list[str] = []
     importances: list[float] = []
     for ask, window in zip(asks, windows, strict=True):

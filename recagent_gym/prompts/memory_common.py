@@ -5,8 +5,7 @@ from __future__ import annotations
 import re
 import string
 from collections.abc import Sequence
-from difflib import SequenceMatcher
-from functools import cache
+from functools import cache, lru_cache
 
 from recagent_gym.prompts.template import load_template
 
@@ -47,11 +46,24 @@ def fixed_fragments(template_name: str) -> tuple[str, ...]:
 
 
 def coverage(answer: str, text: str, min_block: int = 4) -> float:
-    """Share of ``answer``'s characters in runs of at least ``min_block`` that also occur, in order, in ``text``."""
-    if not answer:
+    """Share of ``answer``'s characters inside a run of at least ``min_block`` characters that also occurs in
+    ``text``: every ``min_block``-gram of ``answer`` found in ``text`` covers its characters. Linear time (a set of
+    the text's n-grams, cached for the fixed template lines), unlike a longest-match alignment, which cost 1.6 s
+    per 100-agent round in the echo check."""
+    n = len(answer)
+    if not n or n < min_block:
         return 0.0
-    blocks = SequenceMatcher(None, answer, text, autojunk=False).get_matching_blocks()
-    return sum(b.size for b in blocks if b.size >= min_block) / len(answer)
+    grams = _grams(text, min_block)
+    covered = bytearray(n)
+    for i in range(n - min_block + 1):
+        if answer[i : i + min_block] in grams:
+            covered[i : i + min_block] = b"\x01" * min_block
+    return sum(covered) / n
+
+
+@lru_cache(maxsize=4096)
+def _grams(text: str, size: int) -> frozenset[str]:
+    return frozenset(text[i : i + size] for i in range(len(text) - size + 1))
 
 
 def echoes_prompt(answer: str, template_name: str, inputs: Sequence[str] = ()) -> bool:

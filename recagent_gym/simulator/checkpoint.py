@@ -31,30 +31,65 @@ class CheckpointError(RecAgentError, ValueError):
     label = "checkpoint error"
 
 
+class _NotPlain(Exception):
+    """Raised deep inside :func:`to_plain`; the path to the value is added as it unwinds (cheap when all is well)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+        self.path: list[str] = []
+
+
 def to_plain(value: Any, where: str = "state") -> Any:
     """``value`` as JSON-ready plain data (numpy scalars and arrays converted); anything else is an error.
 
     Dict keys must be strings: JSON would turn an int key into a string silently, and ``set_state`` would then
-    meet a different key than ``get_state`` gave.
+    meet a different key than ``get_state`` gave. The error names the path to the value (``state.a[3].b``).
     """
-    if value is None or isinstance(value, bool | str):
+    try:
+        return _plain(value)
+    except _NotPlain as exc:
+        raise CheckpointError(f"{where}{''.join(reversed(exc.path))}: {exc.message}") from None
+
+
+_SCALARS = (str, bool, int, float, type(None))
+
+
+def _plain(value: Any) -> Any:
+    kind = type(value)
+    if kind is str or kind is bool or value is None:
+        return value
+    if kind is int or kind is float:
         return value
     if isinstance(value, int | np.integer):
         return int(value)
     if isinstance(value, float | np.floating):
         return float(value)
     if isinstance(value, np.ndarray):
-        return to_plain(value.tolist(), where)
+        return _plain(value.tolist())
     if isinstance(value, list | tuple):
-        return [to_plain(v, f"{where}[{i}]") for i, v in enumerate(value)]
+        if all(type(v) in _SCALARS for v in value):  # the common case (ids, vectors): no recursion
+            return list(value)
+        out = []
+        for i, v in enumerate(value):
+            try:
+                out.append(_plain(v))
+            except _NotPlain as exc:
+                exc.path.append(f"[{i}]")
+                raise
+        return out
     if isinstance(value, dict):
-        out = {}
+        plain = {}
         for key, v in value.items():
             if not isinstance(key, str):
-                raise CheckpointError(f"{where}: key {key!r} is not a string; states must use string keys")
-            out[key] = to_plain(v, f"{where}.{key}")
-        return out
-    raise CheckpointError(f"{where}: {type(value).__name__} is not plain data (checkpoints never pickle objects)")
+                raise _NotPlain(f"key {key!r} is not a string; states must use string keys")
+            try:
+                plain[key] = _plain(v)
+            except _NotPlain as exc:
+                exc.path.append(f".{key}")
+                raise
+        return plain
+    raise _NotPlain(f"{type(value).__name__} is not plain data (checkpoints never pickle objects)")
 
 
 def checkpoint_path(folder: Path, round_index: int) -> Path:

@@ -45,6 +45,11 @@ class SimulationConfig(Section):
     execution: Literal["serial", "parallel"] = "parallel"
     """``parallel`` sends the LLM requests of all active agents together (batched or concurrent)."""
 
+    overlap_social: Literal["auto", "on", "off"] = "auto"
+    """Run the social agents' LLM calls (chats, posts) beside the recommender sessions' page loop, in a worker
+    thread; they read only what was drawn before the sessions and write after them, so results are the same either
+    way. ``auto``: on for ``llm.backend: openai`` (a concurrent server); the embedded model runs them after."""
+
     page_size: int = Field(5, ge=1, le=100)
     """Items per recommender page."""
 

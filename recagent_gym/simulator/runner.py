@@ -6,7 +6,8 @@ Each round (``simulation.interval_hours`` of simulated time):
 2. agents are activated (:mod:`.activation`); active agents choose what to do (the agent's ``take_action``: one
    batched ``choose`` with behaviour priors), a human player chooses from the terminal;
 3. ``recommender`` agents run a session (:mod:`.sessions`), ``social`` agents chat or post (:mod:`.social_step`),
-   the rest do nothing;
+   the rest do nothing. The social agents' LLM calls run beside the sessions' page loop (``overlap_social``);
+   the ended sessions' feelings and every memory touched this round are then written in one batch;
 4. the round's events are appended to the log, the interaction table and summary are rewritten, and the complete
    state is checkpointed atomically. A process killed at any moment loses at most the round in progress.
 """
@@ -17,6 +18,7 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -38,11 +40,20 @@ from recagent_gym.simulator.errors import SimulationError
 from recagent_gym.simulator.events import Event, EventLog
 from recagent_gym.simulator.export import export_interactions
 from recagent_gym.simulator.files import atomic_write_text, remove_stale_temp_files
-from recagent_gym.simulator.sessions import HumanUser, SessionContext, Slot, open_sessions, run_sessions
-from recagent_gym.simulator.social_step import chat_or_post_events
+from recagent_gym.simulator.sessions import (
+    DEFERRED_END_BATCH,
+    HumanUser,
+    SessionContext,
+    Slot,
+    finish_sessions,
+    open_sessions,
+    run_sessions,
+)
+from recagent_gym.simulator.social_step import apply_round_social, plan_round_social
 from recagent_gym.simulator.summary import summarise
 from recagent_gym.simulator.world import World, build_recommender_for, build_world
 from recagent_gym.users.agent.profile_view import ProfileTexts
+from recagent_gym.users.agent.social_round import generate_social
 from recagent_gym.users.profiles import Profile
 
 log = logging.getLogger(__name__)
@@ -82,10 +93,12 @@ class Simulation:
             history_length=env.history_length,
             duplicate_rule=env.duplicate_rule,
             social=False,  # the simulator's rounds run the social media themselves
-            end_batch=self.config.user.session_end_batch,
+            end_batch=DEFERRED_END_BATCH,  # a round's ended sessions are written together (sessions.py)
         )
         self.kernel = SessionKernel(SessionTables.build(self.dataset), CatalogueSearch(self.dataset), rules)
         self._pending_events: list[Event] = []
+        self.checkpoint_seconds: list[float] = []
+        """Seconds of each round's log append, outputs and checkpoint (after the round's timer; not state)."""
 
     # -- agents ---------------------------------------------------------------------------------------------------
 
@@ -169,6 +182,7 @@ class Simulation:
         sim = self.config.simulation
         started = time.perf_counter()
         usage_before = self.world.llm.total
+        waves_before = self._waves()
         r, t = self.clock.round, self.clock.time_h
         rng = np.random.default_rng(int(self.rng.integers(0, SEED_HIGH)))
         human = () if self.human is None else (self.human.user_id,)
@@ -188,10 +202,22 @@ class Simulation:
                 if choices[u] == "nothing":
                     events.append(Event(r, t, "idle", u, self.names[u]))
                     bar.update(1)
-            events.extend(self._sessions(recommender, rng, r, t, bar))
-            if social:
-                events.extend(chat_or_post_events(self.model, social, rng, t, r, sim, exclude=human))
-                bar.update(len(social))
+            # The social agents' chats and posts are planned now, generated beside the sessions (their LLM calls
+            # only: nothing read or written), and applied after them, so results do not depend on timing.
+            plan = plan_round_social(self.model, social, rng, t, sim, exclude=human) if social else None
+            with ThreadPoolExecutor(max_workers=1, thread_name_prefix="social") as pool:
+                replies = (
+                    pool.submit(generate_social, self.model, plan) if plan is not None and self._overlap() else None
+                )
+                slots, session_events = self._sessions(recommender, rng, r, t, bar)
+                events.extend(session_events)
+                touched: set[int] = set()
+                if plan is not None:
+                    answer = replies.result() if replies is not None else generate_social(self.model, plan)
+                    social_events, touched = apply_round_social(self.model, plan, answer, r)
+                    events.extend(social_events)
+                    bar.update(len(social))
+            events.extend(finish_sessions(slots, self._context(r, t, bar), self.model, also=touched, time_h=t))
             if self.human is not None and choices.get(self.human.user_id) == "social":
                 events.extend(self.human.social(self, r, t, rng))
                 bar.update(1)
@@ -204,6 +230,7 @@ class Simulation:
             completion_tokens=spent.completion_tokens - usage_before.completion_tokens,
         )
         seconds = time.perf_counter() - started
+        waves_after = self._waves()
         self.rounds.append(
             {
                 "round": r,
@@ -213,6 +240,8 @@ class Simulation:
                 "seconds": round(seconds, 3),
                 "tokens": delta.total_tokens,
                 "calls": delta.calls,
+                # the longest sequential chain of LLM calls this round: batched calls of the busiest thread
+                "waves": max((n - waves_before.get(k, 0) for k, n in waves_after.items()), default=0),
             }
         )
         log.info(
@@ -226,8 +255,10 @@ class Simulation:
             delta.total_tokens,
         )
         self.clock.advance()
+        started = time.perf_counter()
         self.log.append(events)
         self.checkpoint()
+        self.checkpoint_seconds.append(round(time.perf_counter() - started, 3))
 
     def _choose_actions(self, active: Sequence[int], rng: np.random.Generator, t: float) -> dict[int, str]:
         agents = [u for u in active if self.human is None or u != self.human.user_id]
@@ -237,20 +268,21 @@ class Simulation:
             choices[self.human.user_id] = self.human.choose_action(self.clock.text())
         return choices
 
-    def _sessions(self, users: Sequence[int], rng: np.random.Generator, r: int, t: float, bar: tqdm) -> list[Event]:
-        if not users:
-            return []
-        human = None if self.human is None else HumanUser(self.human)
-        responders = [human if human is not None and u == self.human.user_id else self.model for u in users]  # type: ignore[union-attr]
-        seeds = [int(rng.integers(0, SEED_HIGH)) for _ in users]
-        slots = open_sessions(self.kernel, users, responders, seeds, t)  # the simulator's clock: agents live by it
-        events = [Event(r, t, "enter", s.user, self.names[s.user]) for s in slots]
+    def _waves(self) -> dict[str, int]:
+        waves = getattr(self.world.llm, "waves", None)
+        return waves() if callable(waves) else {}
 
+    def _overlap(self) -> bool:
+        """Whether the social agents' LLM calls run beside the sessions (``simulation.overlap_social``)."""
+        mode = self.config.simulation.overlap_social
+        return self.config.llm.backend == "openai" if mode == "auto" else mode == "on"
+
+    def _context(self, r: int, t: float, bar: tqdm) -> SessionContext:
         def done(slot: Slot) -> None:
             self.interactions.extend(slot.watches)
             bar.update(1)
 
-        ctx = SessionContext(
+        return SessionContext(
             round_index=r,
             time_h=t,
             names=self.names,
@@ -259,10 +291,23 @@ class Simulation:
             observe=getattr(self.recommender, "observe", None),
             on_done=done,
         )
+
+    def _sessions(
+        self, users: Sequence[int], rng: np.random.Generator, r: int, t: float, bar: tqdm
+    ) -> tuple[list[Slot], list[Event]]:
+        """The page loop of every session (their end-of-session writes wait for :func:`finish_sessions`)."""
+        if not users:
+            return [], []
+        human = None if self.human is None else HumanUser(self.human)
+        responders = [human if human is not None and u == self.human.user_id else self.model for u in users]  # type: ignore[union-attr]
+        seeds = [int(rng.integers(0, SEED_HIGH)) for _ in users]
+        slots = open_sessions(self.kernel, users, responders, seeds, t)  # the simulator's clock: agents live by it
+        events = [Event(r, t, "enter", s.user, self.names[s.user]) for s in slots]
+        ctx = self._context(r, t, bar)
         groups = [slots] if self.config.simulation.execution == "parallel" else [[s] for s in slots]
         for group in groups:
-            events.extend(run_sessions(self.kernel, group, ctx, rng, self.model))
-        return events
+            events.extend(run_sessions(self.kernel, group, ctx, rng))
+        return slots, events
 
     def _page(self, slot: Slot, rng: np.random.Generator) -> tuple[np.ndarray, set[int]]:
         """The recommender's page with ``rec_random_k`` of its last slots replaced by random unseen items."""

@@ -1,13 +1,15 @@
 """Recommender sessions of many agents, stepped page by page by the session kernel with the recommender's pages.
 
 Each open session is a lane of :class:`~recagent_gym.session.SessionKernel` (the pipeline the env and the vector
-env run). In parallel mode all open sessions answer each page in one ``respond_batch`` call, and the sessions that
-end in a step end together (one batch of end-of-session writes).
+env run). In parallel mode all open sessions answer each page in one ``respond_batch`` call. End-of-session writes
+(feelings, ratings, memory) never run inside the page loop: the simulator's rules defer them
+(:data:`DEFERRED_END_BATCH`) and :func:`finish_sessions` writes every ended session of the round in one batch, so a
+page step costs one LLM wave, not one plus the writing waves of the sessions that just ended.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,6 +18,9 @@ import numpy as np
 from recagent_gym.session import Lane, SessionKernel, StepResult, observe
 from recagent_gym.simulator.events import Event
 from recagent_gym.users.protocol import Context, Page, Response
+
+DEFERRED_END_BATCH = 1 << 30
+"""``SessionRules.end_batch`` of the simulator: the kernel never writes ended sessions itself (see the module)."""
 
 
 class HumanUser:
@@ -88,9 +93,10 @@ def open_sessions(
 
 
 def run_sessions(
-    kernel: SessionKernel, slots: Sequence[Slot], ctx: SessionContext, rng: np.random.Generator, model: Any
+    kernel: SessionKernel, slots: Sequence[Slot], ctx: SessionContext, rng: np.random.Generator
 ) -> list[Event]:
-    """Step ``slots`` together until every session has ended; returns their events in order."""
+    """Step ``slots`` together until every session has ended; returns their page events in order (the sessions'
+    writes wait for :func:`finish_sessions`)."""
     events: list[Event] = []
     open_slots = [s for s in slots if not s.done]
     while open_slots:
@@ -106,11 +112,24 @@ def run_sessions(
                 ctx.observe(info, result.done)
             events.extend(_step_events(slot, info, randoms, ctx, result.truncated))
             slot.done = result.done
-        for slot in open_slots:
-            if slot.done:
-                events.extend(_close(slot, model, ctx))
-                ctx.on_done(slot)
         open_slots = [s for s in open_slots if not s.done]
+    return events
+
+
+def finish_sessions(
+    slots: Sequence[Slot], ctx: SessionContext, model: Any, *, also: Collection[int] = (), time_h: float = 0.0
+) -> list[Event]:
+    """Write every ended session's feelings, ratings and memory in one batch (with the memories of ``also``: the
+    round's social notes), then the sessions' feeling events and rows."""
+    write = getattr(model, "write_ended", None)
+    if write is not None and also:
+        write(also=also, time_h=time_h)
+    elif write is not None:
+        write()
+    events: list[Event] = []
+    for slot in slots:
+        events.extend(_close(slot, model, ctx))
+        ctx.on_done(slot)
     return events
 
 

@@ -1,7 +1,8 @@
 """Social actions of the agents who chose the social media this round, and delivery of injected posts/messages.
 
-The chats and posts are the agent's own (:func:`recagent_gym.users.agent.social_round.chat_or_post`, batched over
-all social agents of the round); the simulator has its own activation and turns the agent's events into its log.
+The chats and posts are the agent's own (:mod:`recagent_gym.users.agent.social_round`, batched over all social
+agents of the round); the simulator has its own activation and turns the agent's events into its log. A round plans
+them before the sessions start, generates them beside the sessions, and applies them after (see ``runner.py``).
 """
 
 from __future__ import annotations
@@ -14,7 +15,13 @@ import numpy as np
 from recagent_gym.prompts import memory_notes
 from recagent_gym.session.events import Event, social_events
 from recagent_gym.simulator.config import SimulationConfig
-from recagent_gym.users.agent.social_round import chat_or_post, post_to_friends
+from recagent_gym.users.agent.social_round import (
+    SocialPlan,
+    SocialReplies,
+    apply_social,
+    plan_social,
+    post_to_friends,
+)
 
 
 def deliver_post(model: Any, author: int, text: str, time_h: float) -> list[int]:
@@ -34,20 +41,19 @@ def deliver_message(model: Any, sender: int, receiver: int, text: str, time_h: f
     model.memory_backend.flush([model.memory(sender), model.memory(receiver)], time_h)
 
 
-def chat_or_post_events(
+def plan_round_social(
     model: Any,
     users: Sequence[int],
     rng: np.random.Generator,
     time_h: float,
-    round_index: int,
     config: SimulationConfig,
     *,
     exclude: Sequence[int] = (),
-) -> list[Event]:
-    """Each user chats with one random friend or posts to all friends (the agent's own :func:`chat_or_post`, with the
-    simulation's chat/post weights), as simulator events. Agents in ``exclude`` (a human player) are never picked
-    as chat partners, whose lines the model would otherwise write for them."""
-    raws = chat_or_post(
+) -> SocialPlan:
+    """Each user will chat with one random friend or post to all friends (the agent's own :func:`plan_social`, with
+    the simulation's chat/post weights). Agents in ``exclude`` (a human player) are never picked as chat partners,
+    whose lines the model would otherwise write for them."""
+    return plan_social(
         model,
         users,
         rng,
@@ -57,4 +63,12 @@ def chat_or_post_events(
         chat_weight=config.chat_weight,
         post_weight=config.post_weight,
     )
-    return social_events(raws, round_index, time_h, lambda u: model.profiles[u].name, model.title)
+
+
+def apply_round_social(
+    model: Any, plan: SocialPlan, replies: SocialReplies, round_index: int
+) -> tuple[list[Event], set[int]]:
+    """The plan's chats and posts into memories (not flushed yet) and simulator events; returns the touched agents."""
+    raws, touched = apply_social(model, plan, replies)
+    events = social_events(raws, round_index, plan.time_h, lambda u: model.profiles[u].name, model.title)
+    return events, touched

@@ -1,15 +1,19 @@
-"""One-to-one chats between friends about movies, many chats at once: one batched ``generate`` per turn.
+"""One-to-one chats between friends about movies, many chats at once.
 
-Contract of each utterance: ``prompts/chat.py`` (validate, one re-ask, template fallback naming a recent movie).
+``one_call`` (remote models): each whole chat is ONE reply (``prompts/chat_dialogue.py``), all chats in one batched
+``generate``; otherwise one batched ``generate`` per turn (``prompts/chat.py``). Each contract: validate, one
+re-ask, template fallback naming a recent movie (counted).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from recagent_gym.llm.protocol import LanguageModel, Usage
 from recagent_gym.prompts import chat as chat_prompt
+from recagent_gym.prompts import chat_dialogue
 from recagent_gym.prompts.checked import generate_checked
 
 
@@ -44,8 +48,11 @@ def run_chats(
     max_tokens: int,
     clock: str,
     seed: int,
+    one_call: bool = False,
 ) -> list[ChatResult]:
     """``turns`` utterances per chat, alternating and starting with the first speaker of each pair."""
+    if one_call:
+        return _whole_chats(llm, pairs, turns=turns, max_tokens=max_tokens, clock=clock, seed=seed)
     results = [ChatResult() for _ in pairs]
     for turn in range(turns):
         prompts = []
@@ -76,3 +83,47 @@ def run_chats(
             result.usage = result.usage + answer.usage
             result.lines.append((speaker.user_id, text))
     return results
+
+
+def _side(speaker: Speaker) -> dict[str, str]:
+    return {
+        "name": speaker.name,
+        "profile": speaker.profile,
+        "memory": speaker.memory,
+        "recent": ", ".join(speaker.recent) or "none",
+    }
+
+
+def _whole_chats(
+    llm: LanguageModel, pairs: Sequence[tuple[Speaker, Speaker]], *, turns: int, max_tokens: int, clock: str, seed: int
+) -> list[ChatResult]:
+    """Every chat as one reply; a chat whose reply is unusable after its re-ask gets the template lines."""
+    results = []
+    prompts = [chat_dialogue.build(first=_side(a), second=_side(b), turns=turns, clock=clock) for a, b in pairs]
+    answers = []
+    for (a, b), prompt in zip(pairs, prompts, strict=True):  # one validator per pair (it knows the names)
+        answers.append((prompt, chat_dialogue.validate_for(first=a.name, second=b.name, turns=turns)))
+    checked = _generate_each(llm, answers, seed=seed, max_tokens=max_tokens * turns)
+    for (a, b), answer in zip(pairs, checked, strict=True):
+        result = ChatResult(usage=answer.usage, reasked=int(answer.reasked))
+        if answer.value is None:
+            result.fallbacks = 1
+            for turn in range(turns):
+                speaker = a if turn % 2 == 0 else b
+                result.lines.append(
+                    (speaker.user_id, chat_prompt.fallback(recent_titles=speaker.recent, turn=turn // 2))
+                )
+        else:
+            result.lines = [((a, b)[who].user_id, line) for who, line in chat_dialogue.read(answer.value)]
+        results.append(result)
+    return results
+
+
+def _generate_each(llm: LanguageModel, asks: Sequence[tuple[str, Any]], *, seed: int, max_tokens: int) -> list[Any]:
+    """:func:`generate_checked` over prompts that each have their own validator (one batch, one re-ask batch)."""
+    validators = {prompt: validate for prompt, validate in asks}
+
+    def validate(text: str, prompt: str) -> str | None:
+        return validators[prompt](text, prompt)
+
+    return generate_checked(llm, [p for p, _ in asks], validate, seed=seed, max_tokens=max_tokens)

@@ -96,7 +96,13 @@ class UserConfig(Section):
     ``inline``: at once, so the WATCH response carries them (two extra LLM calls on the critical path)."""
 
     rate_after_watch: bool = True
-    """With feelings, also ask for a 1..5 rating by ``choose``."""
+    """With feelings, also ask for a 1..5 rating (see ``combined_replies``)."""
+
+    combined_replies: Literal["auto", "on", "off"] = "auto"
+    """One structured reply where one prompt can carry two answers: the feeling with its rating
+    (``prompts/feeling_rating.py``) and the memory's sensory summary with its importance
+    (``prompts/memory_sensory_importance.py``); ``off``: a ``generate`` and a ``choose`` each, as the embedded
+    model (whose ``choose`` scores options by likelihood) prefers. ``auto``: ``on`` for ``llm.backend: openai``."""
 
     heard_capacity: int = Field(20, ge=0)
     """Recently heard items remembered per agent (oldest dropped first)."""

@@ -12,6 +12,7 @@ import numpy as np
 
 from recagent_gym.data.schema import Dataset
 from recagent_gym.llm.protocol import LanguageModel
+from recagent_gym.memory.agent_memory import AgentMemory
 from recagent_gym.memory.config import MemoryConfig
 from recagent_gym.prompts import item_scoring
 from recagent_gym.social.config import SocialConfig
@@ -29,6 +30,11 @@ def resolve_strategy(strategy: str, backend: str) -> str:
     if strategy == "auto":
         return "direct" if backend == "openai" else "few_shot"
     return strategy
+
+
+def resolve_combined(setting: str, backend: str) -> bool:
+    """``auto`` means combined structured replies for remote (``openai``) backends only."""
+    return backend == "openai" if setting == "auto" else setting == "on"
 
 
 class Agents:
@@ -65,7 +71,11 @@ class Agents:
         self.profiles: list[Profile] = agent_profiles(dataset, profiles)
         self.profile_text = ProfileTexts(self.profiles)
         self.strategy = resolve_strategy(config.decision_strategy, llm_backend)
-        self.memory_backend = memory_backend or RecAgentMemoryBackend(memory or MemoryConfig(), llm, embedder)
+        self.combined = resolve_combined(config.combined_replies, llm_backend)
+        memory_config = memory or MemoryConfig()
+        if self.combined and not memory_config.importance_with_summary:
+            memory_config = memory_config.model_copy(update={"importance_with_summary": True})
+        self.memory_backend = memory_backend or RecAgentMemoryBackend(memory_config, llm, embedder)
         self.vectors = ItemVectors(dataset, embedder)
         self.popularity = dataset.item_popularity()
         self._titles: TitleMatcher | None = None
@@ -158,11 +168,31 @@ class Agents:
         )
 
     def memory_block(self, user_id: int, query: str, time_h: float) -> str:
+        return self.memory_blocks([(user_id, query, time_h)])[0]
+
+    def memory_blocks(self, asks: Sequence[tuple[int, str, float]]) -> list[str]:
+        """:meth:`memory_block` of many ``(user, query, time_h)``: the paper's memories embed all their queries in
+        one embedder call (one per distinct embedder) instead of one call per retrieval."""
         limit = self.config.memory_in_prompt
         if limit == 0:
-            return ""
-        records = self.memory(user_id).retrieve(query, time_h, top_n=limit)
-        return memory_text(records, limit, self.profiles[user_id].name)
+            return [""] * len(asks)
+        memories = [self.memory(u) for u, _, _ in asks]
+        vectors: dict[int, Any] = {}
+        groups: dict[int, list[int]] = {}
+        for k, (memory, (_, query, _)) in enumerate(zip(memories, asks, strict=True)):
+            if isinstance(memory, AgentMemory) and memory.needs_query_vector(query):
+                groups.setdefault(id(memory.embedder), []).append(k)
+        for members in groups.values():
+            matrix = memories[members[0]].embed([asks[k][1] for k in members])
+            vectors.update({k: matrix[row] for row, k in enumerate(members)})
+        blocks = []
+        for k, (memory, (u, query, time_h)) in enumerate(zip(memories, asks, strict=True)):
+            if k in vectors:
+                records = memory.retrieve(query, time_h, top_n=limit, vector=vectors[k])
+            else:
+                records = memory.retrieve(query, time_h, top_n=limit)
+            blocks.append(memory_text(records, limit, self.profiles[u].name))
+        return blocks
 
     def heard_item(self, user_id: int, extra: Sequence[int] = ()) -> int | None:
         """The most recently heard item the user has not watched (``extra``: heard items given by the context)."""

@@ -1,6 +1,8 @@
-"""Feelings (and ratings) after watching, for many watched items at once: one ``generate`` + one ``choose`` call.
+"""Feelings (and ratings) after watching, for many watched items at once.
 
-Contracts: ``prompts/feeling.py`` and ``prompts/rating.py`` (each: validate, one re-ask, documented fallback).
+``combined`` (remote models): ONE ``generate`` whose reply carries both (``prompts/feeling_rating.py``); otherwise
+one ``generate`` for the feeling and one ``choose`` for the rating (``prompts/feeling.py``, ``prompts/rating.py``).
+Each contract: validate, one re-ask, documented fallback (counted).
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from dataclasses import dataclass, field
 
 from recagent_gym.llm.protocol import LanguageModel, Usage
 from recagent_gym.prompts import feeling as feeling_prompt
+from recagent_gym.prompts import feeling_rating as combined_prompt
 from recagent_gym.prompts import rating as rating_prompt
 from recagent_gym.prompts.checked import choose_checked, generate_checked
 
@@ -36,10 +39,12 @@ class FeelingResult:
 
 
 def write_feelings(
-    llm: LanguageModel, jobs: Sequence[FeelingJob], *, rate: bool, max_tokens: int, seed: int
+    llm: LanguageModel, jobs: Sequence[FeelingJob], *, rate: bool, max_tokens: int, seed: int, combined: bool = False
 ) -> list[FeelingResult]:
     if not jobs:
         return []
+    if rate and combined:
+        return _write_combined(llm, jobs, max_tokens=max_tokens, seed=seed)
     prompts = [feeling_prompt.build(profile=j.profile, name=j.name, item=j.item_text) for j in jobs]
     lines = generate_checked(
         llm, prompts, feeling_prompt.validate, seed=seed, max_tokens=max_tokens, stop=feeling_prompt.STOP
@@ -69,4 +74,36 @@ def write_feelings(
             result.usage = result.usage + checked.usage
             result.rating_reasked = checked.reasked
             result.rating_fallback = checked.value is None
+    return results
+
+
+def _write_combined(
+    llm: LanguageModel, jobs: Sequence[FeelingJob], *, max_tokens: int, seed: int
+) -> list[FeelingResult]:
+    """Feeling and rating from one reply each; an unusable reply (after its re-ask) falls back on both, counted."""
+    prompts = [combined_prompt.build(profile=j.profile, name=j.name, item=j.item_text) for j in jobs]
+    # the rating prefix ("4 | ") costs a few tokens beyond the feeling's own cap
+    replies = generate_checked(
+        llm, prompts, combined_prompt.validate, seed=seed, max_tokens=max_tokens + 8, stop=combined_prompt.STOP
+    )
+    results = []
+    for job, prompt, reply in zip(jobs, prompts, replies, strict=True):
+        parsed = None if reply.value is None else combined_prompt.parse(reply.value, prompt)
+        failed = parsed is None
+        feeling, rating = (
+            (feeling_prompt.fallback(title=job.title, score=job.score), rating_prompt.fallback(job.score))
+            if parsed is None
+            else (parsed[1], parsed[0])
+        )
+        results.append(
+            FeelingResult(
+                feeling=feeling,
+                rating=rating,
+                usage=reply.usage,
+                feeling_reasked=reply.reasked,
+                feeling_fallback=failed,
+                rating_reasked=reply.reasked,
+                rating_fallback=failed,
+            )
+        )
     return results

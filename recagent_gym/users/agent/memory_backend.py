@@ -9,7 +9,9 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from recagent_gym.llm.protocol import LanguageModel
+from recagent_gym.memory.agent_memory import AgentMemory
 from recagent_gym.memory.config import MemoryConfig
+from recagent_gym.memory.writer import flush_memories
 
 MEMORY_LINE_CHARS = 160
 """Longest memory record quoted in a prompt (longer ones are cut), to bound the prompt."""
@@ -34,13 +36,9 @@ class RecAgentMemoryBackend:
         self.embedder = embedder
 
     def create(self, agent_name: str, seed: int) -> Any:
-        from recagent_gym.memory.agent_memory import AgentMemory
-
         return AgentMemory(self.config, self.llm, self.embedder, agent_name, seed=seed)
 
     def flush(self, memories: Sequence[Any], time_h: float) -> None:
-        from recagent_gym.memory.writer import flush_memories
-
         if memories:
             flush_memories(list(memories), time_h)
 

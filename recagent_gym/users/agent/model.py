@@ -91,37 +91,53 @@ class LLMUserModel(Agents):
             for item in page.items:
                 if not 0 <= int(item) < self.dataset.n_items:
                     raise ValueError(f"page {page.index} for user {ctx.user_id}: item {item} is not in the catalogue")
-        prepared = [self._prepare(page, ctx, rng) for (page, ctx), rng in zip(requests, rngs, strict=True)]
+        drawn = [self._draw(page, ctx, rng) for (page, ctx), rng in zip(requests, rngs, strict=True)]
+        blocks = self.memory_blocks(
+            [
+                (ctx.user_id, "; ".join(self.title(i) for i in shown) or "movies", ctx.time_h)
+                for ctx, shown, _, _ in drawn
+            ]
+        )
+        prepared = [
+            Prepared(page, ctx, rng, perm, shown, seed, block)
+            for (page, _), rng, (ctx, shown, perm, seed), block in zip(requests, rngs, drawn, blocks, strict=True)
+        ]
         responses = self._pages.decide(prepared)
         if self.config.write_feelings and self.config.feeling_timing == "inline":
             responses = self._inline_feelings(prepared, responses)
         return responses
 
-    def _prepare(self, page: Page, ctx: Context, rng: np.random.Generator) -> Prepared:
+    def _draw(self, page: Page, ctx: Context, rng: np.random.Generator) -> tuple[Context, list[int], Any, int]:
+        """The page's shuffled order and the call's seed (drawn from the request's rng), session counters."""
         session = self.session(ctx.user_id)
         perm = rng.permutation(len(page.items))
         shown = [int(page.items[k]) for k in perm]
         seed = int(rng.integers(0, SEED_HIGH))
         session.pages += 1
         session.last_time_h = ctx.time_h
-        query = "; ".join(self.title(i) for i in shown) or "movies"
-        return Prepared(page, ctx, rng, perm, shown, seed, self.memory_block(ctx.user_id, query, ctx.time_h))
+        return ctx, shown, perm, seed
 
     def end_sessions(self, user_ids: Sequence[int]) -> None:
         """These users' sessions are over: their feelings and memory writes wait for :meth:`write_ended` (no LLM
         work here), so that the sessions ended across sub-envs or steps are written as one batch."""
         self._ended += [self._sessions.pop(u) for u in user_ids if u in self._sessions]
 
-    def write_ended(self, *, at_least: int = 1) -> list[int]:
+    def write_ended(self, *, at_least: int = 1, also: Collection[int] = (), time_h: float | None = None) -> list[int]:
         """Write the feelings (and ratings) and flush the memories of every ended session still pending, as one
-        batch, if at least ``at_least`` are pending; returns their users."""
-        if not self._ended or len(self._ended) < at_least:
+        batch, if at least ``at_least`` are pending; returns their users. ``also``: more agents whose memories are
+        flushed in the same batch (the round's social notes), at ``time_h`` or later."""
+        ready = len(self._ended) >= max(at_least, 1)
+        if not ready and not also:
             return []
-        sessions, self._ended = self._ended, []
+        sessions: list[SessionState] = []
+        if ready:
+            sessions, self._ended = self._ended, []
         self._write_pending(sessions)
-        time_h = max(s.last_time_h for s in sessions)
-        self.memory_backend.flush([self.memory(s.user_id) for s in sessions], time_h)
-        return [s.user_id for s in sessions]
+        times = [s.last_time_h for s in sessions] + ([time_h] if time_h is not None else [])
+        users = [s.user_id for s in sessions]
+        flushed = list(dict.fromkeys([*users, *sorted(also)]))
+        self.memory_backend.flush([self.memory(u) for u in flushed], max(times) if times else 0.0)
+        return users
 
     def write_ended_of(self, user_ids: Collection[int]) -> None:
         """:meth:`write_ended` now if one of ``user_ids`` has an unwritten ended session: called explicitly before
@@ -182,7 +198,12 @@ class LLMUserModel(Agents):
         cfg = self.config
         jobs = self._feeling_jobs(pending)
         results = write_feelings(
-            self.llm, jobs, rate=cfg.rate_after_watch, max_tokens=cfg.feeling_max_tokens, seed=seed
+            self.llm,
+            jobs,
+            rate=cfg.rate_after_watch,
+            max_tokens=cfg.feeling_max_tokens,
+            seed=seed,
+            combined=self.combined,
         )
         for (u, p), result in zip(pending, results, strict=True):
             agent = self.agent(u)

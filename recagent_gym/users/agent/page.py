@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from recagent_gym.llm.protocol import Usage
-from recagent_gym.llm.wrapping import prefix_priority
+from recagent_gym.llm.wrapping import prefix_hint
 from recagent_gym.prompts import memory_notes, page_decision, search_query
 from recagent_gym.prompts.checked import choose_checked, generate_checked
 from recagent_gym.users.agent.agents import Agents
@@ -90,7 +90,7 @@ class PageDecider:
         if requests:
             # The users' profile-and-examples prefixes outrank the feelings, memory and social prompts that run
             # before their next page (embedded backend), so those do not push them out of the prefix cache.
-            with prefix_priority(m.llm, SESSION_PREFIX_PRIORITY):
+            with prefix_hint(m.llm, SESSION_PREFIX_PRIORITY):
                 results = score_requests(m.llm, requests, calibrate=cfg.calibrate, seed=prepared[owners[0]].seed)
             scored = dict(zip(owners, results, strict=True))
         # One embedder call for every item the batch needs (cached afterwards).

@@ -5,7 +5,8 @@
 2. Active agents take an action (one batched ``choose`` with behaviour priors, ``prompts/take_action.py``).
 3. Those who enter the social media chat with one random friend (weight ``1 + Chatter``) or post to all friends
    (weight ``1 + Poster``); agents without friends are reported as ``no_friends``.
-4. Chats run turn by turn (one ``generate`` per turn for all chats); posts in one ``generate``.
+4. Chats: each whole chat in one reply for remote models (``user.combined_replies``), else turn by turn (one
+   ``generate`` per turn for all chats); posts in one ``generate``.
 5. Both chatters' memories receive the dialogue; every friend's memory receives a post; titles found in what a
    friend said are added to the listener's recently heard items. All touched memories are flushed in one batch.
 """
@@ -13,14 +14,16 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from recagent_gym.llm.protocol import LanguageModel
 from recagent_gym.llm.seeding import SEED_HIGH
 from recagent_gym.prompts import memory_notes
-from recagent_gym.social.chat import Speaker, run_chats
-from recagent_gym.social.post import write_posts
+from recagent_gym.social.chat import ChatResult, Speaker, run_chats
+from recagent_gym.social.post import PostResult, write_posts
 from recagent_gym.users.agent.agents import Agents
 from recagent_gym.users.agent.clock import clock_text
 from recagent_gym.users.agent.take_action import choose_actions
@@ -31,15 +34,26 @@ Settle = Callable[[Collection[int]], None]
 RECENT_TITLES = 3
 
 
+SPEAKER_QUERY = "movies worth talking about"
+
+
 def speaker(model: Agents, user_id: int, time_h: float) -> Speaker:
-    recent = [model.title(i) for i in model.history(user_id)[-RECENT_TITLES:]][::-1]
-    return Speaker(
-        user_id=user_id,
-        name=model.profiles[user_id].name,
-        profile=model.profile_text(user_id, "social"),
-        memory=model.memory_block(user_id, "movies worth talking about", time_h),
-        recent=tuple(recent),
-    )
+    return speakers(model, [user_id], time_h)[0]
+
+
+def speakers(model: Agents, users: Sequence[int], time_h: float) -> list[Speaker]:
+    """The speakers' inputs; their memories are read with one batched retrieval."""
+    blocks = model.memory_blocks([(u, SPEAKER_QUERY, time_h) for u in users])
+    return [
+        Speaker(
+            user_id=u,
+            name=model.profiles[u].name,
+            profile=model.profile_text(u, "social"),
+            memory=block,
+            recent=tuple([model.title(i) for i in model.history(u)[-RECENT_TITLES:]][::-1]),
+        )
+        for u, block in zip(users, blocks, strict=True)
+    ]
 
 
 def active_agents(model: Agents, rng: np.random.Generator, exclude: set[int], users: Sequence[int] | None) -> list[int]:
@@ -80,6 +94,152 @@ def social_round(
     return events + chat_or_post(model, social, rng, time_h, settle=settle, exclude=busy, exclude_recipients=incoming)
 
 
+@dataclass
+class SocialPlan:
+    """Who chats with whom and who posts this round, with every input their prompts read (drawn and retrieved
+    up front), so that :meth:`generate` only calls the language model and may run beside other work."""
+
+    time_h: float
+    chats: list[tuple[int, int]]
+    posters: list[int]
+    pairs: list[tuple[Speaker, Speaker]]
+    authors: list[Speaker]
+    chat_seed: int
+    post_seed: int
+    exclude_recipients: frozenset[int]
+    events: list[dict[str, Any]] = field(default_factory=list)
+    """``no_friends`` events of the plan."""
+
+    def generate(self, llm: LanguageModel, *, turns: int, max_tokens: int, one_call: bool) -> SocialReplies:
+        """The chats' and posts' LLM calls (nothing else is read or written)."""
+        clock = clock_text(self.time_h)
+        chats = (
+            run_chats(
+                llm, self.pairs, turns=turns, max_tokens=max_tokens, clock=clock, seed=self.chat_seed, one_call=one_call
+            )
+            if self.pairs
+            else []
+        )
+        posts = (
+            write_posts(llm, self.authors, max_tokens=max_tokens, clock=clock, seed=self.post_seed)
+            if self.authors
+            else []
+        )
+        return SocialReplies(chats, posts)
+
+
+@dataclass
+class SocialReplies:
+    chats: list[ChatResult]
+    posts: list[PostResult]
+
+
+def plan_social(
+    model: Agents,
+    users: Sequence[int],
+    rng: np.random.Generator,
+    time_h: float,
+    *,
+    settle: Settle,
+    exclude: set[int] | frozenset[int] = frozenset(),
+    exclude_recipients: set[int] | frozenset[int] = frozenset(),
+    chat_weight: float = 1.0,
+    post_weight: float = 1.0,
+) -> SocialPlan:
+    """Step 3 of the module docstring: chat partners and posters drawn, speakers' memories read (see
+    :func:`chat_or_post` for the arguments)."""
+    events: list[dict[str, Any]] = []
+    chats: list[tuple[int, int]] = []
+    posters: list[int] = []
+    for u in users:
+        friends = [f for f in model.friends(u) if f not in exclude]
+        if not friends:
+            events.append({"type": "no_friends", "user": u, "time_h": time_h})
+            continue
+        profile = model.profiles[u]
+        w_chat, w_post = chat_weight + profile.has("Chatter"), post_weight + profile.has("Poster")
+        if w_chat + w_post > 0 and rng.random() < w_chat / (w_chat + w_post):
+            chats.append((u, int(friends[rng.integers(len(friends))])))
+        else:
+            posters.append(u)
+    # Every memory this round reads or writes: an agent's unwritten last session goes in first.
+    settle(
+        {u for pair in chats for u in pair}
+        | {f for u in posters for f in (u, *model.friends(u)) if f not in exclude_recipients}
+    )
+    said = speakers(model, [u for pair in chats for u in pair] + posters, time_h)
+    pairs = [(said[2 * k], said[2 * k + 1]) for k in range(len(chats))]
+    chat_seed = int(rng.integers(0, SEED_HIGH)) if chats else 0
+    authors = said[2 * len(chats) :]
+    post_seed = int(rng.integers(0, SEED_HIGH)) if posters else 0
+    return SocialPlan(
+        time_h, chats, posters, pairs, authors, chat_seed, post_seed, frozenset(exclude_recipients), events
+    )
+
+
+def apply_social(model: Agents, plan: SocialPlan, replies: SocialReplies) -> tuple[list[dict[str, Any]], set[int]]:
+    """Step 5 without the flush: memories, heard items, usage and counts; returns the events and touched agents."""
+    time_h = plan.time_h
+    events = list(plan.events)
+    touched: set[int] = set()
+    for (a, b), result in zip(plan.chats, replies.chats, strict=True):
+        names = {a: model.profiles[a].name, b: model.profiles[b].name}
+        transcript = result.transcript(names)
+        heard: dict[int, list[int]] = {a: [], b: []}
+        for who, line in result.lines:
+            listener = b if who == a else a
+            heard[listener] += [i for i in model.titles.find(line) if i not in heard[listener]]
+        for me, other in ((a, b), (b, a)):
+            note = memory_notes.chat(name=names[me], other=names[other], transcript=transcript)
+            model.memory(me).observe([note], time_h, kind="dialogue")
+            model.hear(me, heard[me], time_h, source=other, kind="chat")
+        initiator = model.agent(a)  # the chat's usage and counts go to the agent who started it
+        initiator.usage = initiator.usage + result.usage
+        initiator.count("chat", reasked=result.reasked > 0, fallback=result.fallbacks > 0)
+        touched |= {a, b}
+        events.append(
+            {
+                "type": "chat",
+                "users": [a, b],
+                "lines": [[w, t] for w, t in result.lines],
+                "heard": {str(k): v for k, v in heard.items()},
+                "fallbacks": result.fallbacks,
+                "tokens": result.usage.total_tokens,
+                "latency_s": result.usage.latency_s,
+                "time_h": time_h,
+            }
+        )
+    for post in replies.posts:
+        u = post.user_id
+        agent = model.agent(u)
+        agent.usage = agent.usage + post.usage
+        agent.count("post", reasked=post.reasked, fallback=post.fallback)
+        recipients, items = post_to_friends(model, u, post.text, time_h, exclude=plan.exclude_recipients)
+        touched |= {u, *recipients}
+        events.append(
+            {
+                "type": "post",
+                "user": u,
+                "text": post.text,
+                "recipients": recipients,
+                "items": items,
+                "fallback": post.fallback,
+                "tokens": post.usage.total_tokens,
+                "latency_s": post.usage.latency_s,
+                "time_h": time_h,
+            }
+        )
+    return events, touched
+
+
+def generate_social(model: Agents, plan: SocialPlan) -> SocialReplies:
+    """:meth:`SocialPlan.generate` with the agents' model and social settings."""
+    cfg = model.social_config
+    return plan.generate(
+        model.llm, turns=cfg.max_chat_turns, max_tokens=cfg.utterance_max_tokens, one_call=model.combined
+    )
+
+
 def chat_or_post(
     model: Agents,
     users: Sequence[int],
@@ -97,97 +257,15 @@ def chat_or_post(
     Each chats with one random friend (weight ``chat_weight + Chatter``) or posts to all friends (``post_weight +
     Poster``); friends in ``exclude`` are never chat partners, those in ``exclude_recipients`` never receive posts.
     Events are plain dicts (``chat``, ``post``, ``no_friends``) carrying tokens and latency. Nothing happens
-    when ``social.enabled`` is off.
+    when ``social.enabled`` is off. (:func:`plan_social`, :func:`generate_social`, :func:`apply_social`, flush.)
     """
-    cfg = model.social_config
-    if not cfg.enabled:
+    if not model.social_config.enabled:
         return []
-    events: list[dict[str, Any]] = []
-    chats: list[tuple[int, int]] = []
-    posters: list[int] = []
-    for u in users:
-        friends = [f for f in model.friends(u) if f not in exclude]
-        if not friends:
-            events.append({"type": "no_friends", "user": u, "time_h": time_h})
-            continue
-        profile = model.profiles[u]
-        w_chat, w_post = chat_weight + profile.has("Chatter"), post_weight + profile.has("Poster")
-        if w_chat + w_post > 0 and rng.random() < w_chat / (w_chat + w_post):
-            chats.append((u, int(friends[rng.integers(len(friends))])))
-        else:
-            posters.append(u)
-    clock = clock_text(time_h)
-    touched: set[int] = set()
-    # Every memory this round reads or writes: an agent's unwritten last session goes in first.
-    settle(
-        {u for pair in chats for u in pair}
-        | {f for u in posters for f in (u, *model.friends(u)) if f not in exclude_recipients}
-    )
-    if chats:
-        pairs = [(speaker(model, a, time_h), speaker(model, b, time_h)) for a, b in chats]
-        results = run_chats(
-            model.llm,
-            pairs,
-            turns=cfg.max_chat_turns,
-            max_tokens=cfg.utterance_max_tokens,
-            clock=clock,
-            seed=int(rng.integers(0, SEED_HIGH)),
-        )
-        for (a, b), result in zip(chats, results, strict=True):
-            names = {a: model.profiles[a].name, b: model.profiles[b].name}
-            transcript = result.transcript(names)
-            heard: dict[int, list[int]] = {a: [], b: []}
-            for who, line in result.lines:
-                listener = b if who == a else a
-                heard[listener] += [i for i in model.titles.find(line) if i not in heard[listener]]
-            for me, other in ((a, b), (b, a)):
-                note = memory_notes.chat(name=names[me], other=names[other], transcript=transcript)
-                model.memory(me).observe([note], time_h, kind="dialogue")
-                model.hear(me, heard[me], time_h, source=other, kind="chat")
-            initiator = model.agent(a)  # the chat's usage and counts go to the agent who started it
-            initiator.usage = initiator.usage + result.usage
-            initiator.count("chat", reasked=result.reasked > 0, fallback=result.fallbacks > 0)
-            touched |= {a, b}
-            events.append(
-                {
-                    "type": "chat",
-                    "users": [a, b],
-                    "lines": [[w, t] for w, t in result.lines],
-                    "heard": {str(k): v for k, v in heard.items()},
-                    "fallbacks": result.fallbacks,
-                    "tokens": result.usage.total_tokens,
-                    "latency_s": result.usage.latency_s,
-                    "time_h": time_h,
-                }
-            )
-    if posters:
-        results = write_posts(
-            model.llm,
-            [speaker(model, u, time_h) for u in posters],
-            max_tokens=cfg.utterance_max_tokens,
-            clock=clock,
-            seed=int(rng.integers(0, SEED_HIGH)),
-        )
-        for post in results:
-            u = post.user_id
-            agent = model.agent(u)
-            agent.usage = agent.usage + post.usage
-            agent.count("post", reasked=post.reasked, fallback=post.fallback)
-            recipients, items = post_to_friends(model, u, post.text, time_h, exclude=exclude_recipients)
-            touched |= {u, *recipients}
-            events.append(
-                {
-                    "type": "post",
-                    "user": u,
-                    "text": post.text,
-                    "recipients": recipients,
-                    "items": items,
-                    "fallback": post.fallback,
-                    "tokens": post.usage.total_tokens,
-                    "latency_s": post.usage.latency_s,
-                    "time_h": time_h,
-                }
-            )
+    plan = plan_social(
+        model, users, rng, time_h, settle=settle, exclude=exclude, exclude_recipients=exclude_recipients,
+        chat_weight=chat_weight, post_weight=post_weight,
+    )  # fmt: skip
+    events, touched = apply_social(model, plan, generate_social(model, plan))
     if touched:
         model.memory_backend.flush([model.memory(u) for u in sorted(touched)], time_h)
     return events
