@@ -28,7 +28,9 @@ class CountingEmbedder(HashingEmbedder):
 def test_memory_blocks_embed_all_queries_in_one_call() -> None:
     embedder = CountingEmbedder()
     config = Config.model_validate({"memory": {"implementation": "long_term_only", "sensory": False}})
-    model = LLMUserModel(tiny_dataset(), config.user, ScriptedLLM(), embedder, social=config.social, memory=config.memory)
+    model = LLMUserModel(
+        tiny_dataset(), config.user, ScriptedLLM(), embedder, social=config.social, memory=config.memory
+    )
     users = list(range(3))
     for u in users:
         model.memory(u).observe([f"user {u} watched a film about space"], 0.0)
