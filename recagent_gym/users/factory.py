@@ -36,7 +36,7 @@ def build_user_model(
     if kind == "distilled":
         from recagent_gym.users.distilled.user import DistilledUser
 
-        return DistilledUser(dataset, config.user.distilled_path)
+        return DistilledUser(dataset, config.user.distilled_path, rating_timing=config.user.feeling_timing)
     if kind == "llm":
         if llm is None:
             from recagent_gym.llm.factory import build_llm

@@ -35,7 +35,15 @@ class DistilledSession:
 class DistilledUser:
     """Users distilled from the LLM agents (implements :class:`UserModel`); see the module docstring."""
 
-    def __init__(self, dataset: Dataset, artefact: Artefact | str | Path | None = None) -> None:
+    def __init__(
+        self, dataset: Dataset, artefact: Artefact | str | Path | None = None, *, rating_timing: str = "deferred"
+    ) -> None:
+        """``rating_timing`` mirrors the LLM agent's ``user.feeling_timing``: ``deferred`` (its default) rates after
+        the session, so a watch's response carries no rating (the env's reward has no rating bonus) and the rating
+        is in ``extra["rating"]``; ``inline`` puts it in the response, as the LLM agent then does."""
+        if rating_timing not in ("deferred", "inline"):
+            raise ValueError(f"rating_timing must be 'deferred' or 'inline', not {rating_timing!r}")
+        self.rating_inline = rating_timing == "inline"
         if artefact is None:
             if not (BUNDLED_DIR / "model.json").is_file():
                 raise DistillError(
@@ -46,39 +54,36 @@ class DistilledUser:
         if not isinstance(artefact, Artefact):
             artefact = Artefact.load(artefact)
         meta = artefact.meta
-        if (meta["n_users"], meta["n_items"]) != (dataset.n_users, dataset.n_items):
-            raise DistillError(
-                f"distilled model of dataset {meta['dataset']!r} ({meta['n_users']} users, {meta['n_items']} items) "
-                f"does not fit dataset {dataset.name!r} ({dataset.n_users} users, {dataset.n_items} items); "
-                "distil one for it with 'recagent-gym users distill'"
-            )
+        rows = _user_rows(meta, dataset)
         self.meta = meta
         a = artefact.arrays
-        self.user_table = a["user_table"].astype(np.float64)
+        self.user_table = a["user_table"].astype(np.float64)[rows]
         self.item_table = a["item_table"].astype(np.float64)
         self.item_offset = a["item_offset"].astype(np.float64)
+        # every (user, item) mean score precomputed (610 x 9742 float32 = 24 MB on the bundled data): a page then
+        # costs one gather instead of a (page, 416) x (416,) product per step
+        self.score_table = (self.user_table @ self.item_table.T + self.item_offset).astype(np.float32)
         rule = meta["rule"]
         self.noise = float(rule["noise_std"])
         self.rating_a, self.rating_b = float(rule["rating_intercept"]), float(rule["rating_slope"])
         self.patience_p = min(1.0, 1.0 / float(rule["patience"]))
         self.params = [
             RuleParams(
-                threshold=float(t),
+                threshold=float(a["threshold"][r]),
                 temperature=float(rule["temperature"]),
                 search_heard_probability=float(rule["search_heard_probability"]),
-                search_interest_probability=float(s),
+                search_interest_probability=float(a["search_interest"][r]),
             )
-            for t, s in zip(a["threshold"], a["search_interest"], strict=True)
+            for r in rows
         ]
-        self.queries: list[str] = list(meta["interest_queries"])
+        self.queries: list[str] = [meta["interest_queries"][r] for r in rows]
         self._sessions: dict[int, DistilledSession] = {}
 
     # -- scores ---------------------------------------------------------------------------------------------------
 
     def mean_scores(self, user_id: int, items: Sequence[int] | np.ndarray) -> np.ndarray:
         """The distilled per-item score (no noise): what the LLM agent's score is expected to be."""
-        index = np.asarray(items, dtype=np.int64)
-        return self.item_table[index] @ self.user_table[user_id] + self.item_offset[index]
+        return self.score_table[user_id, np.asarray(items, dtype=np.int64)].astype(np.float64)
 
     def score_items(self, user_id: int, items: Sequence[int], rng: np.random.Generator) -> np.ndarray:
         return self.mean_scores(user_id, items)
@@ -126,7 +131,8 @@ class DistilledUser:
             assert decision.position is not None
             item = int(items[decision.position])
             session.watched.add(item)
-            return Response(Action.WATCH, item=item, rating=self.rating(float(scores[decision.position])), extra=extra)
+            extra["rating"] = rating = self.rating(float(scores[decision.position]))
+            return Response(Action.WATCH, item=item, rating=rating if self.rating_inline else None, extra=extra)
         return Response(decision.action, query=decision.query, extra=extra)
 
     def respond_batch(
@@ -139,10 +145,10 @@ class DistilledUser:
         sizes = {len(page.items) for page, _ in requests}
         if len(sizes) != 1:  # pages of different lengths: one by one
             return [self.respond(page, context, rng) for (page, context), rng in zip(requests, rngs, strict=True)]
-        # every page scored by one gather and one batched dot product
+        # every page scored by one gather
         items = np.array([page.items for page, _ in requests], dtype=np.int64)
         users = np.array([context.user_id for _, context in requests], dtype=np.int64)
-        scores = np.einsum("bkd,bd->bk", self.item_table[items], self.user_table[users]) + self.item_offset[items]
+        scores = self.score_table[users[:, None], items].astype(np.float64)
         return [
             self._decide(page, context, rng, row)
             for (page, context), rng, row in zip(requests, rngs, scores, strict=True)
@@ -170,3 +176,30 @@ class DistilledUser:
         self._sessions = {
             int(u): DistilledSession(int(p), {int(i) for i in watched}) for u, (p, watched) in state["sessions"].items()
         }
+
+
+def _user_rows(meta: dict[str, Any], dataset: Dataset) -> np.ndarray:
+    """Row of the artefact's tables for each user of ``dataset``, matched by the dataset's own user ids
+    (``raw_id``), so a subset of the distilled dataset (the training users of a policy) reuses the model."""
+    if meta["n_items"] != dataset.n_items:
+        raise DistillError(
+            f"distilled model of dataset {meta['dataset']!r} ({meta['n_items']} items) does not fit dataset "
+            f"{dataset.name!r} ({dataset.n_items} items); distil one for it with 'recagent-gym users distill'"
+        )
+    raw_ids = [str(r) for r in dataset.users["raw_id"]]
+    known = meta.get("user_raw_ids")
+    if known is None:  # an artefact without raw ids: only the very dataset it was distilled on
+        if meta["n_users"] != dataset.n_users:
+            raise DistillError(
+                f"distilled model of dataset {meta['dataset']!r} ({meta['n_users']} users) does not fit dataset "
+                f"{dataset.name!r} ({dataset.n_users} users); distil one for it with 'recagent-gym users distill'"
+            )
+        return np.arange(dataset.n_users)
+    index = {str(r): k for k, r in enumerate(known)}
+    missing = [r for r in raw_ids if r not in index]
+    if missing:
+        raise DistillError(
+            f"dataset {dataset.name!r} has {len(missing)} users the distilled model of {meta['dataset']!r} does not "
+            f"know (first: raw id {missing[0]!r}); distil one for it with 'recagent-gym users distill'"
+        )
+    return np.array([index[r] for r in raw_ids], dtype=np.int64)
