@@ -17,6 +17,7 @@ from recagent_gym.prompts import item_scoring
 from recagent_gym.social.titles import TitleMatcher
 from recagent_gym.users.agent.memory_backend import MemoryBackend, RecAgentMemoryBackend, memory_text
 from recagent_gym.users.agent.profile_view import ProfileTexts, agent_profiles
+from recagent_gym.users.agent.score_cache import ScoreCache
 from recagent_gym.users.agent.state import AgentState, SessionState
 from recagent_gym.users.agent.taste import ItemVectors
 from recagent_gym.users.profiles import Profile
@@ -60,6 +61,7 @@ class Agents:
         self._agents: dict[int, AgentState] = {}
         self._sessions: dict[int, SessionState] = {}
         self._memories: dict[int, Any] = {}
+        self.score_cache = ScoreCache()  # per-(user, item) LLM scores in the user's unchanged context
 
     # -- per-agent pieces -----------------------------------------------------------------------------------------
 
