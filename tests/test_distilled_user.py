@@ -166,3 +166,45 @@ def test_ratings_follow_the_llm_agents_timing(artefact_dir):
             assert (rating is not None) == rated
             if not rated:
                 assert reward == pytest.approx(config.env.reward_watch)
+
+
+def test_batch_path_decides_as_the_llm_agents_rule(artefact_dir):
+    """Lanes decided together give what ``decide_page`` gives each lane alone with the same rng (the LLM's rule)."""
+    import copy
+
+    from recagent_gym.users.agent.decide import decide_page
+
+    user = DistilledUser(tiny_dataset(), artefact_dir[0])
+    draw = np.random.default_rng(7)
+    for trial in range(300):
+        user.noise = 0.25 * (trial % 2)  # with and without score noise (the tiny model fitted none)
+        lanes = draw.choice(6, size=int(draw.integers(1, 6)), replace=False)
+        rngs = [np.random.default_rng([trial, int(u)]) for u in lanes]
+        requests, expected = [], []
+        for u, rng in zip(lanes, rngs, strict=True):
+            user.start_session(int(u), rng)
+            session = user.session(int(u))
+            session.watched = set(draw.choice(30, size=int(draw.integers(0, 4)), replace=False).tolist())
+            page = Page(
+                tuple(draw.choice(30, size=5, replace=False).tolist()),
+                0,
+                "search" if draw.random() < 0.3 else "recommender",
+            )
+            requests.append((page, Context(user_id=int(u))))
+            twin = copy.deepcopy(rng)
+            scores = user.mean_scores(int(u), page.items)
+            if user.noise > 0:
+                scores = scores + user.noise * twin.standard_normal(5)
+            eligible = np.array([i not in session.watched for i in page.items])
+            decision, patience = decide_page(
+                scores, eligible, params=user.params[int(u)], patience=session.patience, heard_query=None,
+                interest_query=user.queries[int(u)], on_search_page=page.source == "search", rng=twin,
+            )  # fmt: skip
+            item = None if decision.position is None else page.items[decision.position]
+            expected.append((decision.action, item, decision.query, patience, twin.random()))
+        responses = user.respond_batch(requests, rngs)
+        for response, rng, (action, item, query, patience, next_draw) in zip(responses, rngs, expected, strict=True):
+            assert (response.action, response.item, response.query) == (action, item, query)
+            assert response.extra["patience_left"] == patience, response
+            assert rng.random() == next_draw, (response.action, requests, user.noise)  # the same draws used
+        user.end_sessions([int(u) for u in lanes])

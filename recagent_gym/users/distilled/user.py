@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from recagent_gym.data.schema import Dataset
-from recagent_gym.users.agent.decide import RuleParams, decide_page
+from recagent_gym.users.agent.decide import RuleParams
 from recagent_gym.users.distilled.artefact import Artefact
 from recagent_gym.users.distilled.errors import DistillError
 from recagent_gym.users.protocol import Action, Context, Page, Response
@@ -77,6 +77,8 @@ class DistilledUser:
             for r in rows
         ]
         self.queries: list[str] = [meta["interest_queries"][r] for r in rows]
+        self.thresholds = np.array([p.threshold for p in self.params], dtype=np.float64)
+        self.temperature = float(rule["temperature"])
         self._sessions: dict[int, DistilledSession] = {}
 
     # -- scores ---------------------------------------------------------------------------------------------------
@@ -102,57 +104,69 @@ class DistilledUser:
         self._sessions[user_id] = DistilledSession(int(rng.geometric(self.patience_p)))
 
     def respond(self, page: Page, context: Context, rng: np.random.Generator) -> Response:
-        return self._decide(page, context, rng, self.mean_scores(context.user_id, page.items))
-
-    def _decide(self, page: Page, context: Context, rng: np.random.Generator, scores: np.ndarray) -> Response:
-        user = context.user_id
-        session = self._sessions.get(user)
-        if session is None:
-            raise RuntimeError(f"DistilledUser.respond: no session started for user {user}")
-        items = page.items
-        if self.noise > 0:
-            scores = scores + self.noise * rng.standard_normal(len(items))
-        if session.watched:
-            eligible = np.fromiter((i not in session.watched for i in items), dtype=bool, count=len(items))
-        else:
-            eligible = np.ones(len(items), dtype=bool)
-        decision, session.patience = decide_page(
-            scores,
-            eligible,
-            params=self.params[user],
-            patience=session.patience,
-            heard_query=None,
-            interest_query=self.queries[user],
-            on_search_page=page.source == "search",
-            rng=rng,
-        )
-        extra = {"scores": scores.tolist(), "p_watch": decision.p_watch, "patience_left": session.patience}
-        if decision.action == Action.WATCH:
-            assert decision.position is not None
-            item = int(items[decision.position])
-            session.watched.add(item)
-            extra["rating"] = rating = self.rating(float(scores[decision.position]))
-            return Response(Action.WATCH, item=item, rating=rating if self.rating_inline else None, extra=extra)
-        return Response(decision.action, query=decision.query, extra=extra)
+        return self.respond_batch([(page, context)], [rng])[0]
 
     def respond_batch(
         self, requests: Sequence[tuple[Page, Context]], rngs: Sequence[np.random.Generator]
     ) -> list[Response]:
+        """Every lane's page scored by one gather and the rule's arithmetic done across lanes in numpy; each lane
+        then draws from its own rng in the order of :func:`~recagent_gym.users.agent.decide.decide_page` (noise,
+        watch, search), so a lane decides as it would alone and as the LLM agent's rule does."""
         if len(requests) != len(rngs):
             raise ValueError(f"{len(requests)} requests but {len(rngs)} rngs")
         if not requests:
             return []
-        sizes = {len(page.items) for page, _ in requests}
-        if len(sizes) != 1:  # pages of different lengths: one by one
+        if len({len(page.items) for page, _ in requests}) != 1:  # pages of different lengths: one by one
             return [self.respond(page, context, rng) for (page, context), rng in zip(requests, rngs, strict=True)]
-        # every page scored by one gather
+        sessions = []
+        for _, context in requests:
+            session = self._sessions.get(context.user_id)
+            if session is None:
+                raise RuntimeError(f"DistilledUser.respond: no session started for user {context.user_id}")
+            sessions.append(session)
         items = np.array([page.items for page, _ in requests], dtype=np.int64)
         users = np.array([context.user_id for _, context in requests], dtype=np.int64)
         scores = self.score_table[users[:, None], items].astype(np.float64)
+        if self.noise > 0:
+            scores += self.noise * np.stack([rng.standard_normal(items.shape[1]) for rng in rngs])
+        eligible = np.ones(items.shape, dtype=bool)
+        for lane, session in enumerate(sessions):
+            if session.watched:
+                eligible[lane] = [i not in session.watched for i in requests[lane][0].items]
+        masked = np.where(eligible, scores, -np.inf)
+        position = masked.argmax(axis=1)
+        best = masked[np.arange(len(requests)), position]
+        with np.errstate(over="ignore"):
+            p_watch = 1.0 / (1.0 + np.exp(-(best - self.thresholds[users]) / self.temperature))
+        watchable = eligible.any(axis=1)
+        p_watch = np.where(watchable, p_watch, 0.0).tolist()
         return [
-            self._decide(page, context, rng, row)
-            for (page, context), rng, row in zip(requests, rngs, scores, strict=True)
+            self._finish(page, context, rng, session, row, int(pos), p, w)
+            for (page, context), rng, session, row, pos, p, w in zip(
+                requests, rngs, sessions, scores, position, p_watch, watchable.tolist(), strict=True
+            )
         ]
+
+    def _finish(
+        self, page: Page, context: Context, rng: np.random.Generator, session: DistilledSession, scores: np.ndarray,
+        position: int, p_watch: float, watchable: bool,
+    ) -> Response:  # fmt: skip
+        """The rule's draws for one lane (``decide_page`` with no heard item): watch, else patience, search, next."""
+        extra: dict[str, Any] = {"scores": scores.tolist(), "p_watch": p_watch}
+        if watchable and rng.random() < p_watch:
+            item = int(page.items[position])
+            session.watched.add(item)
+            extra["patience_left"] = session.patience
+            extra["rating"] = rating = self.rating(float(scores[position]))
+            return Response(Action.WATCH, item=item, rating=rating if self.rating_inline else None, extra=extra)
+        session.patience -= 1
+        extra["patience_left"] = session.patience
+        if session.patience <= 0:
+            return Response(Action.LEAVE, extra=extra)
+        user = context.user_id
+        if page.source != "search" and rng.random() < self.params[user].search_interest_probability:
+            return Response(Action.SEARCH, query=self.queries[user], extra=extra)
+        return Response(Action.NEXT, extra=extra)
 
     def end_sessions(self, user_ids: Sequence[int]) -> None:
         for user_id in user_ids:
