@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from recagent_gym.data.schema import Dataset
-from recagent_gym.users.agent.decide import RuleParams
+from recagent_gym.users.agent.decide import Decision, RuleParams, decide_page
 from recagent_gym.users.distilled.artefact import Artefact
 from recagent_gym.users.distilled.errors import DistillError
 from recagent_gym.users.protocol import Action, Context, Page, Response
@@ -104,7 +104,23 @@ class DistilledUser:
         self._sessions[user_id] = DistilledSession(int(rng.geometric(self.patience_p)))
 
     def respond(self, page: Page, context: Context, rng: np.random.Generator) -> Response:
-        return self.respond_batch([(page, context)], [rng])[0]
+        """One lane: the LLM agent's own :func:`~recagent_gym.users.agent.decide.decide_page` on the distilled scores
+        (scalar code: cheaper than the array path for a single page)."""
+        user = context.user_id
+        session = self._sessions.get(user)
+        if session is None:
+            raise RuntimeError(f"DistilledUser.respond: no session started for user {user}")
+        items = page.items
+        scores = self.score_table[user, list(items)].astype(np.float64)
+        if self.noise > 0:
+            scores += self.noise * rng.standard_normal(len(items))
+        watched = session.watched
+        eligible = np.array([i not in watched for i in items], dtype=bool) if watched else np.ones(len(items), bool)
+        decision, session.patience = decide_page(
+            scores, eligible, params=self.params[user], patience=session.patience, heard_query=None,
+            interest_query=self.queries[user], on_search_page=page.source == "search", rng=rng,
+        )  # fmt: skip
+        return self._response(page, session, scores, decision)
 
     def respond_batch(
         self, requests: Sequence[tuple[Page, Context]], rngs: Sequence[np.random.Generator]
@@ -116,7 +132,7 @@ class DistilledUser:
             raise ValueError(f"{len(requests)} requests but {len(rngs)} rngs")
         if not requests:
             return []
-        if len({len(page.items) for page, _ in requests}) != 1:  # pages of different lengths: one by one
+        if len(requests) == 1 or len({len(page.items) for page, _ in requests}) != 1:  # one by one
             return [self.respond(page, context, rng) for (page, context), rng in zip(requests, rngs, strict=True)]
         sessions = []
         for _, context in requests:
@@ -140,33 +156,39 @@ class DistilledUser:
             p_watch = 1.0 / (1.0 + np.exp(-(best - self.thresholds[users]) / self.temperature))
         watchable = eligible.any(axis=1)
         p_watch = np.where(watchable, p_watch, 0.0).tolist()
+        lanes = zip(requests, rngs, sessions, scores, position.tolist(), p_watch, watchable.tolist(), strict=True)
         return [
-            self._finish(page, context, rng, session, row, int(pos), p, w)
-            for (page, context), rng, session, row, pos, p, w in zip(
-                requests, rngs, sessions, scores, position, p_watch, watchable.tolist(), strict=True
-            )
+            self._response(page, session, row, self._draw(page, context.user_id, rng, session, pos, p, ok))
+            for (page, context), rng, session, row, pos, p, ok in lanes
         ]
 
-    def _finish(
-        self, page: Page, context: Context, rng: np.random.Generator, session: DistilledSession, scores: np.ndarray,
-        position: int, p_watch: float, watchable: bool,
-    ) -> Response:  # fmt: skip
-        """The rule's draws for one lane (``decide_page`` with no heard item): watch, else patience, search, next."""
-        extra: dict[str, Any] = {"scores": scores.tolist(), "p_watch": p_watch}
+    def _draw(
+        self, page: Page, user: int, rng: np.random.Generator, session: DistilledSession, position: int,
+        p_watch: float, watchable: bool,
+    ) -> Decision:  # fmt: skip
+        """``decide_page``'s draws for one lane whose best eligible item and ``p_watch`` are known (no heard item)."""
         if watchable and rng.random() < p_watch:
-            item = int(page.items[position])
-            session.watched.add(item)
-            extra["patience_left"] = session.patience
-            extra["rating"] = rating = self.rating(float(scores[position]))
-            return Response(Action.WATCH, item=item, rating=rating if self.rating_inline else None, extra=extra)
+            return Decision(Action.WATCH, position=position, p_watch=p_watch)
         session.patience -= 1
-        extra["patience_left"] = session.patience
         if session.patience <= 0:
-            return Response(Action.LEAVE, extra=extra)
-        user = context.user_id
+            return Decision(Action.LEAVE, p_watch=p_watch)
         if page.source != "search" and rng.random() < self.params[user].search_interest_probability:
-            return Response(Action.SEARCH, query=self.queries[user], extra=extra)
-        return Response(Action.NEXT, extra=extra)
+            return Decision(Action.SEARCH, query=self.queries[user], p_watch=p_watch)
+        return Decision(Action.NEXT, p_watch=p_watch)
+
+    def _response(self, page: Page, session: DistilledSession, scores: np.ndarray, decision: Decision) -> Response:
+        extra: dict[str, Any] = {
+            "scores": scores.tolist(),
+            "p_watch": decision.p_watch,
+            "patience_left": session.patience,
+        }
+        if decision.action == Action.WATCH:
+            assert decision.position is not None
+            item = int(page.items[decision.position])
+            session.watched.add(item)
+            extra["rating"] = rating = self.rating(float(scores[decision.position]))
+            return Response(Action.WATCH, item=item, rating=rating if self.rating_inline else None, extra=extra)
+        return Response(decision.action, query=decision.query, extra=extra)
 
     def end_sessions(self, user_ids: Sequence[int]) -> None:
         for user_id in user_ids:
