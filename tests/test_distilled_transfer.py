@@ -60,3 +60,19 @@ def test_verdict_reads_the_paired_intervals():
     text = verdict(rows)
     assert "beats random" in text and "beaten by mf" in text and "not separable from popularity" in text
     assert "20 held-out LLM users" in text
+
+
+def test_ranking_compares_every_user_model_with_the_llm_users():
+    from recagent_gym.users.distilled.transfer import TransferRow, ranking
+
+    def row(users: str, name: str, mean: float) -> TransferRow:
+        return TransferRow(users, name, mean, mean, mean, 8, 8, 1, 0.0, 0.0, 0.0, 0, 1.0)
+
+    names = ("random", "popularity", "mf", POLICY)
+    rows = [row("distilled", n, m) for n, m in zip(names, (1, 2, 3, 4), strict=True)]
+    rows += [row("recsim", n, m) for n, m in zip(names, (4, 3, 2, 1), strict=True)]
+    rows += [row("llm", n, m) for n, m in zip(names, (1, 2, 3, 4), strict=True)]
+    table = ranking(rows).splitlines()
+    assert table[2] == f"| distilled | {POLICY} > mf > popularity > random | yes | +1.00 |"
+    assert table[3] == f"| recsim | random > popularity > mf > {POLICY} | no | -1.00 |"
+    assert table[4].startswith("| llm |") and table[4].endswith("|  |  |")

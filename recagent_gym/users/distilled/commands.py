@@ -54,7 +54,10 @@ def register(subparsers: Any) -> None:
     transfer.add_argument("--users", type=int, default=None, help="held-out users (default train.eval_users; 0: all)")
     transfer.add_argument("--seeds", default=None, help="training seeds, comma-separated (default train.seed)")
     transfer.add_argument(
-        "--user-models", default="distilled,llm", help="users the policies are evaluated on (default distilled,llm)"
+        "--user-models",
+        default="distilled,llm",
+        help="users the policies are evaluated on, in order (default distilled,llm; add recsim,embedding for the "
+        "naive surrogates' ranking beside the LLM users')",
     )
     transfer.add_argument("--no-progress", action="store_true", help="no progress bar")
     transfer.set_defaults(func=run_transfer_command)
@@ -117,7 +120,7 @@ def run_transfer_command(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from recagent_gym.config import load_config
-    from recagent_gym.users.distilled.transfer import markdown, run_transfer, verdict
+    from recagent_gym.users.distilled.transfer import markdown, ranking, run_transfer, verdict
 
     config = load_config(args.config, args.overrides)
     out = Path(args.out or config.train.output_dir)
@@ -129,5 +132,6 @@ def run_transfer_command(args: argparse.Namespace) -> int:
     print(markdown(rows))
     for model in models:
         print(verdict(rows, model))
+    print(ranking(rows))
     print(f"written: {out / 'transfer.md'}, {out / 'transfer.csv'}, {out / 'transfer.png'}")
     return 0

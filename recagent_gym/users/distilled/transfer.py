@@ -161,6 +161,29 @@ def verdict(rows: Sequence[TransferRow], user_model: str | None = None) -> str:
     return " ".join(words) + "."
 
 
+def ranking(rows: Sequence[TransferRow], reference: str = "llm") -> str:
+    """Recommenders by mean return per user model (best first), whether the order is the ``reference`` users',
+    and the Spearman correlation of the mean returns with theirs (the surrogate's fidelity for choosing policies)."""
+    from recagent_gym.users.distilled.fit import spearman
+
+    models = list(dict.fromkeys(r.users for r in rows))
+    means = {m: {r.recommender: r.mean_return for r in rows if r.users == m} for m in models}
+    order = {m: sorted(means[m], key=lambda name: -means[m][name]) for m in models}
+    lines = ["| users | ranking (best first) | same as " + reference + " | Spearman with " + reference + " |",
+             "|---|---|---|---|"]  # fmt: skip
+    for m in models:
+        same, rho = "", ""
+        if reference in means and m != reference:
+            names = list(means[reference])
+            same = "yes" if order[m] == order[reference] else "no"
+            value = spearman(
+                np.array([means[m].get(n, math.nan) for n in names]), np.array([means[reference][n] for n in names])
+            )
+            rho = "" if math.isnan(value) else f"{value:+.2f}"
+        lines.append(f"| {m} | {' > '.join(order[m])} | {same} | {rho} |")
+    return "\n".join(lines)
+
+
 def write_report(rows: Sequence[TransferRow], out: Path, title: str) -> dict[str, Path]:
     """``transfer.md``, ``transfer.csv`` and ``transfer.png`` (return per recommender and user model, 95% CI)."""
     import matplotlib
@@ -176,7 +199,8 @@ def write_report(rows: Sequence[TransferRow], out: Path, title: str) -> dict[str
         for row in rows:
             writer.writerow({k: "" if isinstance(v, float) and math.isnan(v) else v for k, v in asdict(row).items()})
     verdicts = "\n\n".join(verdict(rows, m) for m in dict.fromkeys(r.users for r in rows))
-    paths["markdown"].write_text(f"# {title}\n\n{markdown(rows)}\n\n{verdicts}\n", encoding="utf-8")
+    text = f"# {title}\n\n{markdown(rows)}\n\n{verdicts}\n\nRanking of the recommenders:\n\n{ranking(rows)}\n"
+    paths["markdown"].write_text(text, encoding="utf-8")
     models = list(dict.fromkeys(r.users for r in rows))
     recs = list(dict.fromkeys(r.recommender for r in rows))
     fig, ax = plt.subplots(figsize=(8, 4))
