@@ -122,6 +122,9 @@ def evaluate_on(
         start = time.perf_counter()
         per_user, sessions, fallbacks = _per_user(recs, env, protocol)
         measured[name] = (per_user, sessions, fallbacks, time.perf_counter() - start)
+    cache = getattr(env.user_model, "score_cache", None)
+    if cache is not None:  # the LLM users meet each held-out user again, in the same state, per recommender
+        say(f"{user_model} users: item score cache {cache.stats()}")
     env.close()
     policy_returns = measured[POLICY][0]
     rows = []
