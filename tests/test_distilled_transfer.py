@@ -47,6 +47,15 @@ def test_transfer_command_writes_table_csv_and_plot(tmp_path, capsys):
         assert (tmp_path / name).is_file(), name
     out = capsys.readouterr().out
     assert "distilled-trained policy" in out and "written:" in out
+    # an already trained policy is evaluated as it is (no training), on other user models too
+    again = tmp_path / "again"
+    policy = str(tmp_path / "policy-seed0" / "policy.zip")
+    code = main(["users", "transfer", "--config", "quickstart", "--out", str(again), "--users", "3", "--policy", policy,
+                 "--user-models", "recsim,distilled", "--no-progress"])  # fmt: skip
+    assert code == 0 and not (again / "policy-seed0").exists()
+    rows = list(csv.DictReader((again / "transfer.csv").open()))
+    assert [r["users"] for r in rows] == ["recsim"] * 4 + ["distilled"] * 4
+    assert "trained 128 steps on distilled users"  # one rollout of 8 x 16 in (again / "transfer.md").read_text()
 
 
 def test_verdict_reads_the_paired_intervals():

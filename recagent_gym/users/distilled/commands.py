@@ -59,6 +59,12 @@ def register(subparsers: Any) -> None:
         help="users the policies are evaluated on, in order (default distilled,llm; add recsim,embedding for the "
         "naive surrogates' ranking beside the LLM users')",
     )
+    transfer.add_argument(
+        "--policy",
+        action="append",
+        default=[],
+        help="evaluate this trained policy.zip instead of training (repeatable)",
+    )
     transfer.add_argument("--no-progress", action="store_true", help="no progress bar")
     transfer.set_defaults(func=run_transfer_command)
 
@@ -128,7 +134,10 @@ def run_transfer_command(args: argparse.Namespace) -> int:
     seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else [config.train.seed]
     models = [m.strip() for m in args.user_models.split(",") if m.strip()]
     users = config.train.eval_users if args.users is None else args.users
-    rows = run_transfer(config, out, n_users=users, seeds=seeds, user_models=models, progress=not args.no_progress)
+    rows = run_transfer(
+        config, out, n_users=users, seeds=seeds, user_models=models, progress=not args.no_progress,
+        policies=[Path(p) for p in args.policy],
+    )  # fmt: skip
     print(markdown(rows))
     for model in models:
         print(verdict(rows, model))

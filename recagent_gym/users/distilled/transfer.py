@@ -247,8 +247,10 @@ def run_transfer(
     progress: bool = True,
     say: Callable[[str], None] = print,
     dataset: Dataset | None = None,
+    policies: Sequence[Path] = (),
 ) -> list[TransferRow]:
-    """Train on distilled users, evaluate on ``user_models`` (the LLM users last: the slow part); write the report."""
+    """Train on distilled users (or take ``policies`` already trained), evaluate on ``user_models`` (the LLM users
+    last: the slow part); write the report."""
     from recagent_gym.envs.resolve import resolve_dataset
 
     out = Path(out)
@@ -256,15 +258,19 @@ def run_transfer(
     users = held_out_users(dataset, config, n_users)
     if len(users) == 0:
         raise ValueError("users transfer: no held-out user left (the distilled model was fitted on all of them)")
-    start = time.perf_counter()
-    policies = train_on_distilled(config, dataset, out, seeds, progress=progress)
-    say(f"trained {len(policies)} policy(ies) on distilled users in {time.perf_counter() - start:.0f}s")
+    if not policies:
+        start = time.perf_counter()
+        policies = train_on_distilled(config, dataset, out, seeds, progress=progress)
+        say(f"trained {len(policies)} policy(ies) on distilled users in {time.perf_counter() - start:.0f}s")
     rows: list[TransferRow] = []
     for model in user_models:
         rows += evaluate_on(model, config, dataset, policies, users, bootstrap=bootstrap, say=say)
-    steps = config.train.total_timesteps
+    from recagent_gym.policies.evaluate_policies import load_meta
+
+    steps = "/".join(str(load_meta(p).get("timesteps", "?")) for p in policies)
+    trained_on = "/".join(sorted({str(load_meta(p).get("user_model", "?")) for p in policies}))
     title = (
-        f"{dataset.name}: PPO trained {steps} steps on distilled users (seeds {', '.join(map(str, seeds))}), "
+        f"{dataset.name}: {len(policies)} PPO policy(ies) trained {steps} steps on {trained_on} users, "
         f"evaluated on {len(users)} held-out users"
     )
     write_report(rows, out, title)
