@@ -57,12 +57,11 @@ class DistilledUser:
         rows = _user_rows(meta, dataset)
         self.meta = meta
         a = artefact.arrays
-        self.user_table = a["user_table"].astype(np.float64)[rows]
-        self.item_table = a["item_table"].astype(np.float64)
-        self.item_offset = a["item_offset"].astype(np.float64)
-        # every (user, item) mean score precomputed (610 x 9742 float32 = 24 MB on the bundled data): a page then
-        # costs one gather instead of a (page, 416) x (416,) product per step
-        self.score_table = (self.user_table @ self.item_table.T + self.item_offset).astype(np.float32)
+        # every (user, item) mean score precomputed (610 x 9742 float32 = 24 MB on the bundled data; the tables it
+        # comes from are not kept): a page then costs one gather instead of a (page, 416) x (416,) product per step
+        users = a["user_table"].astype(np.float64)[rows]
+        scores = users @ a["item_table"].astype(np.float64).T + a["item_offset"].astype(np.float64)
+        self.score_table = scores.astype(np.float32)
         rule = meta["rule"]
         self.noise = float(rule["noise_std"])
         self.rating_a, self.rating_b = float(rule["rating_intercept"]), float(rule["rating_slope"])
