@@ -9,6 +9,12 @@ from recagent_gym.users.agent.scoring import ScoringRequest, score_requests
 from recagent_gym.users.protocol import Context, Page
 from tests._agent_fixtures import make_model, rngs, taste_llm
 
+CACHE_ON = {"user": {"score_cache": True}}
+
+
+def test_off_by_default():
+    assert make_model().score_cache is None  # same seed and action, same info (Gymnasium's check)
+
 
 def _scored(model, items, seed=0):
     calls = model.llm.calls
@@ -17,7 +23,7 @@ def _scored(model, items, seed=0):
 
 
 def test_same_user_same_context_is_not_scored_again():
-    model = make_model()
+    model = make_model(overrides=CACHE_ON)
     first, asked = _scored(model, [0, 1, 2, 3, 4])
     assert asked == 6  # five candidates and the content-free baseline
     again, asked = _scored(model, [0, 1, 2, 3, 4])  # same seed: same Yes/No examples, same (empty) memory
@@ -28,7 +34,7 @@ def test_same_user_same_context_is_not_scored_again():
 
 
 def test_a_changed_memory_or_new_examples_invalidate():
-    model = make_model()
+    model = make_model(overrides=CACHE_ON)
     _scored(model, [0, 1, 2])
     model.memory(0).observe(["Ann watched Heat."], 1.0)  # the memory block in the prompt changes
     _, asked = _scored(model, [0, 1, 2])
@@ -55,7 +61,7 @@ def test_cached_results_equal_the_uncached_ones():
 
 
 def test_page_decisions_report_cache_hits():
-    model = make_model()
+    model = make_model(overrides=CACHE_ON)
     page = Page((0, 1, 2, 3, 4), 0)
     for user in (0, 3):
         model.start_session(user, np.random.default_rng(user))

@@ -61,7 +61,7 @@ class Agents:
         self._agents: dict[int, AgentState] = {}
         self._sessions: dict[int, SessionState] = {}
         self._memories: dict[int, Any] = {}
-        self.score_cache = ScoreCache()  # per-(user, item) LLM scores in the user's unchanged context
+        self.score_cache = ScoreCache() if config.user.score_cache else None  # see users/agent/score_cache.py
 
     # -- per-agent pieces -----------------------------------------------------------------------------------------
 
