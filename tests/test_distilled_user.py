@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -68,7 +69,8 @@ def test_protocol_and_the_llm_rule(artefact_dir):
             r = user.respond(Page(tuple(range(step % 5, 30, 6))[:5], step), Context(user_id=0, step=step), rng)
             actions.append(r.action)
             if r.action == Action.WATCH:
-                assert 1.0 <= r.rating <= 5.0 and user.session(0).patience == patience
+                assert r.rating is None  # rated after the session, as the LLM agent's deferred feelings
+                assert 1.0 <= r.extra["rating"] <= 5.0 and user.session(0).patience == patience
             else:
                 assert user.session(0).patience == patience - 1  # an unrewarding page costs patience
                 patience -= 1
@@ -125,3 +127,84 @@ def test_factory_and_envs_take_user_model_distilled(artefact_dir):
     venv.reset(seed=0)
     for step in range(20):
         venv.step(np.stack([np.arange(5) + 5 * ((step + k) % 6) for k in range(3)]))
+
+
+def test_a_subset_of_the_users_reuses_the_model_by_raw_id(artefact_dir):
+    from recagent_gym.policies.protocol import training_dataset
+
+    full = DistilledUser(tiny_dataset(), artefact_dir[0])
+    subset = training_dataset(tiny_dataset(), np.array([1, 3, 5]))  # renumbered 0, 1, 2 (the policy's train users)
+    part = DistilledUser(subset, artefact_dir[0])
+    for dense, original in enumerate((1, 3, 5)):
+        assert np.allclose(part.mean_scores(dense, range(30)), full.mean_scores(original, range(30)))
+        assert part.params[dense] == full.params[original] and part.queries[dense] == full.queries[original]
+    stranger = subset.users.copy()
+    stranger.loc[0, "raw_id"] = "no-such-user"
+    with pytest.raises(DistillError, match="does not know"):
+        DistilledUser(replace(subset, users=stranger), artefact_dir[0])
+
+
+def test_ratings_follow_the_llm_agents_timing(artefact_dir):
+    """Deferred (the LLM agent's default): a watch earns the env's plain watch reward, as with the LLM users."""
+    from recagent_gym.envs.recagent_env import RecAgentEnv
+
+    for timing, rated in (("deferred", False), ("inline", True)):
+        config = Config.model_validate(
+            {"user": {"model": "distilled", "distilled_path": str(artefact_dir[0]), "feeling_timing": timing}}
+        )
+        env = RecAgentEnv(tiny_dataset(), "distilled", config=config)
+        env.reset(seed=0)
+        seen = []
+        for step in range(60):
+            _, reward, terminated, truncated, info = env.step(np.arange(5) + 5 * (step % 6))
+            if info.get("item") is not None:
+                seen.append((reward, info["rating"]))
+            if terminated or truncated:
+                env.reset()
+        assert seen
+        for reward, rating in seen:
+            assert (rating is not None) == rated
+            if not rated:
+                assert reward == pytest.approx(config.env.reward_watch)
+
+
+def test_batch_path_decides_as_the_llm_agents_rule(artefact_dir):
+    """Lanes decided together give what ``decide_page`` gives each lane alone with the same rng (the LLM's rule)."""
+    import copy
+
+    from recagent_gym.users.agent.decide import decide_page
+
+    user = DistilledUser(tiny_dataset(), artefact_dir[0])
+    draw = np.random.default_rng(7)
+    for trial in range(300):
+        user.noise = 0.25 * (trial % 2)  # with and without score noise (the tiny model fitted none)
+        lanes = draw.choice(6, size=int(draw.integers(1, 6)), replace=False)
+        rngs = [np.random.default_rng([trial, int(u)]) for u in lanes]
+        requests, expected = [], []
+        for u, rng in zip(lanes, rngs, strict=True):
+            user.start_session(int(u), rng)
+            session = user.session(int(u))
+            session.watched = set(draw.choice(30, size=int(draw.integers(0, 4)), replace=False).tolist())
+            page = Page(
+                tuple(draw.choice(30, size=5, replace=False).tolist()),
+                0,
+                "search" if draw.random() < 0.3 else "recommender",
+            )
+            requests.append((page, Context(user_id=int(u))))
+            twin = copy.deepcopy(rng)
+            scores = user.mean_scores(int(u), page.items)
+            if user.noise > 0:
+                scores = scores + user.noise * twin.standard_normal(5)
+            eligible = np.array([i not in session.watched for i in page.items])
+            decision, patience = decide_page(
+                scores, eligible, params=user.params[int(u)], patience=session.patience, heard_query=None,
+                interest_query=user.queries[int(u)], on_search_page=page.source == "search", rng=twin,
+            )  # fmt: skip
+            item = None if decision.position is None else page.items[decision.position]
+            expected.append((decision.action, item, decision.query, patience, twin.random()))
+        responses = user.respond_batch(requests, rngs)
+        for response, rng, (action, item, query, patience, next_draw) in zip(responses, rngs, expected, strict=True):
+            assert (response.action, response.item, response.query) == (action, item, query)
+            assert response.extra["patience_left"] == patience, response
+            assert rng.random() == next_draw, (response.action, requests, user.noise)  # the same draws used
+        user.end_sessions([int(u) for u in lanes])

@@ -13,7 +13,7 @@ from recagent_gym.config.loader import read_config_file
 
 logger = logging.getLogger(__name__)
 
-USER_MODELS = ("recsim", "embedding", "llm")
+USER_MODELS = ("recsim", "embedding", "llm", "distilled")
 
 
 def _config(args: argparse.Namespace, extra: list[str]) -> Config:

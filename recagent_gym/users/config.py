@@ -95,6 +95,12 @@ class UserConfig(Section):
     """``deferred``: feelings and ratings of watched items are written in one batch at ``end_session``;
     ``inline``: at once, so the WATCH response carries them (two extra LLM calls on the critical path)."""
 
+    score_cache: bool = False
+    """Cache the LLM item scores per (user, item) while the user's scoring context (memory block, Yes/No examples)
+    is unchanged (``users/agent/score_cache.py``): an evaluation that restarts each user from the same state per
+    recommender scores each item once. Off by default: a cached step's ``info`` reports no LLM usage for the items
+    it reused, so the same seed and action no longer give the same ``info`` (Gymnasium's determinism check)."""
+
     rate_after_watch: bool = True
     """With feelings, also ask for a 1..5 rating (see ``combined_replies``)."""
 

@@ -19,6 +19,7 @@ from recagent_gym.social.config import SocialConfig
 from recagent_gym.social.titles import TitleMatcher
 from recagent_gym.users.agent.memory_backend import MemoryBackend, RecAgentMemoryBackend, memory_text
 from recagent_gym.users.agent.profile_view import ProfileTexts, agent_profiles
+from recagent_gym.users.agent.score_cache import ScoreCache
 from recagent_gym.users.agent.state import AgentState, SessionState
 from recagent_gym.users.agent.taste import ItemVectors
 from recagent_gym.users.config import UserConfig
@@ -86,6 +87,7 @@ class Agents:
         self._ended: list[SessionState] = []
         """Ended sessions whose feelings and memory flush wait for ``write_ended``."""
         self._memories: dict[int, Any] = {}
+        self.score_cache = ScoreCache() if config.score_cache else None  # see users/agent/score_cache.py
 
     # -- per-agent pieces -----------------------------------------------------------------------------------------
 

@@ -32,7 +32,8 @@ from recagent_gym.users.agent.agents import Agents
 from recagent_gym.users.agent.clock import clock_text
 from recagent_gym.users.agent.feelings import FeelingJob, write_feelings
 from recagent_gym.users.agent.page import PageDecider, Prepared
-from recagent_gym.users.agent.scoring import ScoringRequest, score_requests
+from recagent_gym.users.agent.score_cache import cached_score_requests
+from recagent_gym.users.agent.scoring import ScoringRequest
 from recagent_gym.users.agent.social_round import social_round
 from recagent_gym.users.agent.state import AgentState, PendingFeeling, SessionState
 from recagent_gym.users.agent.take_action import choose_actions
@@ -174,7 +175,9 @@ class LLMUserModel(Agents):
             candidates=tuple(self.scoring_line(i) for i in items),
         )
         seed = int(rng.integers(0, SEED_HIGH))
-        result = score_requests(self.llm, [request], calibrate=self.config.calibrate, seed=seed)[0]
+        result = cached_score_requests(
+            self.score_cache, self.llm, [request], calibrate=self.config.calibrate, seed=seed
+        )[0]
         agent = self.agent(user_id)
         agent.usage = agent.usage + result.usage
         agent.count("item_scoring", reasked=result.reasked > 0, fallback=result.fallbacks > 0)

@@ -18,7 +18,8 @@ from recagent_gym.prompts.checked import choose_checked, generate_checked
 from recagent_gym.users.agent.agents import Agents
 from recagent_gym.users.agent.clock import clock_text
 from recagent_gym.users.agent.decide import Decision, RuleParams, decide_page, threshold_for
-from recagent_gym.users.agent.scoring import ScoringRequest, ScoringResult, score_requests
+from recagent_gym.users.agent.score_cache import cached_score_requests
+from recagent_gym.users.agent.scoring import ScoringRequest, ScoringResult
 from recagent_gym.users.agent.state import PendingFeeling
 from recagent_gym.users.agent.taste import relevance
 from recagent_gym.users.protocol import Action, Context, Page, Response
@@ -91,7 +92,9 @@ class PageDecider:
             # The users' profile-and-examples prefixes outrank the feelings, memory and social prompts that run
             # before their next page (embedded backend), so those do not push them out of the prefix cache.
             with prefix_hint(m.llm, SESSION_PREFIX_PRIORITY):
-                results = score_requests(m.llm, requests, calibrate=cfg.calibrate, seed=prepared[owners[0]].seed)
+                results = cached_score_requests(
+                    m.score_cache, m.llm, requests, calibrate=cfg.calibrate, seed=prepared[owners[0]].seed
+                )
             scored = dict(zip(owners, results, strict=True))
         # One embedder call for every item the batch needs (cached afterwards).
         m.vectors.get(
@@ -139,6 +142,7 @@ class PageDecider:
                         "baseline": result.baseline if result else None,
                         "threshold": params.threshold,
                         "p_watch": decision.p_watch,
+                        "score_cache_hits": getattr(result, "cache_hits", 0),
                     },
                 )
             )

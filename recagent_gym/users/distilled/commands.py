@@ -11,7 +11,9 @@ from recagent_gym.users.distilled.pages import SOURCES
 def register(subparsers: Any) -> None:
     from recagent_gym.cli import add_config_arguments
 
-    users = subparsers.add_parser("users", help="distilled LLM users: collect decisions, distil, check fidelity")
+    users = subparsers.add_parser(
+        "users", help="distilled LLM users: collect decisions, distil, check fidelity, train-on-distilled transfer"
+    )
     sub = users.add_subparsers(dest="users_command", required=True)
 
     collect = sub.add_parser("collect", help="log the LLM users' page decisions over diverse pages (Parquet)")
@@ -43,6 +45,28 @@ def register(subparsers: Any) -> None:
     fidelity.add_argument("--bootstrap", type=int, default=1000)
     fidelity.add_argument("--seed", type=int, default=0)
     fidelity.set_defaults(func=run_fidelity)
+
+    transfer = sub.add_parser(
+        "transfer", help="train PPO on distilled users, evaluate it on held-out LLM users vs random/popularity/MF"
+    )
+    add_config_arguments(transfer)
+    transfer.add_argument("--out", default=None, help="folder of policies and report (default train.output_dir)")
+    transfer.add_argument("--users", type=int, default=None, help="held-out users (default train.eval_users; 0: all)")
+    transfer.add_argument("--seeds", default=None, help="training seeds, comma-separated (default train.seed)")
+    transfer.add_argument(
+        "--user-models",
+        default="distilled,llm",
+        help="users the policies are evaluated on, in order (default distilled,llm; add recsim,embedding for the "
+        "naive surrogates' ranking beside the LLM users')",
+    )
+    transfer.add_argument(
+        "--policy",
+        action="append",
+        default=[],
+        help="evaluate this trained policy.zip instead of training (repeatable)",
+    )
+    transfer.add_argument("--no-progress", action="store_true", help="no progress bar")
+    transfer.set_defaults(func=run_transfer_command)
 
 
 def _config_and_dataset(args: argparse.Namespace) -> tuple[Any, Any]:
@@ -95,4 +119,28 @@ def run_fidelity(args: argparse.Namespace) -> int:
         args.logs, args.model, dataset, config, args.out, replays=args.replays, bootstrap=args.bootstrap, seed=args.seed
     )
     print(table)
+    return 0
+
+
+def run_transfer_command(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from recagent_gym.config import load_config
+    from recagent_gym.users.distilled.transfer import markdown, ranking, run_transfer, verdict
+
+    config = load_config(args.config, args.overrides)
+    out = Path(args.out or config.train.output_dir)
+    config = config.in_run_folder(out)
+    seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else [config.train.seed]
+    models = [m.strip() for m in args.user_models.split(",") if m.strip()]
+    users = config.train.eval_users if args.users is None else args.users
+    rows = run_transfer(
+        config, out, n_users=users, seeds=seeds, user_models=models, progress=not args.no_progress,
+        policies=[Path(p) for p in args.policy],
+    )  # fmt: skip
+    print(markdown(rows))
+    for model in models:
+        print(verdict(rows, model))
+    print(ranking(rows))
+    print(f"written: {out / 'transfer.md'}, {out / 'transfer.csv'}, {out / 'transfer.png'}")
     return 0

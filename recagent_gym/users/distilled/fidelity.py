@@ -226,6 +226,9 @@ def fidelity_report(
             "",
             "Ranking (best first): " + "; ".join(f"{u}: {' > '.join(o)}" for u, o in order.items()),
             "",
+            "The same ranking with a policy trained on the distilled users, in the env, on users held out of both: "
+            "`recagent-gym users transfer --config quickstart --user-models distilled,recsim,embedding,llm`.",
+            "",
         ]
     )
     (out / "fidelity.md").write_text(markdown)

@@ -198,6 +198,7 @@ def distill(
         "dataset": dataset.name,
         "n_users": dataset.n_users,
         "n_items": dataset.n_items,
+        "user_raw_ids": [str(r) for r in dataset.users["raw_id"]],
         "logs_hash": logs.logs_hash(logs_folder),
         "logs": {"sessions": int(frame["session_id"].nunique()), "decisions": len(frame), **meta},
         "settings": asdict(settings),

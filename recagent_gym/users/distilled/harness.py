@@ -93,10 +93,17 @@ def decision_row(open_: _Open, page: Page, response: Response, patience_before: 
         "action": response.action.name.lower(),
         "item": -1 if response.item is None else int(response.item),
         "position": position,
-        "rating": math.nan if response.rating is None else float(response.rating),
+        "rating": _rating_of(response),
         "query": response.query or "",
         "fallback": bool(response.fallback),
     }
+
+
+def _rating_of(response: Response) -> float:
+    """The response's rating, else one a user model rated after the fact (``extra["rating"]``: distilled users with
+    deferred ratings), else NaN (the LLM agent's deferred ratings are filled in after the session)."""
+    rating = response.rating if response.rating is not None else response.extra.get("rating")
+    return math.nan if rating is None else float(rating)
 
 
 def step_reward(row: dict[str, Any]) -> float:

@@ -1,0 +1,87 @@
+"""``recagent-gym users transfer``: PPO trained on distilled users, evaluated with intervals against the baselines."""
+
+from __future__ import annotations
+
+import csv
+
+import numpy as np
+import pytest
+
+pytest.importorskip("pyarrow")
+
+from recagent_gym.cli import main
+from recagent_gym.config import load_config
+from recagent_gym.data.load import load_dataset
+from recagent_gym.users.distilled.transfer import POLICY, held_out_users, verdict
+
+
+def test_held_out_users_are_unseen_by_the_policy_and_the_distilled_model():
+    from recagent_gym.policies.protocol import split_users
+    from recagent_gym.users.distilled.artefact import Artefact
+    from recagent_gym.users.distilled.user import BUNDLED_DIR
+
+    dataset, config = load_dataset("bundled"), load_config("quickstart")
+    users = held_out_users(dataset, config, 0)
+    split = split_users(dataset.n_users, test_fraction=config.train.test_fraction, seed=config.train.split_seed)
+    assert len(users) > 16 and set(users) <= set(split.test.tolist())
+    assert set(users).isdisjoint(Artefact.load(BUNDLED_DIR).meta["train_users"])
+    assert np.array_equal(held_out_users(dataset, config, 5), users[:5])
+
+
+def test_transfer_command_writes_table_csv_and_plot(tmp_path, capsys):
+    code = main(
+        ["users", "transfer", "--config", "quickstart", "--out", str(tmp_path), "--users", "6", "--seeds", "0,1",
+         "--user-models", "distilled", "--no-progress", "--set", "train.total_timesteps=64",
+         "--set", "train.n_steps=16", "--set", "train.batch_size=16"]
+    )  # fmt: skip
+    assert code == 0
+    rows = list(csv.DictReader((tmp_path / "transfer.csv").open()))
+    assert [r["recommender"] for r in rows] == ["random", "popularity", "mf", POLICY]
+    for row in rows:
+        assert row["users"] == "distilled" and row["n_users"] == "6"
+        assert float(row["ci_low"]) <= float(row["mean_return"]) <= float(row["ci_high"])
+    policy = rows[-1]
+    assert policy["seeds"] == "2" and policy["sessions"] == "12" and policy["diff"] == ""
+    assert all(r["diff"] != "" for r in rows[:-1])
+    for name in ("transfer.md", "transfer.png", "policy-seed0/policy.zip", "policy-seed1/policy.zip"):
+        assert (tmp_path / name).is_file(), name
+    out = capsys.readouterr().out
+    assert "distilled-trained policy" in out and "written:" in out
+    # an already trained policy is evaluated as it is (no training), on other user models too
+    again = tmp_path / "again"
+    policy = str(tmp_path / "policy-seed0" / "policy.zip")
+    code = main(["users", "transfer", "--config", "quickstart", "--out", str(again), "--users", "3", "--policy", policy,
+                 "--user-models", "recsim,distilled", "--no-progress"])  # fmt: skip
+    assert code == 0 and not (again / "policy-seed0").exists()
+    rows = list(csv.DictReader((again / "transfer.csv").open()))
+    assert [r["users"] for r in rows] == ["recsim"] * 4 + ["distilled"] * 4
+    assert "trained 128 steps on distilled users"  # one rollout of 8 x 16 in (again / "transfer.md").read_text()
+
+
+def test_verdict_reads_the_paired_intervals():
+    from recagent_gym.users.distilled.transfer import TransferRow
+
+    def row(name: str, low: float, high: float) -> TransferRow:
+        return TransferRow("llm", name, 1.0, 0.5, 1.5, 20, 20, 1, (low + high) / 2, low, high, 0, 1.0)
+
+    nan = float("nan")
+    rows = [row("random", 0.1, 0.9), row("popularity", -0.2, 0.3), row("mf", -0.9, -0.1), row(POLICY, nan, nan)]
+    text = verdict(rows)
+    assert "beats random" in text and "beaten by mf" in text and "not separable from popularity" in text
+    assert "20 held-out LLM users" in text
+
+
+def test_ranking_compares_every_user_model_with_the_llm_users():
+    from recagent_gym.users.distilled.transfer import TransferRow, ranking
+
+    def row(users: str, name: str, mean: float) -> TransferRow:
+        return TransferRow(users, name, mean, mean, mean, 8, 8, 1, 0.0, 0.0, 0.0, 0, 1.0)
+
+    names = ("random", "popularity", "mf", POLICY)
+    rows = [row("distilled", n, m) for n, m in zip(names, (1, 2, 3, 4), strict=True)]
+    rows += [row("recsim", n, m) for n, m in zip(names, (4, 3, 2, 1), strict=True)]
+    rows += [row("llm", n, m) for n, m in zip(names, (1, 2, 3, 4), strict=True)]
+    table = ranking(rows).splitlines()
+    assert table[2] == f"| distilled | {POLICY} > mf > popularity > random | yes | +1.00 |"
+    assert table[3] == f"| recsim | random > popularity > mf > {POLICY} | no | -1.00 |"
+    assert table[4].startswith("| llm |") and table[4].endswith("|  |  |")
