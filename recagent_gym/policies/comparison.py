@@ -119,7 +119,7 @@ def run_comparison(config: Config, *, output_dir: str | Path, dataset: Dataset |
         elif name == "mf":
             recommenders[name] = MFCandidates(eval_env)
         elif name == "oracle":
-            recommenders[name] = OracleCandidates(eval_env)
+            recommenders[name] = OracleCandidates(eval_env, minute_value=train.oracle_minute_value)
         elif name == "bandit":
             recommenders[name] = [
                 train_bandit(

@@ -88,6 +88,10 @@ class TrainConfig(Section):
     bandit_alpha: float = Field(0.5, ge=0.0)
     """LinUCB exploration bonus while training (evaluation is greedy)."""
 
+    oracle_minute_value: float = Field(0.2, ge=0.0)
+    """Reward the oracle row prices one minute of the RecSim user's time budget at (``RecSimUser.oracle_values``;
+    0 ranks by appeal alone, the myopic oracle). 0.2 was the best of 0.1-0.3 on ``rl_recsim`` (training users)."""
+
     checkpoint_every: int = Field(10_000, ge=1)
     """Save the policy every N environment steps."""
 
