@@ -186,7 +186,15 @@ def _train_slateq(config: Config, dataset: Dataset, users: np.ndarray, seed: int
         if step % max(train.total_timesteps // 4, 1) == 0:
             _say(f"slateq seed {seed}: step {step}/{train.total_timesteps}")
 
-    return train_slateq(env, steps=train.total_timesteps, seed=seed, gamma=train.gamma, callback=callback)
+    return train_slateq(
+        env,
+        steps=train.total_timesteps,
+        seed=seed,
+        gamma=train.gamma,
+        n_step=train.slateq_n_step,
+        train_every=train.slateq_train_every,
+        callback=callback,
+    )
 
 
 def _write_curves(

@@ -88,6 +88,12 @@ class TrainConfig(Section):
     bandit_alpha: float = Field(0.5, ge=0.0)
     """LinUCB exploration bonus while training (evaluation is greedy)."""
 
+    slateq_n_step: int = Field(1, ge=1)
+    """SlateQ's n-step return (1: the paper's one-step TD; longer: budget effects reach the item sooner)."""
+
+    slateq_train_every: int = Field(4, ge=1)
+    """SlateQ: one gradient step every N env steps (as DQN's ``train_freq``)."""
+
     oracle_minute_value: float = Field(0.2, ge=0.0)
     """Reward the oracle row prices one minute of the RecSim user's time budget at (``RecSimUser.oracle_values``;
     0 ranks by appeal alone, the myopic oracle). 0.2 was the best of 0.1-0.3 on ``rl_recsim`` (training users)."""

@@ -201,7 +201,7 @@ def run_sessions(
                 total += float(reward)
                 pages += 1
                 record.shown[list(info["page"])] += 1
-                if info.get("item") is not None:
+                if info.get("item") is not None and info["item"] >= 0:  # v1 writes -1 for "nothing watched"
                     from_search = bool(info.get("from_search", False))
                     search_watches += int(from_search)
                     watches += int(not from_search)
