@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 
 from recagent_gym.envs.candidate_env import RecAgentCandidateEnv
 from recagent_gym.policies.candidate_baselines import PopularCandidates
 from recagent_gym.policies.evaluate_policies import EvalProtocol, run_sessions
-from recagent_gym.policies.slateq import _flush, _Replay
+from recagent_gym.policies.slateq import SlateQ, _flush, _Replay
 
 from ._env_fixtures import make_dataset
 
@@ -42,3 +43,10 @@ def test_watches_count_only_pages_with_a_watch():
     env = RecAgentCandidateEnv(make_dataset(), "recsim", social=False, n_candidates=20)
     record = run_sessions(PopularCandidates(env), env, EvalProtocol(users=np.arange(6), swapped=False))
     assert sum(record.watches) < sum(record.pages)  # v1 writes item -1 when nothing was watched
+
+
+def test_slate_scores_rank_by_gain_over_no_click():
+    q = torch.tensor([[1.0, 3.0, 2.5]])  # item 0: the most appealing, worth less than no click (2.0)
+    v = torch.tensor([[5.0, 0.0, 0.0]])
+    scores = SlateQ._scores(q, torch.tensor([2.0]), v, torch.ones(1, 3))
+    assert scores[0, 0] < 0 < scores[0, 2] < scores[0, 1]

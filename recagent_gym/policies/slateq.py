@@ -10,8 +10,10 @@ P(none | s, A) Qbar(s, none)``. Three pieces, each a small network over the v1 o
   with ``n_step > 1`` the target is the n-step return ``r_t + ... + gamma^(n-1) r_(t+n-1) + gamma^n Q(s_(t+n),
   A')`` (the Monte-Carlo return when the session ends sooner): budget effects that end a session several pages
   later reach the clicked item's value in one update instead of n;
-- the slate: the paper's top-k heuristic, the ``page_size`` candidates with the largest ``exp(v) * Qbar``; the
-  next slate ``A'`` of the target is the greedy one under the target network (Q-learning form).
+- the slate: the paper's top-k heuristic on the gain over no click, the ``page_size`` candidates with the largest
+  ``exp(v) * (Qbar(s, i) - Qbar(s, none))`` (``Q(s, A) = Qbar(none) + sum_i P(i | A) (Qbar(i) - Qbar(none))``, so
+  this ranks by each item's contribution; an appealing item worth less than no click hurts the slate); the next
+  slate ``A'`` of the target is the greedy one under the target network (Q-learning form).
 
 Exploration is epsilon-greedy per slot. Candidates shown earlier this session are ranked last at acting time.
 """
@@ -73,14 +75,16 @@ class SlateQ:
 
     # ------------------------------------------------------------------------------------------------------ acting
     def slate_scores(self, obs: dict[str, torch.Tensor], net: _Heads | None = None) -> torch.Tensor:
-        q, _, v = (net or self.net)(obs)
-        return self._scores(q, v, obs["candidate_mask"])
+        q, q_none, v = (net or self.net)(obs)
+        return self._scores(q, q_none, v, obs["candidate_mask"])
 
     @staticmethod
-    def _scores(q: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        # exp(v) * Q; Q is shifted to be positive so that a likelier click never lowers a good item's score.
-        score = torch.exp(v.clamp(max=10.0)) * (q - q.min(dim=-1, keepdim=True).values + 1e-3)
-        return torch.where(mask > 0, score, torch.full_like(score, -1.0))
+    def _scores(q: torch.Tensor, q_none: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        # Q(s, A) = Qbar(none) + sum_i P(i | A) (Qbar(i) - Qbar(none)): an item helps the slate by exp(v) times its
+        # gain over no click, so an appealing item whose watch costs the session more than it earns (junk that
+        # drains the time budget) scores below zero instead of high (the paper's exp(v) * Qbar ignores the sign).
+        score = torch.exp(v.clamp(-20.0, 20.0)) * (q - q_none.unsqueeze(-1))
+        return torch.where(mask > 0, score, torch.full_like(score, -1e9))
 
     def predict(
         self, observation: Any, state: Any = None, episode_start: Any = None, deterministic: bool = True
@@ -95,7 +99,7 @@ class SlateQ:
     def _slate_value(self, obs: dict[str, torch.Tensor]) -> torch.Tensor:
         """``Q(s', A')`` under the target network for the greedy slate ``A'``."""
         q, q_none, v = self.target(obs)
-        scores = self._scores(q, v, obs["candidate_mask"])  # one target pass for the slate and its value
+        scores = self._scores(q, q_none, v, obs["candidate_mask"])  # one target pass for the slate and its value
         top = scores.topk(self.page_size, dim=-1).indices
         logits = torch.cat([v.gather(1, top), self.target.none_logit.expand(len(top), 1)], dim=1)
         p = torch.softmax(logits, dim=1)
