@@ -166,17 +166,24 @@ class RecSimUser:
             dataset, cfg, initial_interests(user_genre_shares(dataset, topics))
         )
         self._n_genres, dims = topics.shape[1], latent.shape[1]
-        # One state row per user (interest, then latent taste) and one item matrix: a page is one matvec.
-        self._state = np.concatenate([interest, latent], axis=1)
-        self._item_matrix = np.concatenate([topics, cfg.recsim_hidden_weight * self._item_latents], axis=1)
+        # One state row per user (interest, latent taste, then a constant 1) and one item matrix (topics, weighted
+        # latents, then the item's base appeal): a page's appeals are one take and one matvec.
         self._base_utility = cfg.recsim_quality_weight * self._quality - cfg.recsim_allure * self._nutrition
+        self._state = np.concatenate([interest, latent, np.ones((len(interest), 1))], axis=1)
+        self._item_matrix = np.concatenate(
+            [topics, cfg.recsim_hidden_weight * self._item_latents, self._base_utility[:, None]], axis=1
+        )
         self._watch_cost = (cfg.recsim_watch_minutes * (1.0 - cfg.recsim_budget_restore * self._nutrition)).tolist()
         # Per item, the drift of a watch as whole-row arrays (a few vector ops beat fancy indexing): the step on the
         # columns it moves (its genres and every latent column, 0 elsewhere) and where it moves them when liked
         # (+1 on its genres, its latent vector) or disliked (the opposite).
-        moved = np.concatenate([topics > 0, np.ones((len(topics), dims), dtype=bool)], axis=1)
+        moved = np.concatenate(
+            [topics > 0, np.ones((len(topics), dims), dtype=bool), np.zeros((len(topics), 1), bool)], axis=1
+        )
         self._drift_step = cfg.recsim_interest_drift * moved.astype(np.float64)
-        self._drift_liked = np.concatenate([(topics > 0).astype(np.float64), self._item_latents], axis=1)
+        self._drift_liked = np.concatenate(
+            [(topics > 0).astype(np.float64), self._item_latents, np.ones((len(topics), 1))], axis=1
+        )
         self._drift_disliked = -self._drift_liked
         self._sessions: dict[int, list[float]] = {}
         """Per user in a session: ``[budget, misses]``."""
@@ -189,7 +196,7 @@ class RecSimUser:
 
     @property
     def _latent(self) -> np.ndarray:
-        return self._state[:, self._n_genres :]
+        return self._state[:, self._n_genres : -1]
 
     @property
     def interests(self) -> np.ndarray:
@@ -215,7 +222,7 @@ class RecSimUser:
     def utilities(self, user_id: int, items: np.ndarray) -> np.ndarray:
         """Appeal of ``items`` for the user now, hidden taste and session fatigue included."""
         items = np.asarray(items, dtype=np.int64)
-        utility = self._item_matrix.take(items, axis=0) @ self._state[user_id] + self._base_utility.take(items)
+        utility = self._item_matrix.take(items, axis=0) @ self._state[user_id]
         shown = self._shown.get(user_id)
         if shown and self.config.recsim_fatigue:
             utility -= self.config.recsim_fatigue * np.array([shown.get(int(i), 0) for i in items], dtype=np.float64)
@@ -270,9 +277,7 @@ class RecSimUser:
         if context.step == 0 and page.source != "search":
             self._shown[user] = {}  # a new session: fatigue starts afresh (the protocol's start is left alone)
         shown = self._shown.setdefault(user, {})
-        utilities = (
-            self._item_matrix.take(items, axis=0) @ self._state[user] + self._base_utility.take(items)
-        ).tolist()
+        utilities = (self._item_matrix.take(items, axis=0) @ self._state[user]).tolist()
         fatigue = cfg.recsim_fatigue
         for k, item in enumerate(items):
             count = shown.get(item, 0)
@@ -324,7 +329,9 @@ class RecSimUser:
             raise ValueError(f"RecSimUser.set_state: interest shape {interest.shape} != {self._interest.shape}")
         self._state[:, : self._n_genres] = interest
         if "latent" in state:
-            self._state[:, self._n_genres :] = np.asarray(state["latent"], dtype=np.float64).reshape(self._latent.shape)
+            self._state[:, self._n_genres : -1] = np.asarray(state["latent"], dtype=np.float64).reshape(
+                self._latent.shape
+            )
         self._shown = {
             int(user): {int(i): int(n) for i, n in shown.items()} for user, shown in state.get("shown", {}).items()
         }
