@@ -79,6 +79,10 @@ class TrainConfig(Section):
     )
     """Recommenders of the comparison: random, popularity, mf, bandit (LinUCB), slateq, ppo, a2c, oracle."""
 
+    learner_timesteps: dict[str, int] = Field(default_factory=dict)
+    """Env steps per seed for named learners of the comparison (e.g. ``{ppo: 15000}``: PPO's cheap updates need
+    more samples than SlateQ's); a learner not named trains for ``total_timesteps``."""
+
     n_candidates: int = Field(50, ge=1)
     """Candidates per step of RecAgent-v1 (the retrieval stage's K)."""
 
