@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from recagent_gym.envs.tables import EnvTables
 from recagent_gym.users.config import UserConfig
@@ -92,3 +93,60 @@ def test_state_round_trip_restores_hidden_taste_and_fatigue():
     fresh = RecSimUser(dataset, UserConfig(recsim_no_click_mass=1e9, patience=1e9))
     fresh.set_state(state)
     assert np.allclose(fresh.utilities(2, np.arange(30)), reference)
+
+
+def _always_watches(**overrides):
+    """A user who watches the first item of every page (huge appeal gap, no no-click mass)."""
+    return UserConfig(model="recsim", recsim_no_click_mass=0.0, patience=1e9, **overrides)
+
+
+def test_nutritious_watches_give_time_back_and_junk_drains_it():
+    dataset = make_dataset()
+    config = _always_watches(recsim_budget_restore=0.9, recsim_time_budget=100.0, recsim_watch_minutes=6.0)
+    users = RecSimUser(dataset, config)
+    kale, junk = int(np.argmax(users.nutrition)), int(np.argmin(users.nutrition))
+    spent = {}
+    for item in (kale, junk):
+        rng = np.random.default_rng(0)
+        users.start_session(0, rng)
+        response = users.respond(Page((item,)), Context(0, step=0), rng)
+        assert response.action == Action.WATCH
+        spent[item] = 100.0 - users.get_state()["sessions"]["0"]["budget"]
+    assert spent[kale] == pytest.approx(1.0 + 6.0 * (1 - 0.9 * users.nutrition[kale]))
+    assert spent[junk] > 10.0 > 2.0 > spent[kale]
+
+
+def test_allure_makes_junk_the_most_appealing():
+    dataset = make_dataset()
+    plain = RecSimUser(dataset, UserConfig(recsim_quality_weight=0.0))
+    tempting = RecSimUser(dataset, UserConfig(recsim_quality_weight=0.0, recsim_allure=0.5))
+    items = np.arange(dataset.n_items)
+    gain = tempting.utilities(0, items) - plain.utilities(0, items)
+    assert np.allclose(gain, -0.5 * tempting.nutrition)
+    assert tempting.nutrition.min() == -1.0 and tempting.nutrition.max() == 1.0
+
+
+def test_history_reveals_part_of_the_hidden_taste():
+    dataset = make_dataset(n_users=40)
+    inter = dataset.interactions
+    hidden = RecSimUser(dataset, UserConfig(recsim_latent_from_history=0.0))
+    shared = RecSimUser(dataset, UserConfig(recsim_latent_from_history=0.8))
+    history_mean = np.zeros((dataset.n_users, shared.item_latents.shape[1]))
+    np.add.at(history_mean, inter["user_id"].to_numpy(), shared.item_latents[inter["item_id"].to_numpy()])
+
+    def alignment(users: RecSimUser) -> float:
+        latent = np.asarray(users.get_state()["latent"])
+        cos = (latent * history_mean).sum(1) / np.linalg.norm(latent, axis=1) / np.linalg.norm(history_mean, axis=1)
+        return float(cos.mean())
+
+    assert alignment(shared) > 0.5 > abs(alignment(hidden))
+
+
+def test_oracle_values_trade_appeal_for_budget():
+    dataset = make_dataset()
+    users = RecSimUser(dataset, UserConfig(recsim_allure=0.5, recsim_budget_restore=0.9, recsim_quality_weight=0.0))
+    items = np.arange(dataset.n_items)
+    myopic = users.oracle_values(0, items, minute_value=0.0)
+    priced = users.oracle_values(0, items, minute_value=0.3)
+    top = 20
+    assert users.nutrition[np.argsort(-priced)[:top]].mean() > users.nutrition[np.argsort(-myopic)[:top]].mean()

@@ -12,7 +12,7 @@ from recagent_gym.config import Config
 from recagent_gym.envs.candidate_env import RecAgentCandidateEnv
 from recagent_gym.policies.bandit import LinUCB, bandit_features, train_bandit
 from recagent_gym.policies.candidate_baselines import OracleCandidates, PopularCandidates, rank_action
-from recagent_gym.policies.comparison import run_comparison
+from recagent_gym.policies.comparison import learner_steps, run_comparison
 from recagent_gym.policies.config import TrainConfig
 from recagent_gym.policies.item_scoring import CandidateScorer, ItemScoringPolicy
 
@@ -109,3 +109,11 @@ def test_comparison_runs_every_recommender_on_held_out_users(tmp_path, dataset):
     assert {row["recommender"] for row in curves} == {"ppo", "slateq"}
     assert all(row["seeds"] == "2" for row in curves)
     assert (tmp_path / "learning_curves.png").stat().st_size > 0 and (tmp_path / "policies.png").stat().st_size > 0
+
+
+def test_learner_timesteps_name_learners_and_default_to_total(tmp_path, dataset):
+    config = Config(train=TrainConfig(total_timesteps=100, learner_timesteps={"ppo": 300}))
+    assert learner_steps(config, "ppo") == 300 and learner_steps(config, "slateq") == 100
+    config = Config(train=TrainConfig(learner_timesteps={"pop": 10}))
+    with pytest.raises(ValueError, match=r"unknown learners \['pop'\]"):
+        run_comparison(config, output_dir=tmp_path, dataset=dataset)

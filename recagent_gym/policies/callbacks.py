@@ -20,7 +20,7 @@ from typing import Any, TextIO
 import numpy as np
 from stable_baselines3.common.callbacks import BaseCallback
 
-from recagent_gym.policies.protocol import Interval
+from recagent_gym.policies.protocol import Interval, bootstrap_mean
 
 
 class ProgressLine(BaseCallback):
@@ -129,7 +129,6 @@ class HeldOutEval(BaseCallback):
         write_curve_plot({"policy": self.points}, self.output_dir / "learning_curve.png")
 
     def _evaluate_now(self) -> None:
-        from recagent_gym.policies.protocol import bootstrap_mean
 
         per_user = np.asarray(self.evaluate(self.model), dtype=np.float64)
         interval = bootstrap_mean(per_user, n_boot=self.n_boot, seed=self.seed + len(self.points))

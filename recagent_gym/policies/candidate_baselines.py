@@ -77,10 +77,19 @@ class MFCandidates(_CandidateRecommender):
 
 
 class OracleCandidates(_CandidateRecommender):
-    """Knows the hidden state: candidates by the user model's true utility for the current user."""
+    """Knows the hidden state: candidates by the user model's planning-aware value (``oracle_values``: appeal and
+    the time budget a watch costs, priced at ``minute_value``) where it has one, else by its true utility."""
+
+    def __init__(self, env: Any, *, minute_value: float = 0.2) -> None:
+        super().__init__(env)
+        self.minute_value = minute_value
 
     def scores(self, observation: dict[str, np.ndarray]) -> np.ndarray:
-        utilities = getattr(self.env.user_model, "oracle_utilities", None)
+        model, user, items = self.env.user_model, self.env.current_user, np.asarray(self.env.candidate_ids)
+        values = getattr(model, "oracle_values", None)
+        if values is not None and self.minute_value > 0:
+            return values(user, items, minute_value=self.minute_value)
+        utilities = getattr(model, "oracle_utilities", None)
         if utilities is None:
-            raise TypeError(f"{type(self.env.user_model).__name__} has no oracle_utilities: no oracle for these users")
-        return utilities(self.env.current_user, np.asarray(self.env.candidate_ids))
+            raise TypeError(f"{type(model).__name__} has no oracle_utilities: no oracle for these users")
+        return utilities(user, items)

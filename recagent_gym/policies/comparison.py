@@ -2,6 +2,7 @@
 
 Protocol (:mod:`recagent_gym.policies.protocol`): a fixed seeded split of users; learners (PPO/A2C with
 :class:`ItemScoringPolicy`, SlateQ, the LinUCB bandit) train on training users only, for ``train.total_timesteps``
+(or the learner's entry in ``train.learner_timesteps``)
 env steps per seed; PPO/A2C and SlateQ are evaluated on ``train.eval_curve_users`` held-out users every
 ``train.eval_every`` steps (learning curves, seeds pooled per user, 95% bands); at the end every recommender runs
 ``train.eval_sessions_per_user`` sessions of each held-out user from their restored starting state, with the
@@ -57,6 +58,11 @@ def make_candidate_env(config: Config, dataset: Dataset, users: np.ndarray, **kw
     )
 
 
+def learner_steps(config: Config, name: str) -> int:
+    """Env steps a learner trains for: its ``train.learner_timesteps`` entry, else ``train.total_timesteps``."""
+    return int(config.train.learner_timesteps.get(name, config.train.total_timesteps))
+
+
 def _say(line: str) -> None:
     print(line, file=sys.stdout, flush=True)
 
@@ -76,7 +82,8 @@ def _train_sb3(name: str, config: Config, dataset: Dataset, users: np.ndarray, s
         model = PPO(ItemScoringPolicy, venv, n_steps=train.n_steps, batch_size=train.batch_size, **common)
     else:
         model = A2C(ItemScoringPolicy, venv, n_steps=train.n_steps, **common)
-    model.learn(train.total_timesteps, callback=[curve, ProgressLine(train.total_timesteps, every=train.log_every)])
+    steps = learner_steps(config, name)
+    model.learn(steps, callback=[curve, ProgressLine(steps, every=train.log_every)])
     venv.close()
     return model
 
@@ -87,6 +94,9 @@ def run_comparison(config: Config, *, output_dir: str | Path, dataset: Dataset |
     unknown = sorted(set(train.compare) - set(KNOWN))
     if unknown:
         raise ValueError(f"train.compare: unknown recommenders {unknown}; expected among {', '.join(KNOWN)}")
+    unknown = sorted(set(train.learner_timesteps) - set(LEARNERS))
+    if unknown:
+        raise ValueError(f"train.learner_timesteps: unknown learners {unknown}; expected among {', '.join(LEARNERS)}")
     torch.set_num_threads(train.torch_threads)  # small nets: one thread is fastest (measured, see README)
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -101,7 +111,7 @@ def run_comparison(config: Config, *, output_dir: str | Path, dataset: Dataset |
     )
     _say(
         f"{dataset.name}, {config.user.model} users: {len(split.train)} training users, {len(test_users)} held-out "
-        f"users; seeds {train.seeds}; {train.total_timesteps} steps per learner and seed"
+        f"users; seeds {train.seeds}; steps per seed: {_steps_text(config)}"
     )
 
     def curve_eval(model: Any) -> np.ndarray:
@@ -119,12 +129,12 @@ def run_comparison(config: Config, *, output_dir: str | Path, dataset: Dataset |
         elif name == "mf":
             recommenders[name] = MFCandidates(eval_env)
         elif name == "oracle":
-            recommenders[name] = OracleCandidates(eval_env)
+            recommenders[name] = OracleCandidates(eval_env, minute_value=train.oracle_minute_value)
         elif name == "bandit":
             recommenders[name] = [
                 train_bandit(
                     make_candidate_env(config, dataset, split.train),
-                    steps=train.total_timesteps,
+                    steps=learner_steps(config, name),
                     seed=seed,
                     alpha=train.bandit_alpha,
                 )
@@ -135,7 +145,9 @@ def run_comparison(config: Config, *, output_dir: str | Path, dataset: Dataset |
             for seed in train.seeds:
                 _say(f"training {name}, seed {seed}")
                 curve = HeldOutEval(
-                    curve_eval, eval_every=train.eval_every or train.total_timesteps, output_dir=out / f"{name}_{seed}"
+                    curve_eval,
+                    eval_every=train.eval_every or learner_steps(config, name),
+                    output_dir=out / f"{name}_{seed}",
                 )
                 if name == "slateq":
                     models.append(_train_slateq(config, dataset, split.train, seed, curve))
@@ -160,7 +172,7 @@ def run_comparison(config: Config, *, output_dir: str | Path, dataset: Dataset |
     learned = [n for n in recommenders if n in LEARNERS]
     title = (
         f"RecAgent-v1, {dataset.name}, {config.user.model} users: {len(test_users)} held-out users x "
-        f"{protocol.sessions_per_user} session(s); learners: {train.total_timesteps} steps x seeds {train.seeds}"
+        f"{protocol.sessions_per_user} session(s); learners: {_steps_text(config)} steps x seeds {train.seeds}"
     )
     summary = summary_line(results, learned=learned, oracle=oracle)
     write_results(results, out, title, summary)
@@ -178,15 +190,29 @@ def run_comparison(config: Config, *, output_dir: str | Path, dataset: Dataset |
 def _train_slateq(config: Config, dataset: Dataset, users: np.ndarray, seed: int, curve: HeldOutEval) -> Any:
     train = config.train
     env = make_candidate_env(config, dataset, users)
-    every = train.eval_every or train.total_timesteps
+    steps = learner_steps(config, "slateq")
+    every = train.eval_every or steps
 
     def callback(agent: Any, step: int) -> None:
-        if step == 1 or step % every == 0 or step == train.total_timesteps:
+        if step == 1 or step % every == 0 or step == steps:
             curve.per_user.append((step if step > 1 else 0, curve.evaluate(agent)))
-        if step % max(train.total_timesteps // 4, 1) == 0:
-            _say(f"slateq seed {seed}: step {step}/{train.total_timesteps}")
+        if step % max(steps // 4, 1) == 0:
+            _say(f"slateq seed {seed}: step {step}/{steps}")
 
-    return train_slateq(env, steps=train.total_timesteps, seed=seed, gamma=train.gamma, callback=callback)
+    return train_slateq(
+        env,
+        steps=steps,
+        seed=seed,
+        gamma=train.gamma,
+        n_step=train.slateq_n_step,
+        train_every=train.slateq_train_every,
+        callback=callback,
+    )
+
+
+def _steps_text(config: Config) -> str:
+    learners = [n for n in config.train.compare if n in LEARNERS]
+    return ", ".join(f"{n} {learner_steps(config, n)}" for n in learners) or "none"
 
 
 def _write_curves(

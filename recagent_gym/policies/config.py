@@ -79,6 +79,10 @@ class TrainConfig(Section):
     )
     """Recommenders of the comparison: random, popularity, mf, bandit (LinUCB), slateq, ppo, a2c, oracle."""
 
+    learner_timesteps: dict[str, int] = Field(default_factory=dict)
+    """Env steps per seed for named learners of the comparison (e.g. ``{ppo: 15000}``: PPO's cheap updates need
+    more samples than SlateQ's); a learner not named trains for ``total_timesteps``."""
+
     n_candidates: int = Field(50, ge=1)
     """Candidates per step of RecAgent-v1 (the retrieval stage's K)."""
 
@@ -87,6 +91,16 @@ class TrainConfig(Section):
 
     bandit_alpha: float = Field(0.5, ge=0.0)
     """LinUCB exploration bonus while training (evaluation is greedy)."""
+
+    slateq_n_step: int = Field(1, ge=1)
+    """SlateQ's n-step return (1: the paper's one-step TD; longer: budget effects reach the item sooner)."""
+
+    slateq_train_every: int = Field(4, ge=1)
+    """SlateQ: one gradient step every N env steps (as DQN's ``train_freq``)."""
+
+    oracle_minute_value: float = Field(0.2, ge=0.0)
+    """Reward the oracle row prices one minute of the RecSim user's time budget at (``RecSimUser.oracle_values``;
+    0 ranks by appeal alone, the myopic oracle). 0.2 was the best of 0.1-0.3 on ``rl_recsim`` (training users)."""
 
     checkpoint_every: int = Field(10_000, ge=1)
     """Save the policy every N environment steps."""

@@ -31,8 +31,8 @@ import numpy as np
 from recagent_gym.envs.adapters import ObsFlattener, PageAdapter
 from recagent_gym.envs.recagent_env import RecAgentEnv
 from recagent_gym.envs.wrappers import page_adapter
+from recagent_gym.policies.artefacts import ALGORITHMS, META_FILE
 from recagent_gym.policies.protocol import Interval, bootstrap_mean, bootstrap_ratio, derangement
-from recagent_gym.policies.training import ALGORITHMS, META_FILE
 
 V0_ENCODING_KEYS: tuple[str, ...] = ("user_id", "user_features", "history", "history_genres")
 """Who the user is in the v0 observation: swapped by the personalisation check."""
@@ -201,7 +201,7 @@ def run_sessions(
                 total += float(reward)
                 pages += 1
                 record.shown[list(info["page"])] += 1
-                if info.get("item") is not None:
+                if info.get("item") is not None and info["item"] >= 0:  # v1 writes -1 for "nothing watched"
                     from_search = bool(info.get("from_search", False))
                     search_watches += int(from_search)
                     watches += int(not from_search)

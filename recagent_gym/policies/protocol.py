@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from recagent_gym.data.schema import Dataset
+from recagent_gym.evaluation.metrics import summarize
 
 CONFIDENCE = 0.95
 
@@ -58,19 +59,14 @@ class Interval:
 def bootstrap_mean(
     per_user: np.ndarray, *, n_boot: int = 2000, seed: int = 0, confidence: float = CONFIDENCE
 ) -> Interval:
-    """Mean of ``per_user`` values with a percentile bootstrap interval (users resampled with replacement)."""
+    """Mean of ``per_user`` values with a percentile bootstrap interval (users resampled with replacement): the
+    project's one bootstrap, :func:`recagent_gym.evaluation.metrics.summarize`, as an :class:`Interval`."""
     values = np.asarray(per_user, dtype=np.float64).reshape(-1)
     values = values[~np.isnan(values)]
-    n = len(values)
-    if n == 0:
-        return Interval(float("nan"), float("nan"), float("nan"), 0)
-    if n == 1:
+    if len(values) == 1:
         return Interval(float(values[0]), float("nan"), float("nan"), 1)
-    rng = np.random.default_rng(seed)
-    means = values[rng.integers(0, n, size=(n_boot, n))].mean(axis=1)
-    alpha = (1.0 - confidence) / 2.0
-    low, high = np.quantile(means, [alpha, 1.0 - alpha])
-    return Interval(float(values.mean()), float(low), float(high), n)
+    estimate = summarize(values, np.random.default_rng(seed), bootstrap=n_boot, confidence=confidence)
+    return Interval(estimate.mean, estimate.low, estimate.high, estimate.n)
 
 
 def bootstrap_ratio(numerator: np.ndarray, denominator: np.ndarray, *, n_boot: int = 2000, seed: int = 0) -> Interval:

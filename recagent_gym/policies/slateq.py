@@ -5,10 +5,15 @@ P(none | s, A) Qbar(s, none)``. Three pieces, each a small network over the v1 o
 
 - the choice model ``P(i | s, A) = exp(v(s, i)) / (exp(v_none) + sum_{j in A} exp(v(s, j)))`` (conditional logit,
   as the paper's user model), learned by maximum likelihood from the observed clicks;
-- the item-wise long-term value ``Qbar(s, i)`` learned by SARSA-style TD on the clicked item only (the paper's
+- the item-wise long-term value ``Qbar(s, i)`` learned by TD on the clicked item only (the paper's
   decomposition): ``Qbar(s, i) <- r + gamma * Q(s', A')``, and ``Qbar(s, none)`` from the steps without a click;
-- the slate: the paper's top-k heuristic, the ``page_size`` candidates with the largest ``exp(v) * Qbar``; the
-  next slate ``A'`` of the target is the greedy one under the target network (Q-learning form).
+  with ``n_step > 1`` the target is the n-step return ``r_t + ... + gamma^(n-1) r_(t+n-1) + gamma^n Q(s_(t+n),
+  A')`` (the Monte-Carlo return when the session ends sooner): budget effects that end a session several pages
+  later reach the clicked item's value in one update instead of n;
+- the slate: the paper's top-k heuristic on the gain over no click, the ``page_size`` candidates with the largest
+  ``exp(v) * (Qbar(s, i) - Qbar(s, none))`` (``Q(s, A) = Qbar(none) + sum_i P(i | A) (Qbar(i) - Qbar(none))``, so
+  this ranks by each item's contribution; an appealing item worth less than no click hurts the slate); the next
+  slate ``A'`` of the target is the greedy one under the target network (Q-learning form).
 
 Exploration is epsilon-greedy per slot. Candidates shown earlier this session are ranked last at acting time.
 """
@@ -70,11 +75,16 @@ class SlateQ:
 
     # ------------------------------------------------------------------------------------------------------ acting
     def slate_scores(self, obs: dict[str, torch.Tensor], net: _Heads | None = None) -> torch.Tensor:
-        q, _, v = (net or self.net)(obs)
-        mask = obs["candidate_mask"]
-        # exp(v) * Q; Q is shifted to be positive so that a likelier click never lowers a good item's score.
-        score = torch.exp(v.clamp(max=10.0)) * (q - q.min(dim=-1, keepdim=True).values + 1e-3)
-        return torch.where(mask > 0, score, torch.full_like(score, -1.0))
+        q, q_none, v = (net or self.net)(obs)
+        return self._scores(q, q_none, v, obs["candidate_mask"])
+
+    @staticmethod
+    def _scores(q: torch.Tensor, q_none: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        # Q(s, A) = Qbar(none) + sum_i P(i | A) (Qbar(i) - Qbar(none)): an item helps the slate by exp(v) times its
+        # gain over no click, so an appealing item whose watch costs the session more than it earns (junk that
+        # drains the time budget) scores below zero instead of high (the paper's exp(v) * Qbar ignores the sign).
+        score = torch.exp(v.clamp(-20.0, 20.0)) * (q - q_none.unsqueeze(-1))
+        return torch.where(mask > 0, score, torch.full_like(score, -1e9))
 
     def predict(
         self, observation: Any, state: Any = None, episode_start: Any = None, deterministic: bool = True
@@ -89,7 +99,7 @@ class SlateQ:
     def _slate_value(self, obs: dict[str, torch.Tensor]) -> torch.Tensor:
         """``Q(s', A')`` under the target network for the greedy slate ``A'``."""
         q, q_none, v = self.target(obs)
-        scores = self.slate_scores(obs, self.target)
+        scores = self._scores(q, q_none, v, obs["candidate_mask"])  # one target pass for the slate and its value
         top = scores.topk(self.page_size, dim=-1).indices
         logits = torch.cat([v.gather(1, top), self.target.none_logit.expand(len(top), 1)], dim=1)
         p = torch.softmax(logits, dim=1)
@@ -101,7 +111,7 @@ class SlateQ:
         slate, clicked = batch["slate"], batch["clicked"]  # (B, k) long, (B,) long with -1 for no click
         q, q_none, v = self.net(obs)
         with torch.no_grad():
-            target = batch["reward"] + self.gamma * (1.0 - batch["done"]) * self._slate_value(next_obs)
+            target = batch["reward"] + batch["discount"] * (1.0 - batch["done"]) * self._slate_value(next_obs)
         has_click = clicked >= 0
         chosen_q = q.gather(1, clicked.clamp(min=0).unsqueeze(1)).squeeze(1)
         prediction = torch.where(has_click, chosen_q, q_none)
@@ -141,7 +151,20 @@ class _Replay:
             "clicked": torch.as_tensor([p[2] for p in picks], dtype=torch.long),
             "reward": torch.as_tensor([p[3] for p in picks], dtype=torch.float32),
             "done": torch.as_tensor([p[5] for p in picks], dtype=torch.float32),
+            "discount": torch.as_tensor([p[6] for p in picks], dtype=torch.float32),
         }
+
+
+def _flush(episode: list[tuple], replay: _Replay, *, gamma: float, n_step: int, final: bool) -> None:
+    """Move n-step transitions from the head of ``episode`` into ``replay``: all of them at the session's end
+    (shorter returns, Monte-Carlo when nothing is left to bootstrap), else the one whose n steps are complete."""
+    while episode and (final or len(episode) >= n_step):
+        window = episode[:n_step]
+        ret = sum(gamma**k * step[3] for k, step in enumerate(window))
+        last = window[-1]
+        # Bootstrap from the state after the window unless the session ended in it.
+        replay.add((window[0][0], window[0][1], window[0][2], ret, last[4], last[5], gamma ** len(window)))
+        episode.pop(0)
 
 
 def train_slateq(
@@ -156,16 +179,19 @@ def train_slateq(
     epsilon: tuple[float, float] = (0.3, 0.02),
     gamma: float = 0.9,
     lr: float = 1e-3,
+    n_step: int = 1,
     callback: Any = None,
 ) -> SlateQ:
     """SlateQ trained for ``steps`` env steps on ``env`` (its users: the training users), one gradient step every
-    ``train_every`` env steps; ``callback(agent, step)`` is called every step (the held-out learning curve)."""
+    ``train_every`` env steps, ``n_step`` returns (module doc); ``callback(agent, step)`` is called every step
+    (the held-out learning curve)."""
     core = env.unwrapped
     rng = np.random.default_rng(seed)
     agent = SlateQ(core.observation_space, core.page_size, gamma=gamma, lr=lr, seed=seed)
     replay = _Replay(max(steps, 1))
     warmup = min(warmup, steps // 4)  # short runs still learn
     obs, _ = env.reset(seed=seed)
+    episode: list[tuple] = []
     for step in range(steps):
         eps = epsilon[0] + (epsilon[1] - epsilon[0]) * min(step / max(0.5 * steps, 1), 1.0)
         action, _ = agent.predict(obs)
@@ -178,7 +204,10 @@ def train_slateq(
         if info.get("item") is not None and not info.get("from_search", False) and info["item"] in ids:
             clicked = int(slate[ids.index(info["item"])])
         done = bool(terminated or truncated)
-        replay.add(({k: obs[k] for k in OBS_KEYS}, slate, clicked, float(reward), next_obs, float(done)))
+        # The session's end (left, or its last page) ends the return: nothing to bootstrap after it.
+        episode.append(({k: obs[k] for k in OBS_KEYS}, slate, clicked, float(reward), next_obs, float(done)))
+        if done or len(episode) >= n_step:
+            _flush(episode, replay, gamma=gamma, n_step=n_step, final=done)
         obs = env.reset()[0] if done else next_obs
         if step >= warmup and step % train_every == 0:  # as DQN's train_freq: one update per few env steps
             agent.update(replay.sample(batch_size, rng))

@@ -14,24 +14,22 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from stable_baselines3 import A2C, DQN, PPO
-from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.callbacks import BaseCallback, CheckpointCallback
 from stable_baselines3.common.vec_env import VecMonitor
 
 from recagent_gym.config import Config, ConfigError, dump_config
 from recagent_gym.data.schema import Dataset
-from recagent_gym.envs.adapters import TRAINING_KEYS
+from recagent_gym.envs.adapters import TRAINING_KEYS, ObsFlattener
+from recagent_gym.envs.recagent_env import RecAgentEnv
 from recagent_gym.envs.resolve import resolve_dataset
 from recagent_gym.envs.vector import RecAgentVectorEnv, SB3VecEnv
+from recagent_gym.envs.wrappers import page_adapter
+from recagent_gym.policies.artefacts import ALGORITHMS, META_FILE, POLICY_FILE
 from recagent_gym.policies.callbacks import HeldOutEval, ProgressLine
+from recagent_gym.policies.evaluate_policies import EvalProtocol, PolicyRecommender, run_sessions
 from recagent_gym.policies.protocol import split_users, training_dataset
 
 logger = logging.getLogger(__name__)
-
-ALGORITHMS: dict[str, type[BaseAlgorithm]] = {"ppo": PPO, "a2c": A2C, "dqn": DQN}
-POLICY_FILE = "policy.zip"
-META_FILE = "policy.json"
 
 
 @dataclass(frozen=True)
@@ -163,10 +161,6 @@ def _held_out_eval(
     config: Config, dataset: Dataset, test_users: Any, out: Path, *, llm: Any, embedder: Any
 ) -> HeldOutEval:
     """The learning-curve callback on a separate single env over the full dataset (held-out users only)."""
-    from recagent_gym.envs.adapters import ObsFlattener
-    from recagent_gym.envs.recagent_env import RecAgentEnv
-    from recagent_gym.envs.wrappers import page_adapter
-    from recagent_gym.policies.evaluate_policies import EvalProtocol, PolicyRecommender, run_sessions
 
     train = config.train
     env = RecAgentEnv(dataset, config.user.model, config=config, llm=llm, embedder=embedder)

@@ -148,6 +148,19 @@ class UserConfig(Section):
     recsim_seed: int = 0
     """Seed of the hidden state (latent vectors, interest noise): fixed per population, not per episode."""
 
+    recsim_budget_restore: float = Field(0.0, ge=0.0, le=1.0)
+    """RecSim's ``user_update_alpha``: a watch of item ``i`` costs ``recsim_watch_minutes * (1 - restore *
+    nutrition_i)`` of the time budget, so nutritious items ("kale") give time back and junk ("chocolate") drains it
+    (0: every watch costs the same)."""
+
+    recsim_allure: float = Field(0.0, ge=0.0)
+    """Appeal of junk: ``- allure * nutrition_i`` enters the choice utility, so the most clickable items end sessions
+    early and a myopic click maximiser loses to a planner (RecSim's chocolate vs kale; 0: appeal ignores it)."""
+
+    recsim_latent_from_history: float = Field(0.0, ge=0.0, le=1.0)
+    """Share of the hidden taste that is the (normalised) mean latent vector of the user's dataset history; the
+    rest is seeded noise. Above 0 the history in the observation lets a policy infer part of the hidden taste."""
+
     embedding_temperature: float = Field(0.1, gt=0.0)
     """Softmax temperature over cosine similarities of the embedding user."""
 

@@ -4,23 +4,34 @@ State per user: an interest vector over genres in ``[-1, 1]`` (the user's genre 
 noise), a hidden latent taste vector, and, during a session, a time budget, a count of unrewarding pages and how
 often each item was shown. One page reads like RecSim's step:
 
-1. utility of each shown item ``u_i = interest . topic_i + hidden_weight * latent . w_i + quality_weight * quality_i
-   - fatigue * shown_i`` (``topic_i`` is the item's genre vector normalised to sum 1, ``w_i`` a unit vector per
-   item (:attr:`RecSimUser.item_latents`), ``quality_i`` its shrunk mean rating mapped to ``[-1, 1]``, ``shown_i``
+1. appeal of each shown item ``u_i = interest . topic_i + hidden_weight * latent . w_i + quality_weight * quality_i
+   - allure * nutrition_i - fatigue * shown_i`` (``topic_i`` is the item's genre vector normalised to sum 1,
+   ``w_i`` a unit vector per item (:attr:`RecSimUser.item_latents`), ``quality_i`` its shrunk mean rating mapped to
+   ``[-1, 1]``, ``nutrition_i`` the rank of that quality mapped to ``[-1, 1]`` (:func:`item_nutrition`), ``shown_i``
    how often the item was already shown this session: re-shown and skipped items bore);
 2. multinomial-logit choice over the page plus a no-click option: ``P(i) ~ exp(u_i / T)``, ``P(none) ~ mass``;
-3. a click is a WATCH (rating ``round(3 + 2 u_i)`` clipped to 1..5) that consumes watch time and drifts the interest
-   towards (rating >= 3) or away from the item's genres, and the latent taste towards (or away from) ``w_i``
-   (RecSim's interest evolution); no click is NEXT, a SEARCH for the favourite genre (with ``recsim_search_prob``),
-   or LEAVE with probability ``1 / patience``;
-4. every page consumes browsing time; the user LEAVEs when the budget cannot pay for another page.
+3. a click is a WATCH (rating ``round(3 + 2 u_i)`` clipped to 1..5) that costs ``watch_minutes * (1 -
+   budget_restore * nutrition_i)`` of the budget and drifts the interest towards (rating >= 3) or away from the
+   item's genres, and the latent taste towards (or away from) ``w_i`` (RecSim's interest evolution); no click is
+   NEXT, a SEARCH for the favourite genre (with ``recsim_search_prob``), or LEAVE with probability ``1 / patience``;
+4. every page consumes ``page_minutes`` of browsing time; the user LEAVEs when the budget cannot pay for a page.
+
+Planning (RecSim's "chocolate vs kale"): quality is distinct from appeal. With ``recsim_allure > 0`` junk is the most
+clickable, and with ``recsim_budget_restore > 0`` (RecSim's ``user_update_alpha``) nutritious watches give time
+back while junk drains it, so a myopic click maximiser ends sessions early and a planner that trades a little
+appeal for nutrition earns more per session. Both are 0 by default (every watch costs the same);
+``configs/rl_recsim.yaml`` turns them on. Nutrition is public (the observation's rating mean ranks items the same).
 
 What is hidden: the latent taste (``recsim_hidden_dims``, ``recsim_hidden_weight``) and the interest noise
-(``recsim_interest_noise``) are drawn once per population from ``recsim_seed``; no observation feature derives them,
-so a recommender learns them only from the user's responses, and the personalisation a policy needs cannot be read
-off the user's features. :meth:`RecSimUser.oracle_utilities` exposes the full utility, for an oracle reference.
+(``recsim_interest_noise``) are drawn once per population from ``recsim_seed``. With ``recsim_latent_from_history``
+``= h`` the latent taste is ``h`` times the normalised mean latent of the user's dataset history plus ``1 - h`` times
+noise: the history in the observation reveals part of it, no single feature derives it, and the rest only the
+user's responses show. :meth:`RecSimUser.oracle_utilities` exposes the full appeal and
+:meth:`RecSimUser.oracle_values` a planning-aware score, for an oracle reference.
 
-Everything is numpy on precomputed arrays (no pandas after construction), so one response costs microseconds.
+Speed: the item side is precomputed (one ``(n_items, G + d)`` matrix of topics and weighted latents, one base
+appeal per item, per-item drift columns and targets), the user side is one row of a ``(n_users, G + d)`` state
+matrix, and a page's appeals are one small matrix-vector product; session bookkeeping is plain Python.
 """
 
 from __future__ import annotations
@@ -103,6 +114,17 @@ def mnl_choice(utilities: Sequence[float], temperature: float, no_click_mass: fl
     return -1
 
 
+def item_nutrition(quality: np.ndarray) -> np.ndarray:
+    """Rank of each item's quality mapped to ``[-1, 1]`` (ties share a rank): uniform over the catalogue, so half
+    the items are junk and half nutritious whatever the dataset's rating scale."""
+    n = len(quality)
+    if n < 2:
+        return np.zeros(n, dtype=np.float64)
+    _, inverse, counts = np.unique(quality, return_inverse=True, return_counts=True)
+    mid_rank = (np.cumsum(counts) - (counts + 1) / 2.0)[inverse]  # average rank of ties, from 0
+    return 2.0 * mid_rank / (n - 1) - 1.0
+
+
 def rating_from_utility(utility: float) -> float:
     """1..5 stars from a utility in about ``[-1, 1]``."""
     return float(min(5.0, max(1.0, round(3.0 + 2.0 * utility))))
@@ -120,6 +142,14 @@ def hidden_state(
     latent = user_rng.standard_normal((dataset.n_users, dims)) / math.sqrt(max(dims, 1))
     items = item_rng.standard_normal((dataset.n_items, dims))
     items /= np.maximum(np.linalg.norm(items, axis=1, keepdims=True), 1e-12)
+    share = config.recsim_latent_from_history
+    if share > 0 and dims:
+        # The taste the user's dataset history points at (unit norm, as the noise's expected norm), plus noise.
+        inter = dataset.interactions
+        sums = np.zeros((dataset.n_users, dims), dtype=np.float64)
+        np.add.at(sums, inter["user_id"].to_numpy(), items[inter["item_id"].to_numpy()])
+        sums /= np.maximum(np.linalg.norm(sums, axis=1, keepdims=True), 1e-12)
+        latent = share * sums + (1.0 - share) * latent
     return np.clip(noisy, -1.0, 1.0), latent, items
 
 
@@ -127,18 +157,46 @@ class RecSimUser:
     """RecSim interest-evolution users over a dataset's catalogue (implements :class:`UserModel`)."""
 
     def __init__(self, dataset: Dataset, config: Config | UserConfig | None = None) -> None:
-        self.config = user_config(config)
+        cfg = self.config = user_config(config)
         self.genres = dataset.genres
-        self._topics = item_topics(dataset)
+        topics = item_topics(dataset)
         self._quality = item_quality(dataset)
-        self._base_utility = self.config.recsim_quality_weight * self._quality
-        self._interest, self._latent, self._item_latents = hidden_state(
-            dataset, self.config, initial_interests(user_genre_shares(dataset, self._topics))
+        self._nutrition = item_nutrition(self._quality)
+        interest, latent, self._item_latents = hidden_state(
+            dataset, cfg, initial_interests(user_genre_shares(dataset, topics))
         )
-        self._item_genres = [np.flatnonzero(row).tolist() for row in self._topics > 0]
-        self._sessions: dict[int, dict[str, float]] = {}
+        self._n_genres, dims = topics.shape[1], latent.shape[1]
+        # One state row per user (interest, latent taste, then a constant 1) and one item matrix (topics, weighted
+        # latents, then the item's base appeal): a page's appeals are one take and one matvec.
+        self._base_utility = cfg.recsim_quality_weight * self._quality - cfg.recsim_allure * self._nutrition
+        self._state = np.concatenate([interest, latent, np.ones((len(interest), 1))], axis=1)
+        self._item_matrix = np.concatenate(
+            [topics, cfg.recsim_hidden_weight * self._item_latents, self._base_utility[:, None]], axis=1
+        )
+        self._watch_cost = (cfg.recsim_watch_minutes * (1.0 - cfg.recsim_budget_restore * self._nutrition)).tolist()
+        # Per item, the drift of a watch as whole-row arrays (a few vector ops beat fancy indexing): the step on the
+        # columns it moves (its genres and every latent column, 0 elsewhere) and where it moves them when liked
+        # (+1 on its genres, its latent vector) or disliked (the opposite).
+        moved = np.concatenate(
+            [topics > 0, np.ones((len(topics), dims), dtype=bool), np.zeros((len(topics), 1), bool)], axis=1
+        )
+        self._drift_step = cfg.recsim_interest_drift * moved.astype(np.float64)
+        self._drift_liked = np.concatenate(
+            [(topics > 0).astype(np.float64), self._item_latents, np.ones((len(topics), 1))], axis=1
+        )
+        self._drift_disliked = -self._drift_liked
+        self._sessions: dict[int, list[float]] = {}
+        """Per user in a session: ``[budget, misses]``."""
         self._shown: dict[int, dict[int, int]] = {}
         """Per user, how often each item was shown in the user's current session (the fatigue)."""
+
+    @property
+    def _interest(self) -> np.ndarray:
+        return self._state[:, : self._n_genres]
+
+    @property
+    def _latent(self) -> np.ndarray:
+        return self._state[:, self._n_genres : -1]
 
     @property
     def interests(self) -> np.ndarray:
@@ -154,22 +212,44 @@ class RecSimUser:
         view.flags.writeable = False
         return view
 
+    @property
+    def nutrition(self) -> np.ndarray:
+        """``(n_items,)`` nutrition in ``[-1, 1]`` (:func:`item_nutrition`; public: it ranks as the rating mean)."""
+        view = self._nutrition.view()
+        view.flags.writeable = False
+        return view
+
     def utilities(self, user_id: int, items: np.ndarray) -> np.ndarray:
-        """Utility of ``items`` for the user now, hidden taste and session fatigue included."""
-        utility = self._topics[items] @ self._interest[user_id] + self._base_utility[items]
-        if self._latent.shape[1]:
-            utility = utility + self.config.recsim_hidden_weight * (self._item_latents[items] @ self._latent[user_id])
+        """Appeal of ``items`` for the user now, hidden taste and session fatigue included."""
+        items = np.asarray(items, dtype=np.int64)
+        utility = self._item_matrix.take(items, axis=0) @ self._state[user_id]
         shown = self._shown.get(user_id)
         if shown and self.config.recsim_fatigue:
-            utility = utility - self.config.recsim_fatigue * np.array([shown.get(int(i), 0) for i in items])
+            utility -= self.config.recsim_fatigue * np.array([shown.get(int(i), 0) for i in items], dtype=np.float64)
         return utility
 
     def oracle_utilities(self, user_id: int, items: np.ndarray) -> np.ndarray:
-        """The full utility (what an oracle that knows the hidden state ranks by); same as :meth:`utilities`."""
+        """The full appeal (what a myopic oracle that knows the hidden state ranks by); same as :meth:`utilities`."""
         return self.utilities(user_id, np.asarray(items, dtype=np.int64))
 
+    def oracle_values(self, user_id: int, items: np.ndarray, *, minute_value: float | None = None) -> np.ndarray:
+        """A planning-aware score that knows the hidden state: ``exp(u_i / T) * (r_i - minute_value * cost_i)``, the
+        SlateQ top-k score with the item's value its reward (1 + 0.25 per star above 3, the default reward) less
+        the budget its watch costs, priced at ``minute_value`` reward per minute (default: one watch's reward per
+        ``page_minutes + watch_minutes``, the price of a minute when every watch costs the same)."""
+        cfg = self.config
+        items = np.asarray(items, dtype=np.int64)
+        utility = self.utilities(user_id, items)
+        stars = np.clip(np.round(3.0 + 2.0 * utility), 1.0, 5.0)
+        reward = 1.0 + 0.25 * (stars - 3.0)
+        if minute_value is None:
+            minute_value = 1.0 / max(cfg.recsim_page_minutes + cfg.recsim_watch_minutes, 1e-9)
+        cost = np.asarray(self._watch_cost)[items]
+        top = utility.max() if len(utility) else 0.0
+        return np.exp((utility - top) / cfg.recsim_choice_temperature) * (reward - minute_value * cost)
+
     def start_session(self, user_id: int, rng: np.random.Generator) -> None:
-        self._sessions[user_id] = {"budget": self.config.recsim_time_budget, "misses": 0.0}
+        self._sessions[user_id] = [self.config.recsim_time_budget, 0.0]
 
     def end_sessions(self, user_ids: Sequence[int]) -> None:
         for user_id in user_ids:
@@ -190,43 +270,42 @@ class RecSimUser:
         session = self._sessions.get(user)
         if session is None:
             raise RuntimeError(f"RecSimUser.respond: no session started for user {user}")
-        if session["budget"] < cfg.recsim_page_minutes or not page.items:
-            return Response(Action.LEAVE, extra={"budget": session["budget"]})
-        session["budget"] -= cfg.recsim_page_minutes
-        items = np.fromiter(page.items, dtype=np.int64, count=len(page.items))
+        items = page.items
+        if session[0] < cfg.recsim_page_minutes or not items:
+            return Response(Action.LEAVE, extra={"budget": session[0]})
+        session[0] -= cfg.recsim_page_minutes
         if context.step == 0 and page.source != "search":
             self._shown[user] = {}  # a new session: fatigue starts afresh (the protocol's start is left alone)
-        utilities = self.utilities(user, items).tolist()
         shown = self._shown.setdefault(user, {})
-        for item in page.items:
-            shown[item] = shown.get(item, 0) + 1
+        utilities = (self._item_matrix.take(items, axis=0) @ self._state[user]).tolist()
+        fatigue = cfg.recsim_fatigue
+        for k, item in enumerate(items):
+            count = shown.get(item, 0)
+            if count and fatigue:
+                utilities[k] -= fatigue * count
+            shown[item] = count + 1
         chosen = mnl_choice(utilities, cfg.recsim_choice_temperature, cfg.recsim_no_click_mass, rng.random())
         if chosen >= 0:
-            item = page.items[chosen]
+            item = items[chosen]
             utility = utilities[chosen]
             rating = rating_from_utility(utility)
-            session["budget"] -= cfg.recsim_watch_minutes
-            session["misses"] = 0.0
+            session[0] -= self._watch_cost[item]
+            session[1] = 0.0
             self._drift(user, item, rating >= 3.0)
             return Response(Action.WATCH, item=item, rating=rating, extra={"utility": utility})
-        session["misses"] += 1.0
-        if page.source != "search" and rng.random() < cfg.recsim_search_prob:
+        session[1] += 1.0
+        if page.source != "search" and cfg.recsim_search_prob and rng.random() < cfg.recsim_search_prob:
             query = self.genres[int(np.argmax(self._interest[user]))]
             return Response(Action.SEARCH, query=query)
         if rng.random() < 1.0 / cfg.patience:
-            return Response(Action.LEAVE, extra={"misses": session["misses"]})
+            return Response(Action.LEAVE, extra={"misses": session[1]})
         return Response(Action.NEXT)
 
     def _drift(self, user: int, item: int, liked: bool) -> None:
         """Move the interest in the item's genres towards +1 (liked) or -1, and the latent taste towards (or away
         from) the item's latent vector, by ``recsim_interest_drift``: consumption shapes interest."""
-        interest = self._interest[user]
-        target = 1.0 if liked else -1.0
-        step = self.config.recsim_interest_drift
-        for genre in self._item_genres[item]:
-            interest[genre] += step * (target - interest[genre])
-        if self._latent.shape[1]:
-            self._latent[user] += step * (target * self._item_latents[item] - self._latent[user])
+        row = self._state[user]
+        row += self._drift_step[item] * ((self._drift_liked if liked else self._drift_disliked)[item] - row)
 
     def respond_batch(
         self, requests: Sequence[tuple[Page, Context]], rngs: Sequence[np.random.Generator]
@@ -241,17 +320,19 @@ class RecSimUser:
             "interest": self._interest.tolist(),
             "latent": self._latent.tolist(),
             "shown": {str(user): {str(i): n for i, n in shown.items()} for user, shown in self._shown.items()},
-            "sessions": {str(user): dict(session) for user, session in self._sessions.items()},
+            "sessions": {str(user): {"budget": s[0], "misses": s[1]} for user, s in self._sessions.items()},
         }
 
     def set_state(self, state: dict[str, Any]) -> None:
         interest = np.asarray(state["interest"], dtype=np.float64)
         if interest.shape != self._interest.shape:
             raise ValueError(f"RecSimUser.set_state: interest shape {interest.shape} != {self._interest.shape}")
-        self._interest = interest
+        self._state[:, : self._n_genres] = interest
         if "latent" in state:
-            self._latent = np.asarray(state["latent"], dtype=np.float64).reshape(self._latent.shape)
+            self._state[:, self._n_genres : -1] = np.asarray(state["latent"], dtype=np.float64).reshape(
+                self._latent.shape
+            )
         self._shown = {
             int(user): {int(i): int(n) for i, n in shown.items()} for user, shown in state.get("shown", {}).items()
         }
-        self._sessions = {int(user): dict(session) for user, session in state["sessions"].items()}
+        self._sessions = {int(user): [float(s["budget"]), float(s["misses"])] for user, s in state["sessions"].items()}
