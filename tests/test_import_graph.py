@@ -98,6 +98,10 @@ def test_no_import_cycle_through_the_kernel_its_faces_or_the_config() -> None:
     assert offending == []
 
 
+def test_no_import_cycle_anywhere_in_the_package() -> None:
+    assert [sorted(c) for c in cycles(import_graph())] == []
+
+
 def test_envs_and_simulator_do_not_import_each_other() -> None:
     graph = import_graph()
     crossing = [
