@@ -1,4 +1,4 @@
-"""Env steps with the embedded-LLM users (configs/quickstart.yaml): single env vs vector env (batched decisions).
+"""Env steps with the embedded-LLM users (the paper's agent with memory and social round): single env vs vector env.
 
     .venv/bin/python benchmarks/bench_env_llm.py [--steps 96] [--envs 4]
 
@@ -59,12 +59,32 @@ def report(name: str, seconds_per_step: list[float], wall: float, steps: int, sp
     print(" " * 24 + ", ".join(f"{k} {spent[k]:.1f} s" for k in PHASES))
 
 
+BENCH_SETTINGS = [
+    "user.model=llm",
+    "user.session_end_batch=8",
+    "user.feeling_max_tokens=16",
+    "user.score_cache=false",
+    "memory.implementation=recagent",
+    "memory.sensory=false",
+    "memory.reflection=false",
+    "social.enabled=true",
+    "social.max_active_agents=2",
+    "social.max_chat_turns=2",
+    "social.utterance_max_tokens=24",
+    "env.page_size=5",
+    "env.max_pages=5",
+]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=96, help="user steps in each setting")
     parser.add_argument("--envs", type=int, default=4)
     args = parser.parse_args()
-    config = load_config("quickstart")
+    # Fixed settings, so figures stay comparable across versions whatever the quickstart becomes: the quickstart of
+    # the first measurement (LLM users with the paper's memory and the social round; sensory compression and
+    # reflection off; batched end-of-session writes; no score cache).
+    config = load_config("quickstart", BENCH_SETTINGS)
     dataset = load_dataset_from_config(config.data)
     embedder = SentenceEmbedder()
 
