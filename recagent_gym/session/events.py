@@ -57,6 +57,24 @@ class Event:
         return json.dumps(asdict(self), ensure_ascii=False, sort_keys=False)
 
 
+HUMAN_LINES = {
+    "enter": "{who} enters the recommender system",
+    "page": "{who} is recommended {titles}",
+    "watch": "{who} watches {titles}",
+    "search": '{who} searches for "{text}"{found}',
+    "next": "{who} looks at the next page",
+    "leave": "{who} leaves the recommender system",
+    "feeling": "{who} feels about {titles}: {text}",
+    "chat": "{who} chats with {friend}: {text}",
+    "post": "{who} posts: {text}",
+    "idle": "{who} does nothing",
+    "social_none": "{who} wants to socialise but has no friends",
+    "take_action": "{who} chooses to {action}",
+    "interview": "{who} is interviewed: {text}",
+}
+"""One readable sentence per event kind (any other kind is an intervention)."""
+
+
 def human_line(event: Event) -> str:
     """The event as one readable line, e.g. ``[round 3, day 1, 10:00] Sarah Miller watches <Casper>``.
 
@@ -65,35 +83,10 @@ def human_line(event: Event) -> str:
     who = event.name or f"user {event.agent}"
     titles = ", ".join(f"<{t}>" for t in event.titles)
     text = " ".join(event.text.split())
-    kind = event.kind
-    if kind == "enter":
-        body = f"{who} enters the recommender system"
-    elif kind == "page":
-        body = f"{who} is recommended {titles}"
-    elif kind == "watch":
-        body = f"{who} watches {titles}"
-    elif kind == "search":
-        body = f'{who} searches for "{text}"' + (f" and finds {titles}" if titles else " and finds nothing")
-    elif kind == "next":
-        body = f"{who} looks at the next page"
-    elif kind == "leave":
-        body = f"{who} leaves the recommender system"
-    elif kind == "feeling":
-        body = f"{who} feels about {titles}: {text}"
-    elif kind == "chat":
-        body = f"{who} chats with {event.extra.get('with_name', 'a friend')}: {text}"
-    elif kind == "post":
-        body = f"{who} posts: {text}"
-    elif kind == "idle":
-        body = f"{who} does nothing"
-    elif kind == "social_none":
-        body = f"{who} wants to socialise but has no friends"
-    elif kind == "take_action":
-        body = f"{who} chooses to {event.text}"
-    elif kind == "interview":
-        body = f"{who} is interviewed: {text}"
-    else:
-        body = f"intervention: {text}"
+    found = f" and finds {titles}" if titles else " and finds nothing"
+    friend = event.extra.get("with_name", "a friend")
+    template = HUMAN_LINES.get(event.kind, "intervention: {text}")
+    body = template.format(who=who, titles=titles, text=text, found=found, friend=friend, action=event.text)
     return f"[round {event.round + 1}, {clock_text(event.time_h)}] {body}"
 
 
