@@ -119,6 +119,22 @@ def test_draw_user_never_returns_a_busy_user_even_with_concentrated_weights() ->
         draw_user(cumulative, rng, busy=frozenset({0, 1, 2, 3}))
 
 
+def test_draw_user_follows_the_free_users_weights_in_at_most_two_draws() -> None:
+    from recagent_gym.session.activation import draw_user
+
+    weights = np.array([900.0, 60.0, 30.0, 10.0, 0.0])
+    cumulative = np.cumsum(weights)
+    rng = np.random.default_rng(0)
+    draws = [draw_user(cumulative, rng, busy=frozenset({0})) for _ in range(20_000)]
+    users = np.array([u for u, _ in draws])
+    assert max(r for _, r in draws) == 1
+    share = np.bincount(users, minlength=5) / len(users)
+    np.testing.assert_allclose(share, [0.0, 0.6, 0.3, 0.1, 0.0], atol=0.015)
+    # only weightless users free: drawn uniformly
+    zero = [draw_user(np.cumsum([1.0, 0.0, 0.0]), rng, busy=frozenset({0}))[0] for _ in range(2000)]
+    assert set(zero) == {1, 2}
+
+
 def test_sub_envs_starting_together_share_one_social_round(dataset):
     class SocialUser(RecSimUser):
         social = True

@@ -93,13 +93,25 @@ class SessionState:
     def start(
         cls, user: int, rng: np.random.Generator, time_h: float, tables: SessionTables, history_length: int
     ) -> SessionState:
-        past = tables.histories[user]
-        seen = np.zeros(tables.n_items, dtype=bool)
-        seen[past] = True
-        history = np.full(history_length, -1, dtype=np.int64)
-        recent = past[::-1][:history_length]
-        history[: len(recent)] = recent
-        return cls(user, rng, time_h, seen, history, tables)
+        """A fresh session of ``user``: its opening state (seen flags, window, arrays) comes from ``tables``' per-user
+        cache, built once per user (a session start is a large share of a short session's cost)."""
+        opening = tables.opening(user, history_length)
+        session = cls.__new__(cls)
+        session.user = user
+        session.rng = rng
+        session.time_h = time_h
+        session._seen_flags = bytearray(opening.seen)
+        session.seen = np.frombuffer(session._seen_flags, dtype=bool)
+        session.history_length = history_length
+        session.window = list(opening.window)
+        session.watched = []
+        session.page_index = session.pop_pointer = session.last_code = 0
+        session._pointer_floor = opening.first_unseen
+        session.last_rating = 0.0
+        session.open = True
+        session.history = opening.history
+        session.history_genres = opening.history_genres
+        return session
 
     def context(self) -> Context:
         return Context(user_id=self.user, step=self.page_index, time_h=self.time_h, watched=tuple(self.watched))
@@ -114,23 +126,10 @@ class SessionState:
         self._window_arrays(tables)
 
     def _window_arrays(self, tables: SessionTables) -> None:
-        """``history`` and ``history_genres`` from ``window``.
-
-        The genre mean is recomputed from the window's items (a running sum with subtraction drifts below 0, e.g.
-        -5.6e-18, and leaves the observation space), in plain floats over each item's few genres, adding in window
-        order: bit for bit what summing the window's rows of ``topics`` in numpy gives (adding 0.0 changes nothing).
-        """
+        """``history`` and ``history_genres`` from ``window`` (see :meth:`SessionTables.window_genres`)."""
         window = self.window
         self.history = np.array(window + [-1] * (self.history_length - len(window)), dtype=np.int64)
-        totals = [0.0] * tables.n_genres
-        if window:
-            sparse = tables.sparse_topics
-            for item in window:
-                for genre, share in sparse[item]:
-                    totals[genre] += share
-            scale = 1.0 / len(window)
-            totals = [t * scale for t in totals]
-        self.history_genres = np.array(totals, dtype=np.float32)
+        self.history_genres = tables.window_genres(window)
 
     @property
     def history_count(self) -> int:

@@ -3,12 +3,28 @@ in a page step."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
 from recagent_gym.data.schema import Dataset
 from recagent_gym.users.recsim import item_quality, item_topics, user_genre_shares
+
+
+class Opening(NamedTuple):
+    """What every session of one user starts from (read-only; a session copies ``seen`` and ``window``)."""
+
+    seen: bytes
+    """``n_items`` flags, 1 for the items of the user's dataset history."""
+    window: tuple[int, ...]
+    """The last ``history_length`` items of the history, most recent first."""
+    history: np.ndarray
+    """``window`` padded with -1 (read-only)."""
+    history_genres: np.ndarray
+    """Mean genre vector of ``window`` (read-only)."""
+    first_unseen: int
 
 
 @dataclass(frozen=True)
@@ -35,6 +51,7 @@ class SessionTables:
     sparse_topics: list[tuple[tuple[int, float], ...]] = field(init=False, repr=False, compare=False)
     """Per item, its ``(genre, share)`` pairs with a share > 0 (the history's genre mean adds only these)."""
     _first_unseen: dict[int, int] = field(init=False, repr=False, compare=False)
+    _openings: dict[tuple[int, int], Opening] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "popularity_list", self.popularity_order.tolist())
@@ -42,6 +59,7 @@ class SessionTables:
         sparse = [tuple((g, share) for g, share in enumerate(row) if share > 0.0) for row in rows]
         object.__setattr__(self, "sparse_topics", sparse)
         object.__setattr__(self, "_first_unseen", {})
+        object.__setattr__(self, "_openings", {})
 
     def first_unseen(self, user: int) -> int:
         """Position in ``popularity_order`` of the user's most popular item outside the dataset history (cached)."""
@@ -53,6 +71,41 @@ class SessionTables:
             pointer = len(flags) if flags.all() else int(np.argmin(flags))
             self._first_unseen[user] = pointer
         return pointer
+
+    def opening(self, user: int, history_length: int) -> Opening:
+        """The state every session of ``user`` opens with (cached: a few hundred bytes plus ``n_items`` per user)."""
+        key = (user, history_length)
+        opening = self._openings.get(key)
+        if opening is None:
+            past = self.histories[user]
+            seen = np.zeros(self.n_items, dtype=bool)
+            seen[past] = True
+            window = tuple(int(i) for i in past[::-1][:history_length])
+            history = np.array(window + (-1,) * (history_length - len(window)), dtype=np.int64)
+            genres = self.window_genres(window)
+            history.setflags(write=False)
+            genres.setflags(write=False)
+            opening = Opening(seen.tobytes(), window, history, genres, self.first_unseen(user))
+            self._openings[key] = opening
+        return opening
+
+    def window_genres(self, window: Sequence[int]) -> np.ndarray:
+        """``(n_genres,)`` float32 mean genre vector of ``window``'s items.
+
+        Plain floats over each item's few genres, added in window order: bit for bit what summing the window's rows
+        of ``topics`` in numpy gives (adding 0.0 changes nothing), without numpy's per-call overhead. Recomputed per
+        window, not kept as a running sum: subtraction drifts below 0 (e.g. -5.6e-18) and leaves the observation
+        space.
+        """
+        totals = [0.0] * len(self.genres)
+        if window:
+            sparse = self.sparse_topics
+            for item in window:
+                for genre, share in sparse[item]:
+                    totals[genre] += share
+            scale = 1.0 / len(window)
+            totals = [t * scale for t in totals]
+        return np.array(totals, dtype=np.float32)
 
     @classmethod
     def build(cls, dataset: Dataset) -> SessionTables:
