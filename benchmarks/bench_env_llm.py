@@ -27,6 +27,8 @@ from recagent_gym.envs.recagent_env import RecAgentEnv
 from recagent_gym.envs.vector import RecAgentVectorEnv
 from recagent_gym.llm.embedder import SentenceEmbedder
 from recagent_gym.llm.factory import build_llm
+from recagent_gym.llm.testing import ScriptedLLM
+from recagent_gym.llm.wrapping import close_model
 
 PHASES = ("respond_batch", "social_round", "write_ended")
 """User-model methods timed: decisions, the social world between sessions, batched end-of-session writes (the
@@ -34,8 +36,16 @@ last can run inside the others, when a pending user's memory is needed)."""
 
 
 def time_phases(user_model: object) -> collections.Counter[str]:
-    """Wrap the user model's phase methods (on the instance) so their wall time adds up in the returned counter."""
+    """Wrap the user model's phase methods (on the instance) so their wall time adds up in the returned counter;
+    ``sessions`` counts session starts (runs of different versions compare only if they did the same work)."""
     spent: collections.Counter[str] = collections.Counter()
+    start_session = user_model.start_session
+
+    def counted(*args: object, **kwargs: object) -> object:
+        spent["sessions"] += 1
+        return start_session(*args, **kwargs)
+
+    user_model.start_session = counted
     for name in PHASES:
         method = getattr(user_model, name)
 
@@ -50,13 +60,22 @@ def time_phases(user_model: object) -> collections.Counter[str]:
     return spent
 
 
-def report(name: str, seconds_per_step: list[float], wall: float, steps: int, spent: collections.Counter) -> None:
+def report(
+    name: str, seconds_per_step: list[float], wall: float, steps: int, spent: collections.Counter, llm: object
+) -> None:
     print(
         f"{name:<22}: median {statistics.median(seconds_per_step):.3f} s/step, "
         f"mean {statistics.mean(seconds_per_step):.3f} s/step, {steps / wall:.2f} steps/s ({steps} steps, "
         f"{wall:.1f} s)"
     )
     print(" " * 24 + ", ".join(f"{k} {spent[k]:.1f} s" for k in PHASES))
+    usage = getattr(llm, "total", None)
+    work = f"{spent['sessions']} sessions started, {time.process_time():.1f} s CPU so far"
+    if isinstance(llm, ScriptedLLM):
+        work += f", {llm.calls} LLM calls in {llm.batches} batches (scripted answers)"
+    if usage is not None:
+        work += f", {usage.calls} LLM calls, {usage.prompt_tokens} prompt tokens, {usage.completion_tokens} generated"
+    print(" " * 24 + work)
 
 
 BENCH_SETTINGS = [
@@ -80,6 +99,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=96, help="user steps in each setting")
     parser.add_argument("--envs", type=int, default=4)
+    parser.add_argument(
+        "--scripted",
+        action="store_true",
+        help="answer with the test double instead of the embedded model: the CPU cost of everything around the "
+        "LLM and the work done (sessions, calls), in a minute instead of half an hour",
+    )
     args = parser.parse_args()
     # Fixed settings, so figures stay comparable across versions whatever the quickstart becomes: the quickstart of
     # the first measurement (LLM users with the paper's memory and the social round; sensory compression and
@@ -90,7 +115,10 @@ def main() -> None:
 
     # Each setting gets a freshly loaded model (no prompt prefixes resident from the other) and the same stream of
     # random pages; a step's time includes the session start that follows it (social world, cold prefixes).
-    llm = build_llm(config.llm)
+    def model() -> object:
+        return ScriptedLLM(default="ok") if args.scripted else build_llm(config.llm)
+
+    llm = model()
     env = RecAgentEnv(dataset, "llm", config=config, llm=llm, embedder=embedder)
     spent = time_phases(env.user_model)
     rng = np.random.default_rng(0)
@@ -105,12 +133,12 @@ def main() -> None:
         times.append(time.perf_counter() - t)
         if info["page_index"] > 0 and not (terminated or truncated):
             warm.append(times[-1])  # a later page of a session that goes on: the user's prefix is cached
-    report("single env", times, time.perf_counter() - start, len(times), spent)
+    report("single env", times, time.perf_counter() - start, len(times), spent, llm)
     if warm:
         print(" " * 24 + f"later pages of ongoing sessions: median {statistics.median(warm):.3f} s/step ({len(warm)})")
-    llm.close()
+    close_model(llm)
 
-    llm = build_llm(config.llm)
+    llm = model()
     venv = RecAgentVectorEnv(args.envs, dataset, "llm", config=config, llm=llm, embedder=embedder)
     spent = time_phases(venv.user_model)
     rng = np.random.default_rng(0)
@@ -121,7 +149,7 @@ def main() -> None:
         t = time.perf_counter()
         venv.step(rng.integers(0, dataset.n_items, size=(args.envs, env.page_size)))
         per_step += [(time.perf_counter() - t) / args.envs] * args.envs
-    report(f"vector env x{args.envs}", per_step, time.perf_counter() - start, len(per_step), spent)
+    report(f"vector env x{args.envs}", per_step, time.perf_counter() - start, len(per_step), spent, llm)
 
 
 if __name__ == "__main__":
