@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import json
+import os
 import threading
 import time
 import urllib.parse
@@ -32,6 +33,7 @@ import numpy as np
 
 from recagent_gym.llm.config import LLMConfig
 from recagent_gym.llm.endpoints import Endpoint, EndpointPool
+from recagent_gym.llm.lean_http import PROXY_VARIABLES, HTTPStatusError, LeanClient
 from recagent_gym.llm.openai_reply import Completion, MalformedReply, parse_completion
 from recagent_gym.llm.protocol import Choice, Generation, LLMError, Usage
 from recagent_gym.llm.secrets import redact, redacting_logger, resolve_api_keys
@@ -96,6 +98,16 @@ def _retry_after_seconds(headers: Any) -> float | None:
     return max(0.0, when.timestamp() - time.time())
 
 
+def resolve_http_client(setting: str, *, custom: bool = False) -> str:
+    """``auto``: the lean client unless a proxy is configured in the environment or a custom HTTP client is given
+    (both need the ``openai`` client)."""
+    if setting != "auto":
+        return setting
+    if custom or any(os.environ.get(name) for name in PROXY_VARIABLES):
+        return "openai"
+    return "lean"
+
+
 class OpenAIBackend:
     """:class:`~recagent_gym.llm.protocol.LanguageModel` over the ``openai`` client; see the module docstring.
 
@@ -116,6 +128,8 @@ class OpenAIBackend:
         self._keys = [k.get_secret_value() for k in keys] or [PLACEHOLDER_KEY]
         self._http_client_factory = http_client_factory
         self._use_schema = config.structured_output != "text"
+        self.http_client = resolve_http_client(config.http_client, custom=http_client_factory is not None)
+        """``lean`` (:mod:`~recagent_gym.llm.lean_http`) or ``openai`` (the ``openai`` package's client)."""
         self._jitter = np.random.default_rng(derive_seed(config.seed, "backoff"))
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -153,6 +167,8 @@ class OpenAIBackend:
             from openai import AsyncOpenAI
 
             def clients(url: str | None) -> list[Any]:
+                if self.http_client == "lean":
+                    return [LeanClient(url or DEFAULT_BASE_URL, key) for key in self._keys]
                 return [
                     AsyncOpenAI(
                         api_key=key,
@@ -240,6 +256,8 @@ class OpenAIBackend:
                 await asyncio.sleep(delay)
             except openai.APIStatusError as exc:
                 raise self._error(f"HTTP {exc.status_code} (not retried): {exc}") from None
+            except HTTPStatusError as exc:
+                raise self._error(f"HTTP {exc.status} (not retried): {exc.message}") from None
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _error(self, text: str) -> LLMError:
@@ -255,6 +273,14 @@ class OpenAIBackend:
             body = await asyncio.wait_for(self._post(client, messages, params), timeout=timeout)
         except TimeoutError as exc:
             raise _Retryable(f"timed out (no complete reply within timeout_s={timeout:g} s)") from exc
+        except HTTPStatusError as exc:  # the lean client's non-2xx replies
+            if exc.status == 429:
+                raise _Retryable("429 rate limited", _retry_after_seconds(exc.headers)) from exc
+            if exc.status >= 500 or exc.status in (408, 409):
+                raise _Retryable(f"HTTP {exc.status}", _retry_after_seconds(exc.headers)) from exc
+            raise
+        except (OSError, asyncio.IncompleteReadError) as exc:  # the lean client's connection failures
+            raise _Retryable(f"connection failed ({type(exc).__name__})") from exc
         except openai.RateLimitError as exc:
             raise _Retryable("429 rate limited", _retry_after_seconds(exc.response.headers)) from exc
         except openai.APITimeoutError as exc:
@@ -274,6 +300,10 @@ class OpenAIBackend:
 
     async def _post(self, client: Any, messages: list[dict[str, str]], params: dict[str, Any]) -> bytes:
         """The raw body of one completion request (read whole; the caller checks its shape)."""
+        if isinstance(client, LeanClient):
+            return await client.post_json(
+                "/chat/completions", {"model": self.config.model, "messages": messages, **params}
+            )
         raw = await client.chat.completions.with_raw_response.create(
             model=self.config.model, messages=messages, **params
         )
