@@ -5,6 +5,7 @@ writes, interviews) is :class:`~recagent_gym.users.agent.model.LLMUserModel`'s.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -86,6 +87,8 @@ class Agents:
         self._sessions: dict[int, SessionState] = {}
         self._ended: list[SessionState] = []
         """Ended sessions whose feelings and memory flush wait for ``write_ended``."""
+        self._ended_lock = threading.Lock()
+        """Guards ``_ended``: the simulator's per-agent pipelines end and write sessions from several threads."""
         self._memories: dict[int, Any] = {}
         self.score_cache = ScoreCache() if config.score_cache else None  # see users/agent/score_cache.py
 

@@ -121,7 +121,9 @@ class LLMUserModel(Agents):
     def end_sessions(self, user_ids: Sequence[int]) -> None:
         """These users' sessions are over: their feelings and memory writes wait for :meth:`write_ended` (no LLM
         work here), so that the sessions ended across sub-envs or steps are written as one batch."""
-        self._ended += [self._sessions.pop(u) for u in user_ids if u in self._sessions]
+        ended = [self._sessions.pop(u) for u in user_ids if u in self._sessions]
+        with self._ended_lock:
+            self._ended += ended
 
     def write_ended(self, *, at_least: int = 1, also: Collection[int] = (), time_h: float | None = None) -> list[int]:
         """Write the feelings (and ratings) and flush the memories of every ended session still pending, as one
@@ -132,12 +134,28 @@ class LLMUserModel(Agents):
             return []
         sessions: list[SessionState] = []
         if ready:
-            sessions, self._ended = self._ended, []
+            with self._ended_lock:
+                sessions, self._ended = self._ended, []
         self._write_pending(sessions)
         times = [s.last_time_h for s in sessions] + ([time_h] if time_h is not None else [])
         users = [s.user_id for s in sessions]
         flushed = list(dict.fromkeys([*users, *sorted(also)]))
         self.memory_backend.flush([self.memory(u) for u in flushed], max(times) if times else 0.0)
+        return users
+
+    def write_sessions_of(self, user_ids: Collection[int]) -> list[int]:
+        """Write the ended sessions of ``user_ids`` only (feelings, ratings, their memories flushed) as one batch;
+        the others stay pending. One agent's pipeline calls it for itself when its session is over (the batch's
+        seeds come from its own sessions, so the result does not depend on what other agents do meanwhile)."""
+        wanted = {int(u) for u in user_ids}
+        with self._ended_lock:
+            sessions = [s for s in self._ended if s.user_id in wanted]
+            self._ended = [s for s in self._ended if s.user_id not in wanted]
+        if not sessions:
+            return []
+        self._write_pending(sessions)
+        users = list(dict.fromkeys(s.user_id for s in sessions))
+        self.memory_backend.flush([self.memory(u) for u in users], max(s.last_time_h for s in sessions))
         return users
 
     def write_ended_of(self, user_ids: Collection[int]) -> None:
