@@ -201,3 +201,16 @@ def test_keys_from_env_never_leak(server: FaultServer, monkeypatch: pytest.Monke
         for secret in secrets:
             assert secret not in text
     llm.close()
+
+
+def test_a_prompt_repeated_in_one_batch_is_sent_once(server: FaultServer) -> None:
+    backend = _backend(server)
+    prompts = ["say <<a>>", "say <<b>>", "say <<a>>", "say <<a>>"]
+    out = backend.generate(prompts, seed=3)
+    picks = backend.choose(["pick <<c>>", "pick <<c>>", "pick <<c>>"], [["x", "y"], ["x", "y"], ["y", "x"]], seed=3)
+    backend.close()
+    assert [g.text for g in out] == ["reply <<a>>", "reply <<b>>", "reply <<a>>", "reply <<a>>"]
+    assert [p.option for p in picks] == ["x", "x", "y"]
+    assert server.attempts["a"] == 1 and server.attempts["b"] == 1
+    assert server.attempts["c"] == 2  # the same prompt with other options is another request
+    assert sum(g.usage.calls for g in out) == 2 and sum(p.usage.calls for p in picks) == 2

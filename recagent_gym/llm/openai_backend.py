@@ -27,6 +27,7 @@ import threading
 import time
 import urllib.parse
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from dataclasses import replace
 from typing import Any, TypeVar
 
 import numpy as np
@@ -44,6 +45,7 @@ log = redacting_logger(__name__)
 for _client_logger in ("httpx", "httpx2", "openai"):  # their request and retry lines carry URLs and headers
     redacting_logger(_client_logger)
 T = TypeVar("T")
+K = TypeVar("K")
 
 # Local servers (vLLM, Ollama, llama.cpp) accept any key; the client library insists on one.
 PLACEHOLDER_KEY = "no-key-needed"
@@ -343,13 +345,15 @@ class OpenAIBackend:
         params: dict[str, Any] = {"max_tokens": max_tokens, "temperature": temperature}
         if stop:
             params["stop"] = list(stop)[:4]  # the API accepts at most four stop sequences
+        unique = list(dict.fromkeys(prompts))  # a prompt asked twice in one batch is sent once (see _spread)
         tasks = []
-        for prompt in prompts:
+        for prompt in unique:
             call = dict(params)
             if seed is not None:
                 call["seed"] = derive_seed(seed, prompt)  # per prompt, independent of its batch position
             tasks.append(self._generate_one(prompt, call))
-        return await _gather_in_order(tasks)
+        answers = dict(zip(unique, await _gather_in_order(tasks), strict=True))
+        return _spread(prompts, answers, lambda g: replace(g, usage=Usage()))
 
     def generate(
         self,
@@ -463,7 +467,10 @@ class OpenAIBackend:
         for i, opts in enumerate(options):
             if isinstance(opts, str) or len(opts) == 0:
                 raise ValueError(f"prompt {i}: options must be a non-empty sequence of strings")
-        return await _gather_in_order([self._choose_one(p, o, seed) for p, o in zip(prompts, options, strict=True)])
+        keys = [(p, tuple(o)) for p, o in zip(prompts, options, strict=True)]
+        unique = list(dict.fromkeys(keys))
+        answers = await _gather_in_order([self._choose_one(p, list(o), seed) for p, o in unique])
+        return _spread(keys, dict(zip(unique, answers, strict=True)), lambda c: replace(c, usage=Usage()))
 
     def choose(
         self, prompts: Sequence[str], options: Sequence[Sequence[str]], *, seed: int | None = None
@@ -489,6 +496,18 @@ class OpenAIBackend:
         self.reasks = int(state["reasks"])
         self.schema_fallbacks = int(state["schema_fallbacks"])
         self._use_schema = bool(state["use_schema"])
+
+
+def _spread(keys: Sequence[K], answers: dict[K, T], copy: Callable[[T], T]) -> list[T]:
+    """One answer per key, in order. Identical prompts of one batch (the same post compressed into several friends'
+    memories) were sent once: with per-prompt seeds a server gives them the same answer anyway. Repeats get the
+    answer with zero usage, since they cost no request."""
+    out: list[T] = []
+    seen: set[K] = set()
+    for key in keys:
+        out.append(answers[key] if key not in seen else copy(answers[key]))
+        seen.add(key)
+    return out
 
 
 async def _gather_in_order(tasks: Sequence[Awaitable[T]]) -> list[T]:
