@@ -139,3 +139,24 @@ def test_target_parsing_and_auto_choice(monkeypatch: pytest.MonkeyPatch) -> None
     assert OpenAIBackend(config).http_client == "lean"
     monkeypatch.setenv("HTTPS_PROXY", "http://proxy:3128")
     assert OpenAIBackend(config).http_client == "openai"  # only the openai client honours proxies
+
+
+def test_the_lean_client_never_imports_the_openai_package() -> None:
+    """Importing ``openai`` costs seconds of CPU, which a simulator's first round would pay inside its timer."""
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from recagent_gym.llm.config import LLMConfig\n"
+        "from recagent_gym.llm.local_server import LocalServer\n"
+        "from recagent_gym.llm.openai_backend import OpenAIBackend\n"
+        "with LocalServer() as s:\n"
+        "    b = OpenAIBackend(LLMConfig(backend='openai', base_url=s.base_url, model='m', http_client='lean'))\n"
+        "    b.generate(['hi']); b.choose(['pick'], [['a', 'b']]); b.close()\n"
+        "print('openai' in sys.modules)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    assert out.stdout.strip() == "False"

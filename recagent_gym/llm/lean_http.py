@@ -35,7 +35,7 @@ class HTTPStatusError(Exception):
 
     def __init__(self, status: int, headers: Mapping[str, str], body: bytes) -> None:
         self.status = status
-        self.headers = dict(headers)
+        self.headers = {str(k).lower(): str(v) for k, v in headers.items()}
         self.message = error_message(body)
         super().__init__(f"HTTP {status}: {self.message}")
 

@@ -166,11 +166,12 @@ class OpenAIBackend:
     def _ensure_pool(self) -> EndpointPool:
         # Created inside the loop that uses them: httpx connection pools belong to one event loop.
         if self._pool is None:
-            from openai import AsyncOpenAI
 
             def clients(url: str | None) -> list[Any]:
                 if self.http_client == "lean":
                     return [LeanClient(url or DEFAULT_BASE_URL, key) for key in self._keys]
+                from openai import AsyncOpenAI
+
                 return [
                     AsyncOpenAI(
                         api_key=key,
@@ -217,8 +218,6 @@ class OpenAIBackend:
 
     async def _complete(self, messages: list[dict[str, str]], **params: Any) -> tuple[Completion, float]:
         """One chat completion with retries; returns the checked reply and its latency (the last attempt's)."""
-        import openai
-
         pool = self._ensure_pool()
         attempts = self.config.max_retries + 1
         failed: Endpoint | None = None
@@ -256,8 +255,6 @@ class OpenAIBackend:
                     delay,
                 )
                 await asyncio.sleep(delay)
-            except openai.APIStatusError as exc:
-                raise self._error(f"HTTP {exc.status_code} (not retried): {exc}") from None
             except HTTPStatusError as exc:
                 raise self._error(f"HTTP {exc.status} (not retried): {exc.message}") from None
         raise AssertionError("unreachable")  # pragma: no cover
@@ -268,14 +265,12 @@ class OpenAIBackend:
 
     async def _attempt(self, client: Any, messages: list[dict[str, str]], params: dict[str, Any]) -> Completion:
         """One HTTP attempt, bounded as a whole by ``timeout_s``; retryable failures raise :class:`_Retryable`."""
-        import openai
-
         timeout = self.config.timeout_s
         try:
             body = await asyncio.wait_for(self._post(client, messages, params), timeout=timeout)
         except TimeoutError as exc:
             raise _Retryable(f"timed out (no complete reply within timeout_s={timeout:g} s)") from exc
-        except HTTPStatusError as exc:  # the lean client's non-2xx replies
+        except HTTPStatusError as exc:
             if exc.status == 429:
                 raise _Retryable("429 rate limited", _retry_after_seconds(exc.headers)) from exc
             if exc.status >= 500 or exc.status in (408, 409):
@@ -283,18 +278,6 @@ class OpenAIBackend:
             raise
         except (OSError, asyncio.IncompleteReadError) as exc:  # the lean client's connection failures
             raise _Retryable(f"connection failed ({type(exc).__name__})") from exc
-        except openai.RateLimitError as exc:
-            raise _Retryable("429 rate limited", _retry_after_seconds(exc.response.headers)) from exc
-        except openai.APITimeoutError as exc:
-            raise _Retryable(f"timed out (timeout_s={timeout:g} s)") from exc
-        except openai.APIConnectionError as exc:
-            raise _Retryable(f"connection failed ({type(exc.__cause__).__name__})") from exc
-        except openai.APIResponseValidationError as exc:
-            raise _Retryable("malformed response body") from exc
-        except openai.APIStatusError as exc:
-            if exc.status_code >= 500 or exc.status_code in (408, 409):
-                raise _Retryable(f"HTTP {exc.status_code}", _retry_after_seconds(exc.response.headers)) from exc
-            raise
         try:
             return parse_completion(body)
         except MalformedReply as exc:
@@ -306,9 +289,25 @@ class OpenAIBackend:
             return await client.post_json(
                 "/chat/completions", {"model": self.config.model, "messages": messages, **params}
             )
-        raw = await client.chat.completions.with_raw_response.create(
-            model=self.config.model, messages=messages, **params
-        )
+        return await self._post_sdk(client, messages, params)
+
+    async def _post_sdk(self, client: Any, messages: list[dict[str, str]], params: dict[str, Any]) -> bytes:
+        """:meth:`_post` through the ``openai`` client, its errors turned into the lean client's (imported here
+        only: the package costs seconds to import)."""
+        import openai
+
+        try:
+            raw = await client.chat.completions.with_raw_response.create(
+                model=self.config.model, messages=messages, **params
+            )
+        except openai.APITimeoutError as exc:
+            raise _Retryable(f"timed out (timeout_s={self.config.timeout_s:g} s)") from exc
+        except openai.APIConnectionError as exc:
+            raise _Retryable(f"connection failed ({type(exc.__cause__).__name__})") from exc
+        except openai.APIResponseValidationError as exc:
+            raise _Retryable("malformed response body") from exc
+        except openai.APIStatusError as exc:
+            raise HTTPStatusError(exc.status_code, exc.response.headers, exc.response.content) from exc
         return bytes(raw.http_response.content)  # read in full by the client (not a streamed request)
 
     def _backoff(self, attempt: int, retry_after: float | None) -> float:
