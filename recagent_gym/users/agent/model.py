@@ -31,7 +31,7 @@ from recagent_gym.prompts.checked import generate_checked
 from recagent_gym.users.agent.agents import Agents
 from recagent_gym.users.agent.clock import clock_text
 from recagent_gym.users.agent.feelings import FeelingJob, write_feelings
-from recagent_gym.users.agent.page import PageDecider, Prepared
+from recagent_gym.users.agent.page import AgentInput, PageDecider, Prepared
 from recagent_gym.users.agent.score_cache import cached_score_requests
 from recagent_gym.users.agent.scoring import ScoringRequest
 from recagent_gym.users.agent.social_round import social_round
@@ -56,8 +56,27 @@ class LLMUserModel(Agents):
 
     @cached_property
     def _pages(self) -> PageDecider:
-        """The page decider over this population (the constructor is :class:`Agents`'s: one owner)."""
-        return PageDecider(self)
+        """The page decider: the shared pieces only; each request brings its agent's state (:meth:`_agent_input`)."""
+        return PageDecider(
+            llm=self.llm,
+            config=self.config,
+            strategy=self.strategy,
+            items=self.items,
+            vectors=self.vectors,
+            score_cache=self.score_cache,
+        )
+
+    def _agent_input(self, ctx: Context) -> AgentInput:
+        u = ctx.user_id
+        heard = self.heard_item(u, ctx.heard)
+        return AgentInput(
+            session=self.session(u),
+            state=self.agent(u),
+            memory=self.memory(u),
+            profile=self.profiles[u],
+            profile_text=self.profile_text(u, "recommender"),
+            heard_title=None if heard is None else self.title(heard),
+        )
 
     # -- UserModel protocol ---------------------------------------------------------------------------------------
 
@@ -100,7 +119,7 @@ class LLMUserModel(Agents):
             ]
         )
         prepared = [
-            Prepared(page, ctx, rng, perm, shown, seed, block)
+            Prepared(page, ctx, rng, perm, shown, seed, block, self._agent_input(ctx))
             for (page, _), rng, (ctx, shown, perm, seed), block in zip(requests, rngs, drawn, blocks, strict=True)
         ]
         responses = self._pages.decide(prepared)
