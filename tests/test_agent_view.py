@@ -73,3 +73,43 @@ def test_the_deciders_prompt_fragments_come_from_templates() -> None:
     assert (TEMPLATE_DIR / "search_query_hint.txt").read_text().strip() == "{name} recently heard about {title}."
     assert search_query.hint(name="Ann", heard_title="Heat") == " Ann recently heard about Heat."
     assert search_query.hint(name="Ann", heard_title=None) == ""
+
+
+def test_prefetched_feelings_and_notes_leave_nothing_for_the_session_end() -> None:
+    """Issue 17: a pipeline prepares a watch's feeling and the compression of the queued notes beside its next page;
+    the session's end then stores them without asking the model again, with the same records as without."""
+    from recagent_gym.llm.testing import HashingEmbedder, ScriptedLLM
+    from recagent_gym.users.agent.model import LLMUserModel
+    from tests._agent_fixtures import make_config
+    from tests._memory_fixtures import memory_llm
+    from tests.test_agent import run_session
+
+    def build() -> tuple[LLMUserModel, ScriptedLLM]:
+        llm = taste_llm()
+        llm._rules = memory_llm()._rules + llm._rules  # memory prompts answered validly
+        config = make_config({"user": {"watch_threshold": -20.0}, "memory": {"sensory": True, "sensory_min_chars": 5}})
+        model = LLMUserModel(
+            tiny_dataset(), config.user, llm, HashingEmbedder(32), social=config.social, memory=config.memory
+        )
+        return model, llm
+
+    ahead, llm = build()
+    run_session(ahead, 0, seed=0, pages=2)
+    ahead.end_sessions([0])
+    job = ahead.prefetch(0)
+    assert job is not None
+    job()
+    asked = len(llm.history)
+    ahead.write_sessions_of([0])
+    late = [h["prompt"] for h in llm.history[asked:]]
+    assert not any(p.rstrip().endswith("Sentence:") for p in late)  # every note was compressed ahead
+    assert not any("felt" in p or "feel" in p for p in late)  # the feeling too
+
+    plain, plain_llm = build()
+    run_session(plain, 0, seed=0, pages=2)
+    plain.end_sessions([0])
+    asked = len(plain_llm.history)
+    plain.write_sessions_of([0])
+    assert any(h["prompt"].rstrip().endswith("Sentence:") for h in plain_llm.history[asked:])  # there was work
+    assert [r.content for r in ahead.memory(0).records()] == [r.content for r in plain.memory(0).records()]
+    assert ahead.agent(0).feelings.keys() == plain.agent(0).feelings.keys()

@@ -147,6 +147,10 @@ def _compress(
     asks: list[_Ask] = []
     positions: list[int] = []
     for pos, (memory, obs) in enumerate(jobs):
+        ready = memory.sensory.compressed.pop(obs, None)
+        if ready is not None:  # compressed ahead (precompress): the same prompt and seed, asked earlier
+            contents[pos], levels[pos] = ready
+            continue
         if not memory.sensory.needs_compression(obs):
             continue
         cfg = memory.config
@@ -239,6 +243,23 @@ def _importance(
         for choice in choices:
             report.usage += choice.usage
     return scores
+
+
+def precompress(memory: WritableMemory, observations: Sequence[Observation]) -> None:
+    """Compress ``observations`` of ``memory`` now, for its next flush (which then stores them without asking).
+
+    The prompts and the seed are the flush's own (the memory's sensory seed for its next flush), so a backend that
+    answers per prompt and seed (remote servers, the scripted model) gives the flush the same records either way;
+    an agent's pipeline runs this beside its next page, off the round's critical path.
+    """
+    lock = getattr(memory, "lock", None) or threading.RLock()
+    with lock:  # two jobs ahead on one memory would race on its usage and counters
+        jobs = [(memory, o) for o in observations if o not in memory.sensory.compressed]
+        if not jobs:
+            return
+        contents, known = _compress(jobs, memory.next_seed(STAGE_SENSORY), FlushReport())
+        for (_, obs), content, level in zip(jobs, contents, known, strict=True):
+            memory.sensory.compressed[obs] = (content, level)
 
 
 def flush_memories(

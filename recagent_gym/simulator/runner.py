@@ -19,7 +19,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -56,7 +56,13 @@ from recagent_gym.simulator.social_step import apply_round_social, plan_round_so
 from recagent_gym.simulator.summary import summarise
 from recagent_gym.simulator.world import World, build_recommender_for, build_world
 from recagent_gym.users.agent.profile_view import ProfileTexts
-from recagent_gym.users.agent.social_round import Delivery, SocialPlan, deliver, generate_social
+from recagent_gym.users.agent.social_round import (
+    Delivery,
+    SocialPlan,
+    deliver,
+    generate_social,
+    precompress_deliveries,
+)
 from recagent_gym.users.profiles import Profile
 
 log = logging.getLogger(__name__)
@@ -298,15 +304,21 @@ class Simulation:
         ctx = self._context(r, t, bar)
         in_session = frozenset(users)
         workers = max(2, min(len(users) + 1, PIPELINE_THREADS))
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="agent") as pool:
-            social = pool.submit(self._social_chain, plan, r, in_session) if plan is not None else None
+        with (
+            ThreadPoolExecutor(max_workers=workers, thread_name_prefix="agent") as pool,
+            ThreadPoolExecutor(max_workers=workers, thread_name_prefix="ahead") as ahead,
+        ):
+            social = pool.submit(self._social_chain, plan, r, in_session, ahead) if plan is not None else None
 
             def receive(user: int) -> None:  # an agent's social notes, after its last page and before its writes
                 if social is not None:
-                    deliver(self.model, user, social.result()[1].get(user, ()), t)
+                    _, deferred, compressing = social.result()
+                    if user in compressing:
+                        compressing[user].result()
+                    deliver(self.model, user, deferred.get(user, ()), t)
 
             chains = [
-                pool.submit(run_chain, self.kernel, slot, ctx, np.random.default_rng(seed), self.model, receive)
+                pool.submit(run_chain, self.kernel, slot, ctx, np.random.default_rng(seed), self.model, receive, ahead)
                 for slot, seed in zip(slots, page_seeds, strict=True)
             ]
             results = [c.result() for c in chains]
@@ -321,15 +333,20 @@ class Simulation:
         return events
 
     def _social_chain(
-        self, plan: SocialPlan, r: int, in_session: frozenset[int]
-    ) -> tuple[list[Event], dict[int, list[Delivery]]]:
+        self, plan: SocialPlan, r: int, in_session: frozenset[int], ahead: ThreadPoolExecutor
+    ) -> tuple[list[Event], dict[int, list[Delivery]], dict[int, Future[None]]]:
         """The social agents' chain: their chats and posts, delivered to everyone not in a session now, whose
-        memories are then written; the deliveries for agents in a session are returned for their chains."""
+        memories are then written; the deliveries for agents in a session are returned for their chains, with the
+        compression of those notes started ahead (``ahead``) for each of them."""
         answer = generate_social(self.model, plan)
         events, applied = apply_round_social(self.model, plan, answer, r, defer=in_session)
+        compressing = {
+            u: ahead.submit(precompress_deliveries, self.model.memory(u), deliveries, plan.time_h)
+            for u, deliveries in applied.deferred.items()
+        }
         if applied.touched:
             self.model.memory_backend.flush([self.model.memory(u) for u in sorted(applied.touched)], plan.time_h)
-        return events, applied.deferred
+        return events, applied.deferred, compressing
 
     def _waves(self) -> dict[str, int]:
         waves = getattr(self.world.llm, "waves", None)

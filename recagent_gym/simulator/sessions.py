@@ -10,6 +10,7 @@ page step costs one LLM wave, not one plus the writing waves of the sessions tha
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
+from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -131,9 +132,12 @@ def run_chain(
     rng: np.random.Generator,
     model: Any,
     before_writes: Callable[[int], None] | None = None,
+    background: Executor | None = None,
 ) -> ChainResult:
     """One agent's round as its own chain (the per-agent pipeline): its pages one after the other until its session
-    ends, then (after ``before_writes(user)``: the social notes it receives) its feelings and memory writes.
+    ends, then (after ``before_writes(user)``: the social notes it receives) its feelings and memory writes. With
+    ``background``, what those writes need is prepared beside the next page (the model's ``prefetch``: a watch's
+    feeling, the compression of the queued notes), so the end of the chain is short.
 
     Many chains run at once in threads; each touches only its own agent's state, and the recommender's online
     learning is returned (``observed``) for the caller to apply in a fixed order, so the result does not depend
@@ -141,6 +145,8 @@ def run_chain(
     """
     events: list[Event] = []
     observed: list[tuple[dict[str, Any], bool]] = []
+    ahead: list[Future[None]] = []
+    prefetch = getattr(model, "prefetch", None) if background is not None and slot.responder is model else None
     while not slot.done:
         page, randoms = ctx.page(slot, rng)
         [result] = kernel.step_sessions([slot.lane.session], [page], [slot.responder])  # type: ignore[list-item]
@@ -150,6 +156,11 @@ def run_chain(
         observed.append((info, result.done))
         events.extend(_step_events(slot, info, randoms, ctx, result.truncated))
         slot.done = result.done
+        job = prefetch(slot.user) if prefetch is not None else None
+        if job is not None:
+            ahead.append(background.submit(job))  # type: ignore[union-attr]
+    for future in ahead:
+        future.result()
     if before_writes is not None:
         before_writes(slot.user)
     write = getattr(model, "write_sessions_of", None)

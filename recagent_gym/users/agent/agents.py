@@ -89,6 +89,8 @@ class Agents:
         self._ended: list[SessionState] = []
         """Ended sessions whose feelings and memory flush wait for ``write_ended``."""
         self._ended_lock = threading.Lock()
+        self._ready_feelings: dict[int, tuple[Any, Any]] = {}
+        """Feelings written ahead by a pipeline's :meth:`prefetch`, by ``id`` of their pending entry (transient)."""
         """Guards ``_ended``: the simulator's per-agent pipelines end and write sessions from several threads."""
         self._memories: dict[int, Any] = {}
         self.score_cache = ScoreCache() if config.score_cache else None  # see users/agent/score_cache.py

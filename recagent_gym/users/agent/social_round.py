@@ -21,6 +21,9 @@ import numpy as np
 
 from recagent_gym.llm.protocol import LanguageModel
 from recagent_gym.llm.seeding import SEED_HIGH
+from recagent_gym.memory.agent_memory import AgentMemory
+from recagent_gym.memory.sensory import Observation
+from recagent_gym.memory.writer import precompress
 from recagent_gym.prompts import memory_notes
 from recagent_gym.social.chat import ChatResult, Speaker, run_chats
 from recagent_gym.social.post import PostResult, write_posts
@@ -194,6 +197,13 @@ def deliver(model: Agents, user_id: int, deliveries: Sequence[Delivery], time_h:
         model.memory(user_id).observe([d.note], time_h, kind=d.kind)
         if d.heard or d.heard_kind:
             model.hear(user_id, list(d.heard), time_h, source=d.source, kind=d.heard_kind)
+
+
+def precompress_deliveries(memory: Any, deliveries: Sequence[Delivery], time_h: float) -> None:
+    """Compress the notes of ``deliveries`` ahead of their delivery (the paper's memory only): the same
+    observations :func:`deliver` will queue, so the flush after it finds them done."""
+    if isinstance(memory, AgentMemory) and memory.enabled and deliveries:
+        precompress(memory, [Observation(" ".join(d.note.split()), float(time_h), d.kind) for d in deliveries])  # type: ignore[arg-type]
 
 
 @dataclass
