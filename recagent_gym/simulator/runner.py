@@ -6,8 +6,12 @@ Each round (``simulation.interval_hours`` of simulated time):
 2. agents are activated (:mod:`.activation`); active agents choose what to do (the agent's ``take_action``: one
    batched ``choose`` with behaviour priors), a human player chooses from the terminal;
 3. ``recommender`` agents run a session (:mod:`.sessions`), ``social`` agents chat or post (:mod:`.social_step`),
-   the rest do nothing. The social agents' LLM calls run beside the sessions' page loop (``overlap_social``);
-   the ended sessions' feelings and every memory touched this round are then written in one batch;
+   the rest do nothing. With per-agent pipelines (``simulation.pipelines``, remote backends) each recommender agent
+   runs its round as its own chain (pages; then its social notes, feelings and memory writes, prepared beside its
+   pages) and the social agents theirs, all at once, so a round costs about the longest chain; the recommender
+   learns the round's watches in agent order afterwards. Otherwise (the embedded model) the stages run in turn,
+   each one batch for all agents: the social agents' calls beside the page loop (``overlap_social``), then the
+   ended sessions' feelings and every memory touched this round in one batch;
 4. the round's events are appended to the log, the interaction table and summary are rewritten, and the complete
    state is checkpointed atomically. A process killed at any moment loses at most the round in progress.
 """
