@@ -33,7 +33,7 @@ def _backend(server: LocalServer, keys: int, concurrency: int) -> OpenAIBackend:
 
 
 def _timed(backend: OpenAIBackend, n: int) -> float:
-    backend.generate(["warm up"] * len(backend._keys), max_tokens=8)  # client start-up is not part of the timing
+    backend.generate([f"warm up {k}" for k in range(len(backend._keys))], max_tokens=8)  # start-up is not timed
     started = time.perf_counter()
     out = backend.generate([f"hello {k}" for k in range(n)], max_tokens=8)
     assert len(out) == n

@@ -18,9 +18,20 @@ from tests._llm_server import FaultServer
 
 KEYS = ["sk-unit-test-key-number-one-0001", "sk-unit-test-key-number-two-0002"]
 
+HTTP_CLIENT = ["lean"]
+"""The HTTP client of the backends built by ``_backend`` (every test runs with both)."""
+
+
+@pytest.fixture(autouse=True, params=["lean", "openai"])
+def http_client(request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
+    HTTP_CLIENT[0] = request.param
+    yield request.param
+    HTTP_CLIENT[0] = "lean"
+
 
 def _backend(server: FaultServer, **overrides: object) -> OpenAIBackend:
     values: dict[str, object] = {
+        "http_client": HTTP_CLIENT[0],
         "backend": "openai",
         "base_url": server.base_url,
         "model": "test-model",
@@ -190,3 +201,16 @@ def test_keys_from_env_never_leak(server: FaultServer, monkeypatch: pytest.Monke
         for secret in secrets:
             assert secret not in text
     llm.close()
+
+
+def test_a_prompt_repeated_in_one_batch_is_sent_once(server: FaultServer) -> None:
+    backend = _backend(server)
+    prompts = ["say <<a>>", "say <<b>>", "say <<a>>", "say <<a>>"]
+    out = backend.generate(prompts, seed=3)
+    picks = backend.choose(["pick <<c>>", "pick <<c>>", "pick <<c>>"], [["x", "y"], ["x", "y"], ["y", "x"]], seed=3)
+    backend.close()
+    assert [g.text for g in out] == ["reply <<a>>", "reply <<b>>", "reply <<a>>", "reply <<a>>"]
+    assert [p.option for p in picks] == ["x", "x", "y"]
+    assert server.attempts["a"] == 1 and server.attempts["b"] == 1
+    assert server.attempts["c"] == 2  # the same prompt with other options is another request
+    assert sum(g.usage.calls for g in out) == 2 and sum(p.usage.calls for p in picks) == 2

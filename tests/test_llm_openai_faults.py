@@ -24,9 +24,20 @@ from tests._sim_fixtures import make_embedder, settings
 
 KEY = "sk-faults-test-key-0123456789abcdef"
 
+HTTP_CLIENT = ["lean"]
+"""The HTTP client of the backends built by ``_backend`` (every test runs with both)."""
+
+
+@pytest.fixture(autouse=True, params=["lean", "openai"])
+def http_client(request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
+    HTTP_CLIENT[0] = request.param
+    yield request.param
+    HTTP_CLIENT[0] = "lean"
+
 
 def _backend(server: FaultServer | str, **overrides: object) -> OpenAIBackend:
     values: dict[str, object] = {
+        "http_client": HTTP_CLIENT[0],
         "backend": "openai",
         "base_url": server if isinstance(server, str) else server.base_url,
         "model": "test-model",

@@ -442,3 +442,26 @@ def test_state_of_another_implementation_is_refused():
     state = make_memory().get_state()
     with pytest.raises(ValueError, match="implementation"):
         make_memory(implementation="long_term_only").set_state(state)
+
+
+def test_insights_and_reflection_of_one_flush_are_asked_at_once():
+    """Issue 17: the two are independent questions, so a flush costs one LLM wave for both, not two in a row."""
+    import threading
+
+    meeting = threading.Barrier(2, timeout=10)  # broken (an error) unless both calls are in flight together
+
+    class Meeting(type(memory_llm())):  # type: ignore[misc]
+        def generate(self, prompts, **kwargs):  # type: ignore[no-untyped-def]
+            if prompts[0].rstrip().endswith(("Insight:", "1.")):
+                meeting.wait()
+            return super().generate(prompts, **kwargs)
+
+    llm = memory_llm()
+    llm.__class__ = Meeting
+    mem = make_memory(llm=llm, enhance_count=2, sensory=False, score_importance=False, reflection_threshold=2.0,
+                      write_mode="inline")  # fmt: skip
+    for t, text in enumerate(["Ann watched a crime film", "Ann watched a comedy", "Ann liked another crime story"]):
+        mem.observe(text, float(t + 1))
+    report = mem.observe("Ann saw a crime thriller", 4.0)
+    assert report is not None and report.promoted == 1 and report.reflections == 1
+    assert [r.kind for r in mem.long_term.all_records()].count("insight") == 3  # the promotion's, then two reflected

@@ -7,17 +7,19 @@ client gets ``k`` fake keys (round-robin) and ``max_concurrency = k x per-key co
 throughput exactly as in the paper. ``embedded`` points run Gemma 3 270M in-process (no keys).
 
 Measured per point: each round's wall seconds (the simulator's own ``rounds`` record: activation, LLM calls,
-sessions, social actions; the checkpoint written after it is timed apart, ``checkpoint_s``), LLM calls and tokens per
-round, the server's request count and requests per key, **requests per agent-round** (server requests / active
+sessions, social actions; the checkpoint written after it is timed apart, ``checkpoint_s``), LLM calls and tokens
+per round, the server's request count and requests per key, **requests per agent-round** (server requests / active
 agents summed over rounds), **prompt tokens per request**, the **longest sequential chain per round** (``waves``:
-batched LLM calls of the busiest thread, :meth:`~recagent_gym.llm.accounting.UsageMeter.waves`), the **chain per
-agent** (estimated from its events: take action, one decision per page, one query per search, one feeling call if it
-watched, one memory summary; mean and max over agent-rounds), the **CPU floor** (``--cpu-floor``: the same point
-again at zero latency, so what is left is this process's CPU and the loopback server) and the process's **peak
-memory** (max RSS after the point). **Time per behaviour** is the sum of the ``latency_s`` of the events of that
-kind in the event log, i.e. the LLM latency the agent's usage accounting attributes to the event: *page decision*
-(``watch``, ``next``, ``leave``, ``search``), ``chat``, ``post``. Calls outside events (take-action choice, memory
-writing) appear only in the all-calls row; concurrent calls overlap, so latencies sum to more than wall time.
+batched LLM calls of the busiest thread, :meth:`~recagent_gym.llm.accounting.UsageMeter.waves`; with per-agent
+pipelines the take-action call plus the longest agent chain, :func:`~recagent_gym.simulator.runner.round_waves`),
+the **chain per agent** (estimated from its events: take action, one decision per page, one query per search, one
+feeling call if it watched, one memory summary; mean and max over agent-rounds), the **CPU floor** (``--cpu-floor``:
+the same point again at zero latency, so what is left is this process's CPU and the loopback server) and the
+process's **peak memory** (max RSS after the point). **Time per behaviour** is the sum of the ``latency_s`` of the
+events of that kind in the event log, i.e. the LLM latency the agent's usage accounting attributes to the event:
+*page decision* (``watch``, ``next``, ``leave``, ``search``), ``chat``, ``post``. Calls outside events (take-action
+choice, memory writing) appear only in the all-calls row; concurrent calls overlap, so latencies sum to more than
+wall time.
 """
 
 from __future__ import annotations

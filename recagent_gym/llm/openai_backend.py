@@ -22,16 +22,19 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import json
+import os
 import threading
 import time
 import urllib.parse
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from dataclasses import replace
 from typing import Any, TypeVar
 
 import numpy as np
 
 from recagent_gym.llm.config import LLMConfig
 from recagent_gym.llm.endpoints import Endpoint, EndpointPool
+from recagent_gym.llm.lean_http import PROXY_VARIABLES, HTTPStatusError, LeanClient
 from recagent_gym.llm.openai_reply import Completion, MalformedReply, parse_completion
 from recagent_gym.llm.protocol import Choice, Generation, LLMError, Usage
 from recagent_gym.llm.secrets import redact, redacting_logger, resolve_api_keys
@@ -42,6 +45,7 @@ log = redacting_logger(__name__)
 for _client_logger in ("httpx", "httpx2", "openai"):  # their request and retry lines carry URLs and headers
     redacting_logger(_client_logger)
 T = TypeVar("T")
+K = TypeVar("K")
 
 # Local servers (vLLM, Ollama, llama.cpp) accept any key; the client library insists on one.
 PLACEHOLDER_KEY = "no-key-needed"
@@ -96,6 +100,16 @@ def _retry_after_seconds(headers: Any) -> float | None:
     return max(0.0, when.timestamp() - time.time())
 
 
+def resolve_http_client(setting: str, *, custom: bool = False) -> str:
+    """``auto``: the lean client unless a proxy is configured in the environment or a custom HTTP client is given
+    (both need the ``openai`` client)."""
+    if setting != "auto":
+        return setting
+    if custom or any(os.environ.get(name) for name in PROXY_VARIABLES):
+        return "openai"
+    return "lean"
+
+
 class OpenAIBackend:
     """:class:`~recagent_gym.llm.protocol.LanguageModel` over the ``openai`` client; see the module docstring.
 
@@ -116,6 +130,8 @@ class OpenAIBackend:
         self._keys = [k.get_secret_value() for k in keys] or [PLACEHOLDER_KEY]
         self._http_client_factory = http_client_factory
         self._use_schema = config.structured_output != "text"
+        self.http_client = resolve_http_client(config.http_client, custom=http_client_factory is not None)
+        """``lean`` (:mod:`~recagent_gym.llm.lean_http`) or ``openai`` (the ``openai`` package's client)."""
         self._jitter = np.random.default_rng(derive_seed(config.seed, "backoff"))
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -150,9 +166,12 @@ class OpenAIBackend:
     def _ensure_pool(self) -> EndpointPool:
         # Created inside the loop that uses them: httpx connection pools belong to one event loop.
         if self._pool is None:
-            from openai import AsyncOpenAI
 
             def clients(url: str | None) -> list[Any]:
+                if self.http_client == "lean":
+                    return [LeanClient(url or DEFAULT_BASE_URL, key) for key in self._keys]
+                from openai import AsyncOpenAI
+
                 return [
                     AsyncOpenAI(
                         api_key=key,
@@ -199,8 +218,6 @@ class OpenAIBackend:
 
     async def _complete(self, messages: list[dict[str, str]], **params: Any) -> tuple[Completion, float]:
         """One chat completion with retries; returns the checked reply and its latency (the last attempt's)."""
-        import openai
-
         pool = self._ensure_pool()
         attempts = self.config.max_retries + 1
         failed: Endpoint | None = None
@@ -238,8 +255,8 @@ class OpenAIBackend:
                     delay,
                 )
                 await asyncio.sleep(delay)
-            except openai.APIStatusError as exc:
-                raise self._error(f"HTTP {exc.status_code} (not retried): {exc}") from None
+            except HTTPStatusError as exc:
+                raise self._error(f"HTTP {exc.status} (not retried): {exc.message}") from None
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _error(self, text: str) -> LLMError:
@@ -248,25 +265,19 @@ class OpenAIBackend:
 
     async def _attempt(self, client: Any, messages: list[dict[str, str]], params: dict[str, Any]) -> Completion:
         """One HTTP attempt, bounded as a whole by ``timeout_s``; retryable failures raise :class:`_Retryable`."""
-        import openai
-
         timeout = self.config.timeout_s
         try:
             body = await asyncio.wait_for(self._post(client, messages, params), timeout=timeout)
         except TimeoutError as exc:
             raise _Retryable(f"timed out (no complete reply within timeout_s={timeout:g} s)") from exc
-        except openai.RateLimitError as exc:
-            raise _Retryable("429 rate limited", _retry_after_seconds(exc.response.headers)) from exc
-        except openai.APITimeoutError as exc:
-            raise _Retryable(f"timed out (timeout_s={timeout:g} s)") from exc
-        except openai.APIConnectionError as exc:
-            raise _Retryable(f"connection failed ({type(exc.__cause__).__name__})") from exc
-        except openai.APIResponseValidationError as exc:
-            raise _Retryable("malformed response body") from exc
-        except openai.APIStatusError as exc:
-            if exc.status_code >= 500 or exc.status_code in (408, 409):
-                raise _Retryable(f"HTTP {exc.status_code}", _retry_after_seconds(exc.response.headers)) from exc
+        except HTTPStatusError as exc:
+            if exc.status == 429:
+                raise _Retryable("429 rate limited", _retry_after_seconds(exc.headers)) from exc
+            if exc.status >= 500 or exc.status in (408, 409):
+                raise _Retryable(f"HTTP {exc.status}", _retry_after_seconds(exc.headers)) from exc
             raise
+        except (OSError, asyncio.IncompleteReadError) as exc:  # the lean client's connection failures
+            raise _Retryable(f"connection failed ({type(exc).__name__})") from exc
         try:
             return parse_completion(body)
         except MalformedReply as exc:
@@ -274,9 +285,29 @@ class OpenAIBackend:
 
     async def _post(self, client: Any, messages: list[dict[str, str]], params: dict[str, Any]) -> bytes:
         """The raw body of one completion request (read whole; the caller checks its shape)."""
-        raw = await client.chat.completions.with_raw_response.create(
-            model=self.config.model, messages=messages, **params
-        )
+        if isinstance(client, LeanClient):
+            return await client.post_json(
+                "/chat/completions", {"model": self.config.model, "messages": messages, **params}
+            )
+        return await self._post_sdk(client, messages, params)
+
+    async def _post_sdk(self, client: Any, messages: list[dict[str, str]], params: dict[str, Any]) -> bytes:
+        """:meth:`_post` through the ``openai`` client, its errors turned into the lean client's (imported here
+        only: the package costs seconds to import)."""
+        import openai
+
+        try:
+            raw = await client.chat.completions.with_raw_response.create(
+                model=self.config.model, messages=messages, **params
+            )
+        except openai.APITimeoutError as exc:
+            raise _Retryable(f"timed out (timeout_s={self.config.timeout_s:g} s)") from exc
+        except openai.APIConnectionError as exc:
+            raise _Retryable(f"connection failed ({type(exc.__cause__).__name__})") from exc
+        except openai.APIResponseValidationError as exc:
+            raise _Retryable("malformed response body") from exc
+        except openai.APIStatusError as exc:
+            raise HTTPStatusError(exc.status_code, exc.response.headers, exc.response.content) from exc
         return bytes(raw.http_response.content)  # read in full by the client (not a streamed request)
 
     def _backoff(self, attempt: int, retry_after: float | None) -> float:
@@ -313,13 +344,15 @@ class OpenAIBackend:
         params: dict[str, Any] = {"max_tokens": max_tokens, "temperature": temperature}
         if stop:
             params["stop"] = list(stop)[:4]  # the API accepts at most four stop sequences
+        unique = list(dict.fromkeys(prompts))  # a prompt asked twice in one batch is sent once (see _spread)
         tasks = []
-        for prompt in prompts:
+        for prompt in unique:
             call = dict(params)
             if seed is not None:
                 call["seed"] = derive_seed(seed, prompt)  # per prompt, independent of its batch position
             tasks.append(self._generate_one(prompt, call))
-        return await _gather_in_order(tasks)
+        answers = dict(zip(unique, await _gather_in_order(tasks), strict=True))
+        return _spread(prompts, answers, lambda g: replace(g, usage=Usage()))
 
     def generate(
         self,
@@ -433,7 +466,10 @@ class OpenAIBackend:
         for i, opts in enumerate(options):
             if isinstance(opts, str) or len(opts) == 0:
                 raise ValueError(f"prompt {i}: options must be a non-empty sequence of strings")
-        return await _gather_in_order([self._choose_one(p, o, seed) for p, o in zip(prompts, options, strict=True)])
+        keys = [(p, tuple(o)) for p, o in zip(prompts, options, strict=True)]
+        unique = list(dict.fromkeys(keys))
+        answers = await _gather_in_order([self._choose_one(p, list(o), seed) for p, o in unique])
+        return _spread(keys, dict(zip(unique, answers, strict=True)), lambda c: replace(c, usage=Usage()))
 
     def choose(
         self, prompts: Sequence[str], options: Sequence[Sequence[str]], *, seed: int | None = None
@@ -459,6 +495,18 @@ class OpenAIBackend:
         self.reasks = int(state["reasks"])
         self.schema_fallbacks = int(state["schema_fallbacks"])
         self._use_schema = bool(state["use_schema"])
+
+
+def _spread(keys: Sequence[K], answers: dict[K, T], copy: Callable[[T], T]) -> list[T]:
+    """One answer per key, in order. Identical prompts of one batch (the same post compressed into several friends'
+    memories) were sent once: with per-prompt seeds a server gives them the same answer anyway. Repeats get the
+    answer with zero usage, since they cost no request."""
+    out: list[T] = []
+    seen: set[K] = set()
+    for key in keys:
+        out.append(answers[key] if key not in seen else copy(answers[key]))
+        seen.add(key)
+    return out
 
 
 async def _gather_in_order(tasks: Sequence[Awaitable[T]]) -> list[T]:

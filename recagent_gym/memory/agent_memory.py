@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict
@@ -58,6 +59,8 @@ class AgentMemory:
         self.seed = int(seed)
         impl = config.implementation
         self.sensory = SensoryMemory(config)
+        self.lock = threading.RLock()
+        """Serialises work done ahead on this memory from several threads (:func:`~.writer.precompress`)."""
         self.short_term: ShortTermMemory | None = (
             ShortTermMemory(config, promote=impl == "recagent") if impl in ("recagent", "short_term_only") else None
         )

@@ -29,6 +29,9 @@ class SensoryMemory:
     def __init__(self, config: MemoryConfig) -> None:
         self.config = config
         self.pending: list[Observation] = []
+        self.compressed: dict[Observation, tuple[str, float | None]] = {}
+        """Observations compressed ahead of their flush (:func:`~recagent_gym.memory.writer.precompress`): content
+        and importance (None: still to score). Transient: a flush without it asks the same prompts again."""
 
     def push(self, texts: Sequence[str], time_h: float, kind: MemoryKind, *, owner: str) -> None:
         if kind not in MEMORY_KINDS:

@@ -17,6 +17,7 @@ Memories sharing a language model (or an embedder) share each call; distinct mod
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -146,6 +147,10 @@ def _compress(
     asks: list[_Ask] = []
     positions: list[int] = []
     for pos, (memory, obs) in enumerate(jobs):
+        ready = memory.sensory.compressed.pop(obs, None)
+        if ready is not None:  # compressed ahead (precompress): the same prompt and seed, asked earlier
+            contents[pos], levels[pos] = ready
+            continue
         if not memory.sensory.needs_compression(obs):
             continue
         cfg = memory.config
@@ -240,6 +245,23 @@ def _importance(
     return scores
 
 
+def precompress(memory: WritableMemory, observations: Sequence[Observation]) -> None:
+    """Compress ``observations`` of ``memory`` now, for its next flush (which then stores them without asking).
+
+    The prompts and the seed are the flush's own (the memory's sensory seed for its next flush), so a backend that
+    answers per prompt and seed (remote servers, the scripted model) gives the flush the same records either way;
+    an agent's pipeline runs this beside its next page, off the round's critical path.
+    """
+    lock = getattr(memory, "lock", None) or threading.RLock()
+    with lock:  # two jobs ahead on one memory would race on its usage and counters
+        jobs = [(memory, o) for o in observations if o not in memory.sensory.compressed]
+        if not jobs:
+            return
+        contents, known = _compress(jobs, memory.next_seed(STAGE_SENSORY), FlushReport())
+        for (_, obs), content, level in zip(jobs, contents, known, strict=True):
+            memory.sensory.compressed[obs] = (content, level)
+
+
 def flush_memories(
     memories: Sequence[WritableMemory],
     time_h: float,
@@ -274,8 +296,21 @@ def flush_memories(
             record = MemoryRecord(content, float(imp), obs.time_h, obs.time_h, kind=obs.kind)
             promotions.extend((memory, p) for p in memory.store(record, vec))
         report.promoted = len(promotions)
-        _write_insights(promotions, lead.next_seed(STAGE_INSIGHT), report)
-    report += reflect_memories(memories, time_h, force=False, seed=lead.next_seed(STAGE_REFLECTION))
+    else:
+        promotions = []
+    # Insights of the promoted records and reflection are independent questions: both are asked at once (the
+    # reflection reads its window before this flush's insights are stored), and their answers stored in that order.
+    insights = _insight_asks(promotions)
+    reflection = _reflection_asks(memories, force=False)
+    insight_seed, reflection_seed = lead.next_seed(STAGE_INSIGHT), lead.next_seed(STAGE_REFLECTION)
+    reflection_report = FlushReport()
+    _both(
+        lambda: _ask_all(insights, insight_seed, report, "insight_fallbacks"),
+        lambda: _ask_all(reflection[0], reflection_seed, reflection_report, "reflection_fallbacks"),
+    )
+    _store_insights(insights, promotions, report)
+    _store_reflection(*reflection, time_h, reflection_report)
+    report += reflection_report
     if rng is not None:
         for memory in memories:
             report.forgotten += len(memory.forget(rng, time_h))
@@ -284,7 +319,18 @@ def flush_memories(
     return report
 
 
-def _write_insights(promotions: list[tuple[WritableMemory, Any]], seed: int, report: FlushReport) -> None:
+def _both(first: Callable[[], None], second: Callable[[], None]) -> None:
+    """Run two independent batches of LLM questions at once (a concurrent backend serves them together; the
+    embedded model takes them one after the other behind its lock)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix=threading.current_thread().name + "-memory") as pool:
+        later = pool.submit(second)
+        first()
+        later.result()
+
+
+def _insight_asks(promotions: list[tuple[WritableMemory, Any]]) -> list[_Ask]:
     asks = []
     for memory, promo in promotions:
         sources = [promo.record.content, *promo.related]
@@ -306,7 +352,10 @@ def _write_insights(promotions: list[tuple[WritableMemory, Any]], seed: int, rep
                 memory_insight.STOP,
             )
         )
-    _ask_all(asks, seed, report, "insight_fallbacks")
+    return asks
+
+
+def _store_insights(asks: list[_Ask], promotions: list[tuple[WritableMemory, Any]], report: FlushReport) -> None:
     done = [(ask, promo) for ask, (_, promo) in zip(asks, promotions, strict=True) if ask.value is not None]
     if not done:
         return
@@ -326,6 +375,17 @@ def reflect_memories(
     """Reflection for the memories that want it (all that can, with ``force``): one batched ``generate``, insights
     stored in long-term memory as kind ``insight``, then near-duplicates merged."""
     report = FlushReport()
+    asks, windows = _reflection_asks(memories, force=force)
+    if seed is None:
+        chosen = [a.memory for a in asks]
+        seed = chosen[0].next_seed(STAGE_REFLECTION) if chosen else 0
+    _ask_all(asks, seed, report, "reflection_fallbacks")
+    _store_reflection(asks, windows, time_h, report)
+    return report
+
+
+def _reflection_asks(memories: Sequence[WritableMemory], *, force: bool) -> tuple[list[_Ask], list[list[MemoryRecord]]]:
+    """The reflection questions of the memories that want one, with the window of records each one reads."""
     chosen = [
         m for m in memories if m.long_term is not None and m.config.reflection and (force or m.wants_reflection())
     ]
@@ -356,8 +416,10 @@ def reflect_memories(
             )
         )
         windows.append(window)
-    seed = seed if seed is not None else (chosen[0].next_seed(STAGE_REFLECTION) if chosen else 0)
-    _ask_all(asks, seed, report, "reflection_fallbacks")
+    return asks, windows
+
+
+def _store_reflection(asks: list[_Ask], windows: list[list[MemoryRecord]], time_h: float, report: FlushReport) -> None:
     owners: list[WritableMemory] = []
     texts_out: list[str] = []
     importances: list[float] = []
@@ -381,4 +443,3 @@ def reflect_memories(
         merged = memory.long_term.merge_near_duplicates()
         memory.stats["merged"] += merged
         report.merged += merged
-    return report

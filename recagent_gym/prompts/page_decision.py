@@ -35,6 +35,13 @@ def build(*, profile: str, memory: str, name: str, clock: str, session: str, pag
     )
 
 
+def session_line(*, name: str, watched: Sequence[str]) -> str:
+    """What the agent watched earlier in this session (``templates/page_decision_session.txt``), or ""."""
+    if not watched:
+        return ""
+    return load_template("page_decision_session").render(name=name, watched=", ".join(watched)).strip()
+
+
 def parse(choice: Choice) -> int:
     """The option index (already checked to lie among the options)."""
     return choice.index

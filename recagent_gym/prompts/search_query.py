@@ -21,6 +21,13 @@ def build(*, profile: str, memory: str, name: str, hint: str) -> str:
     return load_template("search_query").render(profile=profile, memory=memory, name=name, hint=hint)
 
 
+def hint(*, name: str, heard_title: str | None) -> str:
+    """The prompt's hint of a recently heard title (``templates/search_query_hint.txt``, after a space), or ""."""
+    if heard_title is None:
+        return ""
+    return " " + load_template("search_query_hint").render(name=name, title=heard_title).strip()
+
+
 def validate(text: str, prompt: str) -> str | None:
     line = clean_answer(text, prompt, max_chars=MAX_CHARS)
     if line is None or len(line.split()) > MAX_WORDS:

@@ -50,6 +50,14 @@ class SimulationConfig(Section):
     thread; they read only what was drawn before the sessions and write after them, so results are the same either
     way. ``auto``: on for ``llm.backend: openai`` (a concurrent server); the embedded model runs them after."""
 
+    pipelines: Literal["auto", "on", "off"] = "auto"
+    """Run each active agent's round as its own chain (per-agent pipelines: its pages, then its feelings and memory
+    writes; or its chat or post), all chains at once under the backend's concurrency limit, so a round costs about
+    the longest chain instead of the sum of stages. Results do not depend on which chain finishes first (the
+    recommender learns the round's watches in agent order after the round; social notes reach an agent in a
+    session after its last page). ``auto``: on for ``llm.backend: openai``; the embedded model keeps the stages
+    (all agents' requests of a stage in one batch). Never with a human player."""
+
     page_size: int = Field(5, ge=1, le=100)
     """Items per recommender page."""
 

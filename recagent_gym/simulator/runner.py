@@ -6,8 +6,12 @@ Each round (``simulation.interval_hours`` of simulated time):
 2. agents are activated (:mod:`.activation`); active agents choose what to do (the agent's ``take_action``: one
    batched ``choose`` with behaviour priors), a human player chooses from the terminal;
 3. ``recommender`` agents run a session (:mod:`.sessions`), ``social`` agents chat or post (:mod:`.social_step`),
-   the rest do nothing. The social agents' LLM calls run beside the sessions' page loop (``overlap_social``);
-   the ended sessions' feelings and every memory touched this round are then written in one batch;
+   the rest do nothing. With per-agent pipelines (``simulation.pipelines``, remote backends) each recommender agent
+   runs its round as its own chain (pages; then its social notes, feelings and memory writes, prepared beside its
+   pages) and the social agents theirs, all at once, so a round costs about the longest chain; the recommender
+   learns the round's watches in agent order afterwards. Otherwise (the embedded model) the stages run in turn,
+   each one batch for all agents: the social agents' calls beside the page loop (``overlap_social``), then the
+   ended sessions' feelings and every memory touched this round in one batch;
 4. the round's events are appended to the log, the interaction table and summary are rewritten, and the complete
    state is checkpointed atomically. A process killed at any moment loses at most the round in progress.
 """
@@ -15,10 +19,11 @@ Each round (``simulation.interval_hours`` of simulated time):
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections import Counter
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -45,21 +50,31 @@ from recagent_gym.simulator.sessions import (
     HumanUser,
     SessionContext,
     Slot,
+    close_sessions,
     finish_sessions,
     open_sessions,
+    run_chain,
     run_sessions,
 )
 from recagent_gym.simulator.social_step import apply_round_social, plan_round_social
 from recagent_gym.simulator.summary import summarise
 from recagent_gym.simulator.world import World, build_recommender_for, build_world
 from recagent_gym.users.agent.profile_view import ProfileTexts
-from recagent_gym.users.agent.social_round import generate_social
+from recagent_gym.users.agent.social_round import (
+    Delivery,
+    SocialPlan,
+    deliver,
+    generate_social,
+    precompress_deliveries,
+)
 from recagent_gym.users.profiles import Profile
 
 log = logging.getLogger(__name__)
 
 PROFILE_FIELDS: tuple[str, ...] = ("name", "gender", "age", "traits", "career", "interests", "features")
 """Profile fields an intervention may edit."""
+PIPELINE_THREADS = 256
+"""Most agent chains in flight at once (each waits on the backend, which bounds the requests in flight)."""
 RESUMABLE_SECTIONS: tuple[str, ...] = ("llm", "recommender")
 """Sections an override may change on resume (with ``simulation.rounds``/``execution``/``progress``/``keep_*``)."""
 
@@ -205,19 +220,25 @@ class Simulation:
             # The social agents' chats and posts are planned now, generated beside the sessions (their LLM calls
             # only: nothing read or written), and applied after them, so results do not depend on timing.
             plan = plan_round_social(self.model, social, rng, t, sim, exclude=human) if social else None
-            with ThreadPoolExecutor(max_workers=1, thread_name_prefix="social") as pool:
-                replies = (
-                    pool.submit(generate_social, self.model, plan) if plan is not None and self._overlap() else None
-                )
-                slots, session_events = self._sessions(recommender, rng, r, t, bar)
-                events.extend(session_events)
-                touched: set[int] = set()
+            if self._pipelined():
+                events.extend(self._pipeline_round(recommender, plan, rng, r, t, bar))
                 if plan is not None:
-                    answer = replies.result() if replies is not None else generate_social(self.model, plan)
-                    social_events, touched = apply_round_social(self.model, plan, answer, r)
-                    events.extend(social_events)
                     bar.update(len(social))
-            events.extend(finish_sessions(slots, self._context(r, t, bar), self.model, also=touched, time_h=t))
+            else:
+                with ThreadPoolExecutor(max_workers=1, thread_name_prefix="social") as pool:
+                    replies = (
+                        pool.submit(generate_social, self.model, plan) if plan is not None and self._overlap() else None
+                    )
+                    slots, session_events = self._sessions(recommender, rng, r, t, bar)
+                    events.extend(session_events)
+                    touched: set[int] = set()
+                    if plan is not None:
+                        answer = replies.result() if replies is not None else generate_social(self.model, plan)
+                        social_events, applied = apply_round_social(self.model, plan, answer, r)
+                        touched = applied.touched
+                        events.extend(social_events)
+                        bar.update(len(social))
+                events.extend(finish_sessions(slots, self._context(r, t, bar), self.model, also=touched, time_h=t))
             if self.human is not None and choices.get(self.human.user_id) == "social":
                 events.extend(self.human.social(self, r, t, rng))
                 bar.update(1)
@@ -240,8 +261,9 @@ class Simulation:
                 "seconds": round(seconds, 3),
                 "tokens": delta.total_tokens,
                 "calls": delta.calls,
-                # the longest sequential chain of LLM calls this round: batched calls of the busiest thread
-                "waves": max((n - waves_before.get(k, 0) for k, n in waves_after.items()), default=0),
+                "waves": round_waves(
+                    waves_before, waves_after, pipelined=self._pipelined(), driver=threading.current_thread().name
+                ),
             }
         )
         log.info(
@@ -267,6 +289,68 @@ class Simulation:
         if self.human is not None and self.human.user_id in active:
             choices[self.human.user_id] = self.human.choose_action(self.clock.text())
         return choices
+
+    def _pipelined(self) -> bool:
+        """Whether this round runs per-agent pipelines (``simulation.pipelines``; never with a human player)."""
+        mode = self.config.simulation.pipelines
+        on = self.config.llm.backend == "openai" if mode == "auto" else mode == "on"
+        return on and self.human is None and self.config.simulation.execution == "parallel"
+
+    def _pipeline_round(
+        self, users: Sequence[int], plan: SocialPlan | None, rng: np.random.Generator, r: int, t: float, bar: tqdm
+    ) -> list[Event]:
+        """Every recommender agent's chain (:func:`run_chain`) and the social agents' chain at once; events in
+        agent order, then the social events (as the staged round writes them)."""
+        seeds = [int(rng.integers(0, SEED_HIGH)) for _ in users]
+        page_seeds = [int(rng.integers(0, SEED_HIGH)) for _ in users]  # each chain's random page items
+        slots = open_sessions(self.kernel, users, [self.model] * len(users), seeds, t)
+        events = [Event(r, t, "enter", s.user, self.names[s.user]) for s in slots]
+        ctx = self._context(r, t, bar)
+        in_session = frozenset(users)
+        workers = max(2, min(len(users) + 1, PIPELINE_THREADS))
+        with (
+            ThreadPoolExecutor(max_workers=workers, thread_name_prefix="agent") as pool,
+            ThreadPoolExecutor(max_workers=workers, thread_name_prefix="ahead") as ahead,
+        ):
+            social = pool.submit(self._social_chain, plan, r, in_session, ahead) if plan is not None else None
+
+            def receive(user: int) -> None:  # an agent's social notes, after its last page and before its writes
+                if social is not None:
+                    _, deferred, compressing = social.result()
+                    if user in compressing:
+                        compressing[user].result()
+                    deliver(self.model, user, deferred.get(user, ()), t)
+
+            chains = [
+                pool.submit(run_chain, self.kernel, slot, ctx, np.random.default_rng(seed), self.model, receive, ahead)
+                for slot, seed in zip(slots, page_seeds, strict=True)
+            ]
+            results = [c.result() for c in chains]
+            social_events = social.result()[0] if social is not None else []
+        for result in results:
+            events.extend(result.events)
+            if ctx.observe is not None:  # the recommender learns the round's watches in agent order
+                for info, done in result.observed:
+                    ctx.observe(info, done)
+        events.extend(social_events)
+        events.extend(close_sessions(slots, ctx, self.model))
+        return events
+
+    def _social_chain(
+        self, plan: SocialPlan, r: int, in_session: frozenset[int], ahead: ThreadPoolExecutor
+    ) -> tuple[list[Event], dict[int, list[Delivery]], dict[int, Future[None]]]:
+        """The social agents' chain: their chats and posts, delivered to everyone not in a session now, whose
+        memories are then written; the deliveries for agents in a session are returned for their chains, with the
+        compression of those notes started ahead (``ahead``) for each of them."""
+        answer = generate_social(self.model, plan)
+        events, applied = apply_round_social(self.model, plan, answer, r, defer=in_session)
+        compressing = {
+            u: ahead.submit(precompress_deliveries, self.model.memory(u), deliveries, plan.time_h)
+            for u, deliveries in applied.deferred.items()
+        }
+        if applied.touched:
+            self.model.memory_backend.flush([self.model.memory(u) for u in sorted(applied.touched)], plan.time_h)
+        return events, applied.deferred, compressing
 
     def _waves(self) -> dict[str, int]:
         waves = getattr(self.world.llm, "waves", None)
@@ -429,6 +513,18 @@ class Simulation:
         self.rounds = [dict(r) for r in state["rounds"]]
         self.world.llm.total = Usage(**state["usage"])
         self._pending_events = self._pending_events + [Event(**e) for e in state.get("pending_events", [])]
+
+
+def round_waves(before: dict[str, int], after: dict[str, int], *, pipelined: bool, driver: str = "MainThread") -> int:
+    """The longest sequential chain of batched LLM calls in a round, from the per-thread wave counts: the busiest
+    thread for the staged round (the social thread runs beside the main one); for per-agent pipelines, the main
+    thread's calls (``driver``: the thread running the round; take action, before the chains) plus the longest
+    chain's."""
+    spent = {k: n - before.get(k, 0) for k, n in after.items() if n > before.get(k, 0)}
+    if not pipelined:
+        return max(spent.values(), default=0)
+    main = spent.pop(driver, 0)
+    return main + max(spent.values(), default=0)
 
 
 # -- entry points -------------------------------------------------------------------------------------------------

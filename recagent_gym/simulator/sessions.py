@@ -10,6 +10,7 @@ page step costs one LLM wave, not one plus the writing waves of the sessions tha
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
+from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -116,6 +117,67 @@ def run_sessions(
     return events
 
 
+@dataclass
+class ChainResult:
+    """What one agent's pipeline produced: its page events, and the recommender observations it owes, in order."""
+
+    events: list[Event]
+    observed: list[tuple[dict[str, Any], bool]]
+
+
+def run_chain(
+    kernel: SessionKernel,
+    slot: Slot,
+    ctx: SessionContext,
+    rng: np.random.Generator,
+    model: Any,
+    before_writes: Callable[[int], None] | None = None,
+    background: Executor | None = None,
+) -> ChainResult:
+    """One agent's round as its own chain (the per-agent pipeline): its pages one after the other until its session
+    ends, then (after ``before_writes(user)``: the social notes it receives) its feelings and memory writes. With
+    ``background``, what those writes need is prepared beside the next page (the model's ``prefetch``: a watch's
+    feeling, the compression of the queued notes), so the end of the chain is short.
+
+    Many chains run at once in threads; each touches only its own agent's state, and the recommender's online
+    learning is returned (``observed``) for the caller to apply in a fixed order, so the result does not depend
+    on which chain's requests come back first.
+    """
+    events: list[Event] = []
+    observed: list[tuple[dict[str, Any], bool]] = []
+    ahead: list[Future[None]] = []
+    prefetch = getattr(model, "prefetch", None) if background is not None and slot.responder is model else None
+    while not slot.done:
+        page, randoms = ctx.page(slot, rng)
+        [result] = kernel.step_sessions([slot.lane.session], [page], [slot.responder])  # type: ignore[list-item]
+        events.append(_page_event(slot, result, randoms, ctx))
+        info = result.info()
+        slot.obs = observe(slot.lane.session, kernel.tables, kernel.rules.max_pages)  # type: ignore[arg-type]
+        observed.append((info, result.done))
+        events.extend(_step_events(slot, info, randoms, ctx, result.truncated))
+        slot.done = result.done
+        job = prefetch(slot.user) if prefetch is not None else None
+        if job is not None:
+            ahead.append(background.submit(job))  # type: ignore[union-attr]
+    for future in ahead:
+        future.result()
+    if before_writes is not None:
+        before_writes(slot.user)
+    write = getattr(model, "write_sessions_of", None)
+    if write is not None and slot.responder is model:
+        write([slot.user])
+    return ChainResult(events, observed)
+
+
+def close_sessions(slots: Sequence[Slot], ctx: SessionContext, model: Any) -> list[Event]:
+    """The sessions' feeling events and rows (their writes are done)."""
+    events: list[Event] = []
+    for slot in slots:
+        events.extend(_close(slot, model, ctx))
+        ctx.on_done(slot)
+    return events
+
+
 def finish_sessions(
     slots: Sequence[Slot], ctx: SessionContext, model: Any, *, also: Collection[int] = (), time_h: float = 0.0
 ) -> list[Event]:
@@ -126,11 +188,7 @@ def finish_sessions(
         write(also=also, time_h=time_h)
     elif write is not None:
         write()
-    events: list[Event] = []
-    for slot in slots:
-        events.extend(_close(slot, model, ctx))
-        ctx.on_done(slot)
-    return events
+    return close_sessions(slots, ctx, model)
 
 
 def _page_event(slot: Slot, result: StepResult, randoms: set[int], ctx: SessionContext) -> Event:

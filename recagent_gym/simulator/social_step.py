@@ -7,7 +7,7 @@ them before the sessions start, generates them beside the sessions, and applies 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 import numpy as np
@@ -16,6 +16,7 @@ from recagent_gym.prompts import memory_notes
 from recagent_gym.session.events import Event, social_events
 from recagent_gym.simulator.config import SimulationConfig
 from recagent_gym.users.agent.social_round import (
+    SocialApplied,
     SocialPlan,
     SocialReplies,
     apply_social,
@@ -66,9 +67,10 @@ def plan_round_social(
 
 
 def apply_round_social(
-    model: Any, plan: SocialPlan, replies: SocialReplies, round_index: int
-) -> tuple[list[Event], set[int]]:
-    """The plan's chats and posts into memories (not flushed yet) and simulator events; returns the touched agents."""
-    raws, touched = apply_social(model, plan, replies)
-    events = social_events(raws, round_index, plan.time_h, lambda u: model.profiles[u].name, model.title)
-    return events, touched
+    model: Any, plan: SocialPlan, replies: SocialReplies, round_index: int, *, defer: Collection[int] = ()
+) -> tuple[list[Event], SocialApplied]:
+    """The plan's chats and posts into memories (not flushed yet) and simulator events; the agents in ``defer``
+    get theirs later (``SocialApplied.deferred``)."""
+    applied = apply_social(model, plan, replies, defer=defer)
+    events = social_events(applied.events, round_index, plan.time_h, lambda u: model.profiles[u].name, model.title)
+    return events, applied

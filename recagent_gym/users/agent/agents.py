@@ -5,6 +5,7 @@ writes, interviews) is :class:`~recagent_gym.users.agent.model.LLMUserModel`'s.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -17,11 +18,12 @@ from recagent_gym.memory.config import MemoryConfig
 from recagent_gym.prompts import item_scoring
 from recagent_gym.social.config import SocialConfig
 from recagent_gym.social.titles import TitleMatcher
+from recagent_gym.users.agent.item_texts import ItemTexts
 from recagent_gym.users.agent.memory_backend import MemoryBackend, RecAgentMemoryBackend, memory_text
 from recagent_gym.users.agent.profile_view import ProfileTexts, agent_profiles
 from recagent_gym.users.agent.score_cache import ScoreCache
 from recagent_gym.users.agent.state import AgentState, SessionState
-from recagent_gym.users.agent.taste import ItemVectors
+from recagent_gym.users.agent.taste import ItemVectors, combine_scores
 from recagent_gym.users.config import UserConfig
 from recagent_gym.users.profiles import Profile
 
@@ -81,11 +83,15 @@ class Agents:
         self.popularity = dataset.item_popularity()
         self._titles: TitleMatcher | None = None
         self._history: dict[int, list[int]] = {}
-        self._item_lines: dict[int, str] = {}
+        self.items = ItemTexts(dataset, scoring_genres=config.scoring_genres)
         self._agents: dict[int, AgentState] = {}
         self._sessions: dict[int, SessionState] = {}
         self._ended: list[SessionState] = []
         """Ended sessions whose feelings and memory flush wait for ``write_ended``."""
+        self._ended_lock = threading.Lock()
+        self._ready_feelings: dict[int, tuple[Any, Any]] = {}
+        """Feelings written ahead by a pipeline's :meth:`prefetch`, by ``id`` of their pending entry (transient)."""
+        """Guards ``_ended``: the simulator's per-agent pipelines end and write sessions from several threads."""
         self._memories: dict[int, Any] = {}
         self.score_cache = ScoreCache() if config.score_cache else None  # see users/agent/score_cache.py
 
@@ -114,22 +120,15 @@ class Agents:
             raise ValueError(f"user id {user_id} is outside 0..{self.dataset.n_users - 1} of {self.dataset.name!r}")
 
     def item_line(self, item: int) -> str:
-        """Short item text for prompts: ``Title (year) [genres]`` (no description: keeps the prefix small)."""
-        if item not in self._item_lines:
-            row = self.dataset.items.iloc[item]
-            year = f" ({row.year})" if row.year and row.year > 0 else ""
-            self._item_lines[item] = f"{row.title}{year} [{', '.join(row.genres)}]"
-        return self._item_lines[item]
+        """Short item text for prompts: ``Title (year) [genres]`` (:class:`ItemTexts`)."""
+        return self.items.line(item)
 
     def scoring_line(self, item: int) -> str:
-        """Item text in the few-shot scoring prompt: ``Title (year)``, with genres if ``user.scoring_genres``."""
-        if self.config.scoring_genres:
-            return self.item_line(item)
-        row = self.dataset.items.iloc[item]
-        return f"{row.title} ({row.year})" if row.year and row.year > 0 else str(row.title)
+        """Item text in the few-shot scoring prompt (:class:`ItemTexts`)."""
+        return self.items.scoring_line(item)
 
     def title(self, item: int) -> str:
-        return str(self.dataset.items["title"].iat[item])
+        return self.items.title(item)
 
     @property
     def titles(self) -> TitleMatcher:
@@ -229,8 +228,7 @@ class Agents:
         return self.config.embedding_scale
 
     def combine(self, llm_scores: np.ndarray, embedding_scores: np.ndarray) -> np.ndarray:
-        cfg = self.config
-        return cfg.score_llm_weight * np.asarray(llm_scores) + cfg.score_embedding_weight * embedding_scores
+        return combine_scores(self.config, llm_scores, embedding_scores)
 
     def open_users(self) -> set[int]:
         """Users in a session now."""

@@ -17,7 +17,7 @@ critical path (end of session, between sessions), unless ``user.feeling_timing``
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from functools import cached_property
 from typing import Any
 
@@ -25,13 +25,16 @@ import numpy as np
 
 from recagent_gym.llm.protocol import Usage
 from recagent_gym.llm.seeding import SEED_HIGH
+from recagent_gym.memory.agent_memory import AgentMemory
+from recagent_gym.memory.sensory import Observation
+from recagent_gym.memory.writer import precompress
 from recagent_gym.prompts import interview as interview_prompt
 from recagent_gym.prompts import memory_notes
 from recagent_gym.prompts.checked import generate_checked
 from recagent_gym.users.agent.agents import Agents
 from recagent_gym.users.agent.clock import clock_text
-from recagent_gym.users.agent.feelings import FeelingJob, write_feelings
-from recagent_gym.users.agent.page import PageDecider, Prepared
+from recagent_gym.users.agent.feelings import FeelingJob, FeelingResult, write_feelings
+from recagent_gym.users.agent.page import AgentInput, PageDecider, Prepared
 from recagent_gym.users.agent.score_cache import cached_score_requests
 from recagent_gym.users.agent.scoring import ScoringRequest
 from recagent_gym.users.agent.social_round import social_round
@@ -56,8 +59,27 @@ class LLMUserModel(Agents):
 
     @cached_property
     def _pages(self) -> PageDecider:
-        """The page decider over this population (the constructor is :class:`Agents`'s: one owner)."""
-        return PageDecider(self)
+        """The page decider: the shared pieces only; each request brings its agent's state (:meth:`_agent_input`)."""
+        return PageDecider(
+            llm=self.llm,
+            config=self.config,
+            strategy=self.strategy,
+            items=self.items,
+            vectors=self.vectors,
+            score_cache=self.score_cache,
+        )
+
+    def _agent_input(self, ctx: Context) -> AgentInput:
+        u = ctx.user_id
+        heard = self.heard_item(u, ctx.heard)
+        return AgentInput(
+            session=self.session(u),
+            state=self.agent(u),
+            memory=self.memory(u),
+            profile=self.profiles[u],
+            profile_text=self.profile_text(u, "recommender"),
+            heard_title=None if heard is None else self.title(heard),
+        )
 
     # -- UserModel protocol ---------------------------------------------------------------------------------------
 
@@ -100,7 +122,7 @@ class LLMUserModel(Agents):
             ]
         )
         prepared = [
-            Prepared(page, ctx, rng, perm, shown, seed, block)
+            Prepared(page, ctx, rng, perm, shown, seed, block, self._agent_input(ctx))
             for (page, _), rng, (ctx, shown, perm, seed), block in zip(requests, rngs, drawn, blocks, strict=True)
         ]
         responses = self._pages.decide(prepared)
@@ -121,7 +143,9 @@ class LLMUserModel(Agents):
     def end_sessions(self, user_ids: Sequence[int]) -> None:
         """These users' sessions are over: their feelings and memory writes wait for :meth:`write_ended` (no LLM
         work here), so that the sessions ended across sub-envs or steps are written as one batch."""
-        self._ended += [self._sessions.pop(u) for u in user_ids if u in self._sessions]
+        ended = [self._sessions.pop(u) for u in user_ids if u in self._sessions]
+        with self._ended_lock:
+            self._ended += ended
 
     def write_ended(self, *, at_least: int = 1, also: Collection[int] = (), time_h: float | None = None) -> list[int]:
         """Write the feelings (and ratings) and flush the memories of every ended session still pending, as one
@@ -132,12 +156,28 @@ class LLMUserModel(Agents):
             return []
         sessions: list[SessionState] = []
         if ready:
-            sessions, self._ended = self._ended, []
+            with self._ended_lock:
+                sessions, self._ended = self._ended, []
         self._write_pending(sessions)
         times = [s.last_time_h for s in sessions] + ([time_h] if time_h is not None else [])
         users = [s.user_id for s in sessions]
         flushed = list(dict.fromkeys([*users, *sorted(also)]))
         self.memory_backend.flush([self.memory(u) for u in flushed], max(times) if times else 0.0)
+        return users
+
+    def write_sessions_of(self, user_ids: Collection[int]) -> list[int]:
+        """Write the ended sessions of ``user_ids`` only (feelings, ratings, their memories flushed) as one batch;
+        the others stay pending. One agent's pipeline calls it for itself when its session is over (the batch's
+        seeds come from its own sessions, so the result does not depend on what other agents do meanwhile)."""
+        wanted = {int(u) for u in user_ids}
+        with self._ended_lock:
+            sessions = [s for s in self._ended if s.user_id in wanted]
+            self._ended = [s for s in self._ended if s.user_id not in wanted]
+        if not sessions:
+            return []
+        self._write_pending(sessions)
+        users = list(dict.fromkeys(s.user_id for s in sessions))
+        self.memory_backend.flush([self.memory(u) for u in users], max(s.last_time_h for s in sessions))
         return users
 
     def write_ended_of(self, user_ids: Collection[int]) -> None:
@@ -197,39 +237,89 @@ class LLMUserModel(Agents):
             for u, p in pending
         ]
 
-    def _run_feelings(self, pending: Sequence[tuple[int, PendingFeeling]], seed: int) -> list[Any]:
+    def _compute_feelings(self, pending: Sequence[tuple[int, PendingFeeling]], seed: int) -> list[FeelingResult]:
         cfg = self.config
-        jobs = self._feeling_jobs(pending)
-        results = write_feelings(
+        return write_feelings(
             self.llm,
-            jobs,
+            self._feeling_jobs(pending),
             rate=cfg.rate_after_watch,
             max_tokens=cfg.feeling_max_tokens,
             seed=seed,
             combined=self.combined,
         )
+
+    def _apply_feelings(self, pending: Sequence[tuple[int, PendingFeeling]], results: Sequence[FeelingResult]) -> None:
         for (u, p), result in zip(pending, results, strict=True):
             agent = self.agent(u)
             agent.usage = agent.usage + result.usage
             agent.count("feeling", reasked=result.feeling_reasked, fallback=result.feeling_fallback)
-            if cfg.rate_after_watch:
+            if self.config.rate_after_watch:
                 agent.count("rating", reasked=result.rating_reasked, fallback=result.rating_fallback)
                 agent.ratings[p.item] = float(result.rating)
             agent.feelings[p.item] = result.feeling
-            note = memory_notes.feeling(
-                name=self.profiles[u].name, title=self.title(p.item), feeling=result.feeling, rating=result.rating
-            )
-            self.memory(u).observe([note], p.time_h, kind="feeling")
+            self.memory(u).observe([self._feeling_note(u, p, result)], p.time_h, kind="feeling")
+
+    def _feeling_note(self, user_id: int, p: PendingFeeling, result: FeelingResult) -> str:
+        return memory_notes.feeling(
+            name=self.profiles[user_id].name, title=self.title(p.item), feeling=result.feeling, rating=result.rating
+        )
+
+    def _run_feelings(self, pending: Sequence[tuple[int, PendingFeeling]], seed: int) -> list[FeelingResult]:
+        results = self._compute_feelings(pending, seed)
+        self._apply_feelings(pending, results)
         return results
 
     def _write_pending(self, sessions: Sequence[SessionState]) -> None:
         if not self.config.write_feelings:
             return
         pending = [(s.user_id, p) for s in sessions for p in s.pending]
+        ready = {id(p): self._ready_feelings.pop(id(p))[1] for _, p in pending if id(p) in self._ready_feelings}
+        todo = [(u, p) for u, p in pending if id(p) not in ready]
+        if todo:  # everything not written ahead (prefetch): one batch, seeded as always
+            ready.update(
+                zip(
+                    (id(p) for _, p in todo),
+                    self._compute_feelings(todo, seed=int(sessions[0].rng.integers(0, SEED_HIGH))),
+                    strict=True,
+                )
+            )
         if pending:
-            self._run_feelings(pending, seed=int(sessions[0].rng.integers(0, SEED_HIGH)))
+            self._apply_feelings(pending, [ready[id(p)] for _, p in pending])
         for s in sessions:
             s.pending.clear()
+
+    def prefetch(self, user_id: int) -> Callable[[], None] | None:
+        """Work that this agent's session end will need, to run now beside its next page (per-agent pipelines):
+        the feeling of each new watch and its memory note, and the compression of the notes queued so far.
+
+        Seeds are drawn here, in the agent's own order; the returned job only calls the language model and keeps
+        the answers (:meth:`write_sessions_of` uses them), so results do not depend on when it runs.
+        """
+        session = self._sessions.get(user_id)
+        if session is None:
+            with self._ended_lock:
+                session = next((s for s in self._ended if s.user_id == user_id), None)
+        if session is None:
+            return None
+        memory = self.memory(user_id)
+        new = [p for p in session.pending if id(p) not in self._ready_feelings] if self.config.write_feelings else []
+        seeds = [int(session.rng.integers(0, SEED_HIGH)) for _ in new]
+        for p in new:
+            self._ready_feelings[id(p)] = (p, None)  # claimed (the object stays referenced while its id is a key)
+        paper = isinstance(memory, AgentMemory) and memory.enabled  # only the paper's memory compresses notes
+        queued = list(memory.sensory.pending) if paper else []
+
+        def job() -> None:
+            notes = []
+            for p, seed in zip(new, seeds, strict=True):
+                [result] = self._compute_feelings([(user_id, p)], seed)
+                self._ready_feelings[id(p)] = (p, result)
+                note = self._feeling_note(user_id, p, result)
+                notes.append(Observation(" ".join(note.split()), p.time_h, "feeling"))
+            if paper and (queued or notes):
+                precompress(memory, [*queued, *notes])
+
+        return job if new or queued else None
 
     def _inline_feelings(self, prepared: Sequence[Prepared], responses: list[Response]) -> list[Response]:
         watchers = [k for k, r in enumerate(responses) if r.action == Action.WATCH]
@@ -340,6 +430,7 @@ class LLMUserModel(Agents):
         self._agents = {int(a["user_id"]): AgentState.from_dict(a) for a in state["agents"]}
         self._sessions = {int(s["user_id"]): SessionState.from_dict(s) for s in state["sessions"]}
         self._ended = []
+        self._ready_feelings = {}
         self._memories = {}
         for user_id, mem_state in state["memories"]:
             self.memory(int(user_id)).set_state(mem_state)

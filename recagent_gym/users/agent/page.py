@@ -1,6 +1,9 @@
 """The page decision for a batch of users: ONE ``choose`` call for all of them, then per-user bookkeeping.
 
-See :mod:`recagent_gym.users.agent.model` for the two strategies and :mod:`.decide` for the few-shot rule.
+See :mod:`recagent_gym.users.agent.model` for the two strategies and :mod:`.decide` for the few-shot rule. The
+decider holds only shared pieces (the language model, the user settings, item texts and vectors, the score cache);
+each request brings its agent's own state (:class:`AgentInput`), resolved by the model beforehand, so nothing here
+calls back into the population.
 """
 
 from __future__ import annotations
@@ -11,23 +14,39 @@ from typing import Any
 
 import numpy as np
 
-from recagent_gym.llm.protocol import Usage
+from recagent_gym.llm.protocol import LanguageModel, Usage
 from recagent_gym.llm.wrapping import prefix_hint
 from recagent_gym.prompts import memory_notes, page_decision, search_query
 from recagent_gym.prompts.checked import choose_checked, generate_checked
-from recagent_gym.users.agent.agents import Agents
 from recagent_gym.users.agent.clock import clock_text
 from recagent_gym.users.agent.decide import Decision, RuleParams, decide_page, threshold_for
-from recagent_gym.users.agent.score_cache import cached_score_requests
+from recagent_gym.users.agent.item_texts import ItemTexts
+from recagent_gym.users.agent.score_cache import ScoreCache, cached_score_requests
 from recagent_gym.users.agent.scoring import ScoringRequest, ScoringResult
-from recagent_gym.users.agent.state import PendingFeeling
-from recagent_gym.users.agent.taste import relevance
+from recagent_gym.users.agent.state import AgentState, PendingFeeling, SessionState
+from recagent_gym.users.agent.taste import ItemVectors, combine_scores, relevance
+from recagent_gym.users.config import UserConfig
+from recagent_gym.users.profiles import Profile
 from recagent_gym.users.protocol import Action, Context, Page, Response
 
 DIRECT_ITEM_CHARS = 160
 """Longest item line in the ``direct`` prompt (description cut), to bound the prompt."""
 SESSION_PREFIX_PRIORITY = 1
 """Prefix-cache priority of page decisions (everything else uses 0; see ``llm/llama_runtime.py``)."""
+
+
+@dataclass
+class AgentInput:
+    """What one page decision reads and updates of its agent: its open session (patience, watched items, examples),
+    its counters, its memory, its profile, and the most recently heard unwatched title."""
+
+    session: SessionState
+    state: AgentState
+    memory: Any
+    profile: Profile
+    profile_text: str
+    """The profile as the recommender prompts show it."""
+    heard_title: str | None = None
 
 
 @dataclass
@@ -41,6 +60,7 @@ class Prepared:
     shown: list[int]
     seed: int
     memory: str
+    agent: AgentInput
 
 
 @dataclass
@@ -55,35 +75,50 @@ class Outcome:
 
 
 class PageDecider:
-    """Decides pages for the agents it is given (their state and per-agent pieces; not the user-model protocol)."""
+    """Decides pages from the requests' own agent state (:class:`AgentInput`) and the shared pieces given here."""
 
-    def __init__(self, agents: Agents) -> None:
-        self.agents = agents
+    def __init__(
+        self,
+        *,
+        llm: LanguageModel,
+        config: UserConfig,
+        strategy: str,
+        items: ItemTexts,
+        vectors: ItemVectors,
+        score_cache: ScoreCache | None = None,
+    ) -> None:
+        self.llm = llm
+        self.config = config
+        self.strategy = strategy
+        self.items = items
+        self.vectors = vectors
+        self.score_cache = score_cache
 
     def decide(self, prepared: Sequence[Prepared]) -> list[Response]:
         if not prepared:
             return []
-        outcomes = self._direct(prepared) if self.agents.strategy == "direct" else self._few_shot(prepared)
-        if self.agents.config.search_query_source == "llm":
+        outcomes = self._direct(prepared) if self.strategy == "direct" else self._few_shot(prepared)
+        if self.config.search_query_source == "llm":
             self._llm_queries(prepared, outcomes)
         return [self._finish(p, o) for p, o in zip(prepared, outcomes, strict=True)]
 
     # -- few-shot scoring -----------------------------------------------------------------------------------------
 
     def _few_shot(self, prepared: Sequence[Prepared]) -> list[Outcome]:
-        m, cfg = self.agents, self.agents.config
-        eligible = [np.array([i not in m.session(p.ctx.user_id).watched for i in p.shown], bool) for p in prepared]
+        cfg, items = self.config, self.items
+        eligible = [np.array([i not in p.agent.session.watched for i in p.shown], bool) for p in prepared]
         requests, owners = [], []
         for k, p in enumerate(prepared):
             if eligible[k].any():
-                u = p.ctx.user_id
                 requests.append(
                     ScoringRequest(
-                        profile=m.profile_text(u, "recommender"),
+                        profile=p.agent.profile_text,
                         memory=p.memory,
-                        name=m.profiles[u].name,
-                        shots=m.session(u).shots,
-                        candidates=tuple(m.scoring_line(i) for i, ok in zip(p.shown, eligible[k], strict=True) if ok),
+                        name=p.agent.profile.name,
+                        shots=p.agent.session.shots,
+                        candidates=tuple(
+                            items.scoring_line(i) for i, ok in zip(p.shown, eligible[k], strict=True) if ok
+                        ),
                     )
                 )
                 owners.append(k)
@@ -91,38 +126,37 @@ class PageDecider:
         if requests:
             # The users' profile-and-examples prefixes outrank the feelings, memory and social prompts that run
             # before their next page (embedded backend), so those do not push them out of the prefix cache.
-            with prefix_hint(m.llm, SESSION_PREFIX_PRIORITY):
+            with prefix_hint(self.llm, SESSION_PREFIX_PRIORITY):
                 results = cached_score_requests(
-                    m.score_cache, m.llm, requests, calibrate=cfg.calibrate, seed=prepared[owners[0]].seed
+                    self.score_cache, self.llm, requests, calibrate=cfg.calibrate, seed=prepared[owners[0]].seed
                 )
             scored = dict(zip(owners, results, strict=True))
         # One embedder call for every item the batch needs (cached afterwards).
-        m.vectors.get(
+        self.vectors.get(
             [i for p in prepared for i in p.shown]
-            + [i for p in prepared for i in (*m.session(p.ctx.user_id).positives, *m.session(p.ctx.user_id).negatives)]
+            + [i for p in prepared for i in (*p.agent.session.positives, *p.agent.session.negatives)]
         )
         outcomes = []
         for k, p in enumerate(prepared):
-            u, session, profile = p.ctx.user_id, m.session(p.ctx.user_id), m.profiles[p.ctx.user_id]
+            session, profile = p.agent.session, p.agent.profile
             llm_scores = np.full(len(p.shown), np.nan)
             result = scored.get(k)
             if result is not None:
                 llm_scores[eligible[k]] = result.scores
-            emb = relevance(m.vectors, session.positives, session.negatives, p.shown, m.scale)
-            combined = m.combine(np.nan_to_num(llm_scores), emb)
+            emb = relevance(self.vectors, session.positives, session.negatives, p.shown, cfg.embedding_scale)
+            combined = combine_scores(cfg, np.nan_to_num(llm_scores), emb)
             params = RuleParams(
                 threshold=threshold_for(cfg.watch_threshold, cfg.behaviour_offset, profile.features, profile.activity),
                 temperature=cfg.watch_temperature,
                 search_heard_probability=cfg.search_heard_probability,
                 search_interest_probability=cfg.search_interest_probability * (2 if profile.has("Explorer") else 1),
             )
-            heard = m.heard_item(u, p.ctx.heard)
             decision, session.patience = decide_page(
                 combined,
                 eligible[k],
                 params=params,
                 patience=session.patience,
-                heard_query=None if heard is None else m.title(heard),
+                heard_query=p.agent.heard_title,
                 interest_query=search_query.template_query(heard_title=None, interests=profile.interests),
                 on_search_page=p.page.source == "search",
                 rng=p.rng,
@@ -151,27 +185,27 @@ class PageDecider:
     # -- direct choice --------------------------------------------------------------------------------------------
 
     def _direct(self, prepared: Sequence[Prepared]) -> list[Outcome]:
-        m = self.agents
+        items = self.items
         prompts, options = [], []
         for p in prepared:
-            u, session = p.ctx.user_id, m.session(p.ctx.user_id)
-            name = m.profiles[u].name
-            watched = ", ".join(m.title(i) for i in session.watched)
+            name = p.agent.profile.name
             prompts.append(
                 page_decision.build(
-                    profile=m.profile_text(u, "recommender"),
+                    profile=p.agent.profile_text,
                     memory=p.memory,
                     name=name,
                     clock=clock_text(p.ctx.time_h),
-                    session=f"Earlier in this session {name} watched {watched}." if watched else "",
-                    page=[m.dataset.item_text(i)[:DIRECT_ITEM_CHARS] for i in p.shown],
+                    session=page_decision.session_line(
+                        name=name, watched=[items.title(i) for i in p.agent.session.watched]
+                    ),
+                    page=[items.description(i)[:DIRECT_ITEM_CHARS] for i in p.shown],
                 )
             )
-            options.append(page_decision.options([m.item_line(i).split(" [")[0] for i in p.shown]))
-        checked = choose_checked(m.llm, prompts, options, page_decision.parse, seed=prepared[0].seed)
+            options.append(page_decision.options([items.line(i).split(" [")[0] for i in p.shown]))
+        checked = choose_checked(self.llm, prompts, options, page_decision.parse, seed=prepared[0].seed)
         outcomes = []
         for p, answer in zip(prepared, checked, strict=True):
-            session = m.session(p.ctx.user_id)
+            session = p.agent.session
             if answer.value is None:
                 action, position = Action.NEXT, None
             else:
@@ -183,9 +217,8 @@ class PageDecider:
                 if session.patience <= 0:
                     action, position, forced = Action.LEAVE, None, True
             if action == Action.SEARCH:
-                heard = m.heard_item(p.ctx.user_id, p.ctx.heard)
                 query = search_query.template_query(
-                    heard_title=None if heard is None else m.title(heard), interests=m.profiles[p.ctx.user_id].interests
+                    heard_title=p.agent.heard_title, interests=p.agent.profile.interests
                 )
             outcomes.append(
                 Outcome(
@@ -202,25 +235,22 @@ class PageDecider:
     # -- optional LLM-written search queries ----------------------------------------------------------------------
 
     def _llm_queries(self, prepared: Sequence[Prepared], outcomes: list[Outcome]) -> None:
-        m = self.agents
         todo = [k for k, o in enumerate(outcomes) if o.decision.action == Action.SEARCH]
         if not todo:
             return
         prompts = []
         for k in todo:
-            u = prepared[k].ctx.user_id
-            heard = m.heard_item(u, prepared[k].ctx.heard)
-            hint = "" if heard is None else f" {m.profiles[u].name} recently heard about {m.title(heard)}."
+            agent = prepared[k].agent
             prompts.append(
                 search_query.build(
-                    profile=m.profile_text(u, "recommender"),
+                    profile=agent.profile_text,
                     memory=prepared[k].memory,
-                    name=m.profiles[u].name,
-                    hint=hint,
+                    name=agent.profile.name,
+                    hint=search_query.hint(name=agent.profile.name, heard_title=agent.heard_title),
                 )
             )
         checked = generate_checked(
-            m.llm,
+            self.llm,
             prompts,
             search_query.validate,
             seed=prepared[todo[0]].seed + 3,
@@ -229,7 +259,7 @@ class PageDecider:
         )
         for k, answer in zip(todo, checked, strict=True):
             o = outcomes[k]
-            agent = m.agent(prepared[k].ctx.user_id)
+            agent = prepared[k].agent.state
             agent.count("search_query", reasked=answer.reasked, fallback=answer.value is None)
             if answer.value is not None:
                 o.decision = Decision(Action.SEARCH, query=str(answer.value), p_watch=o.decision.p_watch)
@@ -238,10 +268,8 @@ class PageDecider:
     # -- bookkeeping ----------------------------------------------------------------------------------------------
 
     def _finish(self, p: Prepared, o: Outcome) -> Response:
-        m = self.agents
-        u = p.ctx.user_id
-        session, agent, name = m.session(u), m.agent(u), m.profiles[u].name
-        prompt_name = "page_decision" if m.strategy == "direct" else "item_scoring"
+        session, agent, name = p.agent.session, p.agent.state, p.agent.profile.name
+        prompt_name = "page_decision" if self.strategy == "direct" else "item_scoring"
         agent.count(prompt_name, reasked=o.reasked > 0, fallback=o.fallbacks > 0)
         agent.usage = agent.usage + o.usage
         d = o.decision
@@ -252,14 +280,14 @@ class PageDecider:
             session.watched.append(item)
             agent.watched.append(item)
             session.pending.append(PendingFeeling(item, p.ctx.time_h, o.score))
-            m.memory(u).observe(
-                [memory_notes.watched(name=name, title=m.title(item))], p.ctx.time_h, kind="observation"
+            p.agent.memory.observe(
+                [memory_notes.watched(name=name, title=self.items.title(item))], p.ctx.time_h, kind="observation"
             )
         elif d.action == Action.SEARCH:
             note = memory_notes.searched(name=name, query=str(d.query))
-            m.memory(u).observe([note], p.ctx.time_h, kind="observation")
+            p.agent.memory.observe([note], p.ctx.time_h, kind="observation")
         extra = {
-            "strategy": m.strategy,
+            "strategy": self.strategy,
             "permutation": [int(k) for k in p.perm],
             "shown": list(p.shown),
             "patience_left": session.patience,

@@ -21,6 +21,9 @@ import numpy as np
 
 from recagent_gym.llm.protocol import LanguageModel
 from recagent_gym.llm.seeding import SEED_HIGH
+from recagent_gym.memory.agent_memory import AgentMemory
+from recagent_gym.memory.sensory import Observation
+from recagent_gym.memory.writer import precompress
 from recagent_gym.prompts import memory_notes
 from recagent_gym.social.chat import ChatResult, Speaker, run_chats
 from recagent_gym.social.post import PostResult, write_posts
@@ -177,11 +180,62 @@ def plan_social(
     )
 
 
-def apply_social(model: Agents, plan: SocialPlan, replies: SocialReplies) -> tuple[list[dict[str, Any]], set[int]]:
-    """Step 5 without the flush: memories, heard items, usage and counts; returns the events and touched agents."""
+@dataclass(frozen=True)
+class Delivery:
+    """What one agent receives from the round's social media: a memory note, then the titles it heard."""
+
+    note: str
+    kind: str
+    heard: tuple[int, ...]
+    source: int
+    heard_kind: str
+
+
+def deliver(model: Agents, user_id: int, deliveries: Sequence[Delivery], time_h: float) -> None:
+    """Put ``deliveries`` into ``user_id``'s memory and heard items, in order (no flush)."""
+    for d in deliveries:
+        model.memory(user_id).observe([d.note], time_h, kind=d.kind)
+        if d.heard or d.heard_kind:
+            model.hear(user_id, list(d.heard), time_h, source=d.source, kind=d.heard_kind)
+
+
+def precompress_deliveries(memory: Any, deliveries: Sequence[Delivery], time_h: float) -> None:
+    """Compress the notes of ``deliveries`` ahead of their delivery (the paper's memory only): the same
+    observations :func:`deliver` will queue, so the flush after it finds them done."""
+    if isinstance(memory, AgentMemory) and memory.enabled and deliveries:
+        precompress(memory, [Observation(" ".join(d.note.split()), float(time_h), d.kind) for d in deliveries])  # type: ignore[arg-type]
+
+
+@dataclass
+class SocialApplied:
+    events: list[dict[str, Any]]
+    touched: set[int]
+    """Agents whose memories received notes now (flush them)."""
+    deferred: dict[int, list[Delivery]]
+    """Deliveries held back for the agents in ``defer`` (see :func:`apply_social`)."""
+
+
+def apply_social(
+    model: Agents, plan: SocialPlan, replies: SocialReplies, *, defer: Collection[int] = ()
+) -> SocialApplied:
+    """Step 5 without the flush: memories, heard items, usage and counts, and the events.
+
+    Agents in ``defer`` (in a session while this runs) receive nothing now: their notes and heard titles come back
+    in ``deferred``, for :func:`deliver` at a point of their own chain, so what they read never depends on timing.
+    """
     time_h = plan.time_h
     events = list(plan.events)
     touched: set[int] = set()
+    held = {int(u) for u in defer}
+    deferred: dict[int, list[Delivery]] = {}
+
+    def give(user: int, delivery: Delivery) -> None:
+        if user in held:
+            deferred.setdefault(user, []).append(delivery)
+        else:
+            deliver(model, user, [delivery], time_h)
+            touched.add(user)
+
     for (a, b), result in zip(plan.chats, replies.chats, strict=True):
         names = {a: model.profiles[a].name, b: model.profiles[b].name}
         transcript = result.transcript(names)
@@ -191,12 +245,10 @@ def apply_social(model: Agents, plan: SocialPlan, replies: SocialReplies) -> tup
             heard[listener] += [i for i in model.titles.find(line) if i not in heard[listener]]
         for me, other in ((a, b), (b, a)):
             note = memory_notes.chat(name=names[me], other=names[other], transcript=transcript)
-            model.memory(me).observe([note], time_h, kind="dialogue")
-            model.hear(me, heard[me], time_h, source=other, kind="chat")
+            give(me, Delivery(note, "dialogue", tuple(heard[me]), other, "chat"))
         initiator = model.agent(a)  # the chat's usage and counts go to the agent who started it
         initiator.usage = initiator.usage + result.usage
         initiator.count("chat", reasked=result.reasked > 0, fallback=result.fallbacks > 0)
-        touched |= {a, b}
         events.append(
             {
                 "type": "chat",
@@ -214,14 +266,15 @@ def apply_social(model: Agents, plan: SocialPlan, replies: SocialReplies) -> tup
         agent = model.agent(u)
         agent.usage = agent.usage + post.usage
         agent.count("post", reasked=post.reasked, fallback=post.fallback)
-        recipients, items = post_to_friends(model, u, post.text, time_h, exclude=plan.exclude_recipients)
-        touched |= {u, *recipients}
+        recipients, items = post_deliveries(model, u, post.text, exclude=plan.exclude_recipients)
+        for user, delivery in recipients:
+            give(user, delivery)
         events.append(
             {
                 "type": "post",
                 "user": u,
                 "text": post.text,
-                "recipients": recipients,
+                "recipients": [user for user, _ in recipients[1:]],
                 "items": items,
                 "fallback": post.fallback,
                 "tokens": post.usage.total_tokens,
@@ -229,7 +282,7 @@ def apply_social(model: Agents, plan: SocialPlan, replies: SocialReplies) -> tup
                 "time_h": time_h,
             }
         )
-    return events, touched
+    return SocialApplied(events, touched, deferred)
 
 
 def generate_social(model: Agents, plan: SocialPlan) -> SocialReplies:
@@ -265,10 +318,25 @@ def chat_or_post(
         model, users, rng, time_h, settle=settle, exclude=exclude, exclude_recipients=exclude_recipients,
         chat_weight=chat_weight, post_weight=post_weight,
     )  # fmt: skip
-    events, touched = apply_social(model, plan, generate_social(model, plan))
-    if touched:
-        model.memory_backend.flush([model.memory(u) for u in sorted(touched)], time_h)
-    return events
+    applied = apply_social(model, plan, generate_social(model, plan))
+    if applied.touched:
+        model.memory_backend.flush([model.memory(u) for u in sorted(applied.touched)], time_h)
+    return applied.events
+
+
+def post_deliveries(
+    model: Agents, author: int, text: str, *, exclude: set[int] | frozenset[int] = frozenset()
+) -> tuple[list[tuple[int, Delivery]], list[int]]:
+    """A post's deliveries: the author's own note first, then each friend's (not in ``exclude``) with the titles
+    it names. Returns ``([(user, delivery), ...], items named)``."""
+    name = model.profiles[author].name
+    items = model.titles.find(text)
+    note = memory_notes.post(name=name, text=text)
+    out = [(author, Delivery(note, "dialogue", (), author, ""))]
+    out += [
+        (f, Delivery(note, "dialogue", tuple(items), author, "post")) for f in model.friends(author) if f not in exclude
+    ]
+    return out, items
 
 
 def post_to_friends(
@@ -276,11 +344,7 @@ def post_to_friends(
 ) -> tuple[list[int], list[int]]:
     """Put a post into the author's and every friend's memory (friends in ``exclude`` skipped); friends hear the
     titles it names. No flush. Returns ``(recipients, items named)``."""
-    name = model.profiles[author].name
-    items = model.titles.find(text)
-    recipients = [f for f in model.friends(author) if f not in exclude]
-    for u in (author, *recipients):
-        model.memory(u).observe([memory_notes.post(name=name, text=text)], time_h, kind="dialogue")
-    for f in recipients:
-        model.hear(f, items, time_h, source=author, kind="post")
-    return recipients, items
+    deliveries, items = post_deliveries(model, author, text, exclude=exclude)
+    for user, delivery in deliveries:
+        deliver(model, user, [delivery], time_h)
+    return [user for user, _ in deliveries[1:]], items

@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from recagent_gym.data.schema import Dataset
+from recagent_gym.users.config import UserConfig
 
 Embedder = Callable[[Sequence[str]], np.ndarray]
 
@@ -51,3 +52,8 @@ def relevance(
     taste = taste / norm
     base = float((vectors.get(negatives) @ taste).mean()) if negatives else 0.0
     return (vectors.get(items) @ taste - base) / scale
+
+
+def combine_scores(config: UserConfig, llm_scores: np.ndarray, embedding_scores: np.ndarray) -> np.ndarray:
+    """The decision score: ``score_llm_weight * LLM score + score_embedding_weight * embedding relevance``."""
+    return config.score_llm_weight * np.asarray(llm_scores) + config.score_embedding_weight * embedding_scores
