@@ -18,15 +18,15 @@ from tests._llm_server import FaultServer
 
 KEYS = ["sk-unit-test-key-number-one-0001", "sk-unit-test-key-number-two-0002"]
 
-HTTP_CLIENT = ["lean"]
+HTTP_CLIENT = ["aiohttp"]
 """The HTTP client of the backends built by ``_backend`` (every test runs with both)."""
 
 
-@pytest.fixture(autouse=True, params=["lean", "openai"])
+@pytest.fixture(autouse=True, params=["aiohttp", "openai"])
 def http_client(request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
     HTTP_CLIENT[0] = request.param
     yield request.param
-    HTTP_CLIENT[0] = "lean"
+    HTTP_CLIENT[0] = "aiohttp"
 
 
 def _backend(server: FaultServer, **overrides: object) -> OpenAIBackend:

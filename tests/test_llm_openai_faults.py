@@ -24,15 +24,15 @@ from tests._sim_fixtures import make_embedder, settings
 
 KEY = "sk-faults-test-key-0123456789abcdef"
 
-HTTP_CLIENT = ["lean"]
+HTTP_CLIENT = ["aiohttp"]
 """The HTTP client of the backends built by ``_backend`` (every test runs with both)."""
 
 
-@pytest.fixture(autouse=True, params=["lean", "openai"])
+@pytest.fixture(autouse=True, params=["aiohttp", "openai"])
 def http_client(request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
     HTTP_CLIENT[0] = request.param
     yield request.param
-    HTTP_CLIENT[0] = "lean"
+    HTTP_CLIENT[0] = "aiohttp"
 
 
 def _backend(server: FaultServer | str, **overrides: object) -> OpenAIBackend:

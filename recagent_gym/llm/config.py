@@ -69,11 +69,10 @@ class LLMConfig(Section):
     backoff_max_s: float = Field(30.0, gt=0.0, le=600.0)
     """Longest wait between two retries (a longer ``Retry-After`` is capped here)."""
 
-    http_client: Literal["auto", "lean", "openai"] = "auto"
-    """Remote backends: ``lean`` sends each request over keep-alive connections with this package's small HTTP/1.1
-    client (about a tenth of the ``openai`` client's CPU per request: ``llm/lean_http.py``); ``openai`` uses the
-    ``openai`` package's client (proxies from the environment, HTTP/2); ``auto``: ``lean`` unless a proxy variable
-    (``HTTPS_PROXY``, ``HTTP_PROXY``, ``ALL_PROXY``) is set."""
+    http_client: Literal["aiohttp", "openai"] = "aiohttp"
+    """Remote backends: ``aiohttp`` posts each request's JSON over ``aiohttp``'s keep-alive connections (about a
+    tenth of the ``openai`` client's CPU per request, which bounds a large simulation: ``llm/http_json.py``);
+    ``openai`` uses the ``openai`` package's client. Both take proxies from the environment."""
     structured_output: Literal["auto", "json_schema", "text"] = "auto"
     """How ``choose`` asks a remote server: ``json_schema`` (an enum of the options), ``text`` (validated parse of
     the reply, one re-ask), or ``auto`` (JSON schema, falling back to text if the server rejects it)."""

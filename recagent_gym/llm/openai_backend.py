@@ -22,7 +22,6 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import json
-import os
 import threading
 import time
 import urllib.parse
@@ -34,7 +33,7 @@ import numpy as np
 
 from recagent_gym.llm.config import LLMConfig
 from recagent_gym.llm.endpoints import Endpoint, EndpointPool
-from recagent_gym.llm.lean_http import PROXY_VARIABLES, HTTPStatusError, LeanClient
+from recagent_gym.llm.http_json import HTTPStatusError, JSONClient
 from recagent_gym.llm.openai_reply import Completion, MalformedReply, parse_completion
 from recagent_gym.llm.protocol import Choice, Generation, LLMError, Usage
 from recagent_gym.llm.secrets import redact, redacting_logger, resolve_api_keys
@@ -101,13 +100,9 @@ def _retry_after_seconds(headers: Any) -> float | None:
 
 
 def resolve_http_client(setting: str, *, custom: bool = False) -> str:
-    """``auto``: the lean client unless a proxy is configured in the environment or a custom HTTP client is given
-    (both need the ``openai`` client)."""
-    if setting != "auto":
-        return setting
-    if custom or any(os.environ.get(name) for name in PROXY_VARIABLES):
-        return "openai"
-    return "lean"
+    """The client that sends requests: ``setting``, except that a custom HTTP client (``http_client_factory``,
+    an ``httpx`` client for the ``openai`` package) needs the ``openai`` client."""
+    return "openai" if custom else setting
 
 
 class OpenAIBackend:
@@ -131,7 +126,7 @@ class OpenAIBackend:
         self._http_client_factory = http_client_factory
         self._use_schema = config.structured_output != "text"
         self.http_client = resolve_http_client(config.http_client, custom=http_client_factory is not None)
-        """``lean`` (:mod:`~recagent_gym.llm.lean_http`) or ``openai`` (the ``openai`` package's client)."""
+        """``aiohttp`` (:mod:`~recagent_gym.llm.http_json`) or ``openai`` (the ``openai`` package's client)."""
         self._jitter = np.random.default_rng(derive_seed(config.seed, "backoff"))
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -168,8 +163,8 @@ class OpenAIBackend:
         if self._pool is None:
 
             def clients(url: str | None) -> list[Any]:
-                if self.http_client == "lean":
-                    return [LeanClient(url or DEFAULT_BASE_URL, key) for key in self._keys]
+                if self.http_client == "aiohttp":
+                    return [JSONClient(url or DEFAULT_BASE_URL, key) for key in self._keys]
                 from openai import AsyncOpenAI
 
                 return [
@@ -276,7 +271,7 @@ class OpenAIBackend:
             if exc.status >= 500 or exc.status in (408, 409):
                 raise _Retryable(f"HTTP {exc.status}", _retry_after_seconds(exc.headers)) from exc
             raise
-        except (OSError, asyncio.IncompleteReadError) as exc:  # the lean client's connection failures
+        except OSError as exc:  # no complete reply (ConnectionError and the socket's own errors)
             raise _Retryable(f"connection failed ({type(exc).__name__})") from exc
         try:
             return parse_completion(body)
@@ -285,15 +280,15 @@ class OpenAIBackend:
 
     async def _post(self, client: Any, messages: list[dict[str, str]], params: dict[str, Any]) -> bytes:
         """The raw body of one completion request (read whole; the caller checks its shape)."""
-        if isinstance(client, LeanClient):
+        if isinstance(client, JSONClient):
             return await client.post_json(
                 "/chat/completions", {"model": self.config.model, "messages": messages, **params}
             )
         return await self._post_sdk(client, messages, params)
 
     async def _post_sdk(self, client: Any, messages: list[dict[str, str]], params: dict[str, Any]) -> bytes:
-        """:meth:`_post` through the ``openai`` client, its errors turned into the lean client's (imported here
-        only: the package costs seconds to import)."""
+        """:meth:`_post` through the ``openai`` client, its errors turned into those of
+        :mod:`~recagent_gym.llm.http_json` (imported here only: the package costs seconds to import)."""
         import openai
 
         try:

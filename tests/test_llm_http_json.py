@@ -1,5 +1,6 @@
-"""The lean HTTP/1.1 client (``llm.http_client: lean``) against raw asyncio servers on 127.0.0.1: body framings,
-keep-alive reuse, connections the server closed while idle, cancelled requests, and when ``auto`` picks it."""
+"""The aiohttp JSON client (``llm.http_client: aiohttp``) against raw asyncio servers on 127.0.0.1: body framings,
+keep-alive reuse, connections the server closed while idle, cancelled requests, oversized replies, and which client
+the backend uses."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from collections.abc import Awaitable, Callable
 import pytest
 
 from recagent_gym.llm.config import LLMConfig
-from recagent_gym.llm.lean_http import HTTPStatusError, LeanClient, Target
+from recagent_gym.llm.http_json import MAX_BODY_BYTES, HTTPStatusError, JSONClient
 from recagent_gym.llm.openai_backend import OpenAIBackend, resolve_http_client
 
 Reply = Callable[[int], bytes]
@@ -67,7 +68,7 @@ def test_framings_chunked_gzip_close_delimited_and_keep_alive_reuse() -> None:
     got: list[bytes] = []
 
     async def run(url: str, counts: list[int]) -> None:
-        client = LeanClient(url, "sk-test")
+        client = JSONClient(url, "sk-test")
         for _ in range(4):
             got.append(await client.post_json("/chat/completions", {"model": "m"}))
         await client.close()
@@ -82,7 +83,7 @@ def test_error_statuses_carry_status_headers_and_the_servers_message() -> None:
     reply = f"HTTP/1.1 400 Bad Request\r\nContent-Length: {len(error)}\r\nRetry-After: 3\r\n\r\n".encode() + error
 
     async def run(url: str, counts: list[int]) -> None:
-        client = LeanClient(url, "sk-test")
+        client = JSONClient(url, "sk-test")
         with pytest.raises(HTTPStatusError) as info:
             await client.post_json("/chat/completions", {})
         assert info.value.status == 400 and info.value.headers["retry-after"] == "3"
@@ -96,7 +97,7 @@ def test_a_connection_the_server_closed_while_idle_is_not_reused() -> None:
     body = b'{"ok": 1}'
 
     async def run(url: str, counts: list[int]) -> None:
-        client = LeanClient(url, "sk-test")
+        client = JSONClient(url, "sk-test")
         assert await client.post_json("/x", {}) == body
         await asyncio.sleep(0.05)  # the server closed it after answering (no Connection: close): the loop sees EOF
         assert await client.post_json("/x", {}) == body
@@ -111,7 +112,7 @@ def test_a_cancelled_request_closes_its_connection() -> None:
     slow = asyncio.Event()
 
     async def run(url: str, counts: list[int]) -> None:
-        client = LeanClient(url, "sk-test")
+        client = JSONClient(url, "sk-test")
         with pytest.raises(TimeoutError):
             await asyncio.wait_for(client.post_json("/x", {}), timeout=0.2)
         slow.set()
@@ -125,23 +126,29 @@ def test_a_cancelled_request_closes_its_connection() -> None:
     assert len(counts) == 2  # the half-read connection was dropped, not handed to the next request
 
 
-def test_target_parsing_and_auto_choice(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert Target.parse("https://api.example.com/v1/") == Target("https", "api.example.com", 443, "/v1")
-    assert Target.parse("http://[::1]:8000/v1").host_header == "[::1]:8000"
+def test_oversized_replies_fail_as_connection_errors_without_reading_them_whole() -> None:
+    too_big = f"HTTP/1.1 200 OK\r\nContent-Length: {MAX_BODY_BYTES + 1}\r\n\r\n".encode() + b"x" * 1024
+
+    async def run(url: str, counts: list[int]) -> None:
+        client = JSONClient(url, "sk-test")
+        with pytest.raises(ConnectionError, match="over"):
+            await client.post_json("/x", {})
+        await client.close()
+
+    asyncio.run(_serve(lambda n: too_big, run))
+
+
+def test_base_url_checks_and_which_client_the_backend_uses() -> None:
     with pytest.raises(ValueError, match="http:// or https://"):
-        Target.parse("ftp://host/v1")
-    for name in ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "https_proxy", "http_proxy", "all_proxy"):
-        monkeypatch.delenv(name, raising=False)
-    assert resolve_http_client("auto") == "lean"
-    assert resolve_http_client("auto", custom=True) == "openai"
+        JSONClient("ftp://host/v1", "k")
+    assert resolve_http_client("aiohttp") == "aiohttp"
+    assert resolve_http_client("aiohttp", custom=True) == "openai"  # a custom httpx client is the openai package's
     assert resolve_http_client("openai") == "openai"
     config = LLMConfig(backend="openai", base_url="http://127.0.0.1:9/v1", model="m")
-    assert OpenAIBackend(config).http_client == "lean"
-    monkeypatch.setenv("HTTPS_PROXY", "http://proxy:3128")
-    assert OpenAIBackend(config).http_client == "openai"  # only the openai client honours proxies
+    assert OpenAIBackend(config).http_client == "aiohttp"
 
 
-def test_the_lean_client_never_imports_the_openai_package() -> None:
+def test_the_aiohttp_client_never_imports_the_openai_package() -> None:
     """Importing ``openai`` costs seconds of CPU, which a simulator's first round would pay inside its timer."""
     import os
     import subprocess
@@ -153,7 +160,7 @@ def test_the_lean_client_never_imports_the_openai_package() -> None:
         "from recagent_gym.llm.local_server import LocalServer\n"
         "from recagent_gym.llm.openai_backend import OpenAIBackend\n"
         "with LocalServer() as s:\n"
-        "    b = OpenAIBackend(LLMConfig(backend='openai', base_url=s.base_url, model='m', http_client='lean'))\n"
+        "    b = OpenAIBackend(LLMConfig(backend='openai', base_url=s.base_url, model='m', http_client='aiohttp'))\n"
         "    b.generate(['hi']); b.choose(['pick'], [['a', 'b']]); b.close()\n"
         "print('openai' in sys.modules)\n"
     )
