@@ -77,7 +77,15 @@ def _train_sb3(name: str, config: Config, dataset: Dataset, users: np.ndarray, s
     # Sync vector env for now: RecAgent-v1 composes v0 one session at a time (no batched user-model call yet).
     venv = VecMonitor(DummyVecEnv([lambda: make_candidate_env(config, dataset, users) for _ in range(train.n_envs)]))
     venv.seed(seed)
-    common = {"learning_rate": train.learning_rate, "gamma": train.gamma, "seed": seed, "device": "cpu", "verbose": 0}
+    common = {
+        "learning_rate": train.learning_rate,
+        "gamma": train.gamma,
+        "seed": seed,
+        "device": "cpu",
+        "verbose": 0,
+        # Pages drawn as Plackett-Luce slates of the scores (the policy gradient credits the items shown).
+        "policy_kwargs": {"page_size": venv.get_attr("page_size", [0])[0]},
+    }
     if name == "ppo":
         model = PPO(ItemScoringPolicy, venv, n_steps=train.n_steps, batch_size=train.batch_size, **common)
     else:
