@@ -98,3 +98,42 @@ def test_item_columns_are_catalogue_quantiles(dataset):
     rating = env.item_features[:, g + 2]
     assert rating.min() == 0.0 and rating.max() == 1.0
     assert abs(float(np.median(rating)) - 0.5) < 0.1  # spread over the whole range, not a narrow band
+
+
+def test_envs_share_a_retriever_and_reject_a_mismatched_one(dataset):
+    first = RecAgentCandidateEnv(dataset, "recsim", social=False, n_candidates=20)
+    second = RecAgentCandidateEnv(dataset, "recsim", social=False, n_candidates=20, retriever=first.retriever)
+    assert second.retriever is first.retriever
+    a, _ = first.reset(seed=3, options={"user_id": 2})
+    b, _ = second.reset(seed=3, options={"user_id": 2})
+    assert np.array_equal(a["candidates"], b["candidates"])
+    with pytest.raises(ValueError, match="retriever: built for K=20"):
+        RecAgentCandidateEnv(dataset, "recsim", social=False, n_candidates=30, retriever=first.retriever)
+
+
+def test_linucb_width_is_the_quadratic_form(dataset):
+    from recagent_gym.policies.bandit import LinUCB, bandit_features
+
+    env = RecAgentCandidateEnv(dataset, "recsim", social=False, n_candidates=20)
+    obs, _ = env.reset(seed=0)
+    phi = bandit_features(obs, env.tables.n_genres)
+    bandit = LinUCB(phi.shape[1], env.tables.n_genres, alpha=1.0)
+    bandit.update(obs, np.arange(5), 2, 1.0)
+    expected = phi @ bandit.theta + np.sqrt([row @ bandit.a_inv @ row for row in phi])
+    assert np.allclose(bandit.scores(obs, explore=True), expected)
+
+
+def test_oracle_reads_the_distilled_users_noise_free_score(dataset):
+    from recagent_gym.policies.candidate_baselines import OracleCandidates
+
+    env = RecAgentCandidateEnv(dataset, "embedding", social=False, n_candidates=20)
+    obs, _ = env.reset(seed=0)
+
+    class Distilled:  # the DistilledUser's scoring surface: mean_scores, no oracle_utilities
+        def mean_scores(self, user_id, items):
+            return -np.asarray(items, dtype=np.float64)
+
+    oracle = OracleCandidates(env)
+    oracle.env.user_model = Distilled()
+    ids = np.asarray(env.candidate_ids)
+    assert np.array_equal(oracle.scores(obs), -ids.astype(np.float64))

@@ -53,6 +53,7 @@ KNOWN: tuple[str, ...] = ("random", "popularity", "mf", "oracle", *LEARNERS)
 
 
 def make_candidate_env(config: Config, dataset: Dataset, users: np.ndarray, **kwargs: Any) -> RecAgentCandidateEnv:
+    """A RecAgent-v1 env over ``users``; pass ``retriever=`` an existing env's to skip its MF factorisation."""
     return RecAgentCandidateEnv(
         dataset, config.user.model, config=config, n_candidates=config.train.n_candidates, users=users, **kwargs
     )
@@ -67,7 +68,9 @@ def _say(line: str) -> None:
     print(line, file=sys.stdout, flush=True)
 
 
-def _train_sb3(name: str, config: Config, dataset: Dataset, users: np.ndarray, seed: int, curve: HeldOutEval) -> Any:
+def _train_sb3(
+    name: str, config: Config, dataset: Dataset, users: np.ndarray, seed: int, curve: HeldOutEval, retriever: Any
+) -> Any:
     from stable_baselines3 import A2C, PPO
     from stable_baselines3.common.vec_env import DummyVecEnv, VecMonitor
 
@@ -75,7 +78,8 @@ def _train_sb3(name: str, config: Config, dataset: Dataset, users: np.ndarray, s
 
     train = config.train
     # Sync vector env for now: RecAgent-v1 composes v0 one session at a time (no batched user-model call yet).
-    venv = VecMonitor(DummyVecEnv([lambda: make_candidate_env(config, dataset, users) for _ in range(train.n_envs)]))
+    build = lambda: make_candidate_env(config, dataset, users, retriever=retriever)  # noqa: E731
+    venv = VecMonitor(DummyVecEnv([build] * train.n_envs))
     venv.seed(seed)
     common = {
         "learning_rate": train.learning_rate,
@@ -141,7 +145,7 @@ def run_comparison(config: Config, *, output_dir: str | Path, dataset: Dataset |
         elif name == "bandit":
             recommenders[name] = [
                 train_bandit(
-                    make_candidate_env(config, dataset, split.train),
+                    make_candidate_env(config, dataset, split.train, retriever=eval_env.retriever),
                     steps=learner_steps(config, name),
                     seed=seed,
                     alpha=train.bandit_alpha,
@@ -158,9 +162,9 @@ def run_comparison(config: Config, *, output_dir: str | Path, dataset: Dataset |
                     output_dir=out / f"{name}_{seed}",
                 )
                 if name == "slateq":
-                    models.append(_train_slateq(config, dataset, split.train, seed, curve))
+                    models.append(_train_slateq(config, dataset, split.train, seed, curve, eval_env.retriever))
                 else:
-                    models.append(_train_sb3(name, config, dataset, split.train, seed, curve))
+                    models.append(_train_sb3(name, config, dataset, split.train, seed, curve, eval_env.retriever))
                 curves.setdefault(name, []).append(curve.per_user)
             recommenders[name] = models
         timing[f"train_{name}_s"] = time.perf_counter() - tick
@@ -195,9 +199,11 @@ def run_comparison(config: Config, *, output_dir: str | Path, dataset: Dataset |
     return results
 
 
-def _train_slateq(config: Config, dataset: Dataset, users: np.ndarray, seed: int, curve: HeldOutEval) -> Any:
+def _train_slateq(
+    config: Config, dataset: Dataset, users: np.ndarray, seed: int, curve: HeldOutEval, retriever: Any
+) -> Any:
     train = config.train
-    env = make_candidate_env(config, dataset, users)
+    env = make_candidate_env(config, dataset, users, retriever=retriever)
     steps = learner_steps(config, "slateq")
     every = train.eval_every or steps
 
