@@ -137,3 +137,16 @@ def test_oracle_reads_the_distilled_users_noise_free_score(dataset):
     oracle.env.user_model = Distilled()
     ids = np.asarray(env.candidate_ids)
     assert np.array_equal(oracle.scores(obs), -ids.astype(np.float64))
+
+
+def test_the_recsim_comparison_is_repeated_on_embedding_and_distilled_users():
+    from recagent_gym.config import load_config
+
+    base = load_config("rl_recsim")
+    for name, model in (("rl_embedding", "embedding"), ("rl_distilled", "distilled")):
+        config = load_config(name)
+        assert config.user.model == model
+        assert config.train.output_dir == f"runs/{name}"
+        # the same protocol, learners, seeds and steps: only the users differ
+        assert config.train.model_copy(update={"output_dir": base.train.output_dir}) == base.train
+        assert config.env == base.env
