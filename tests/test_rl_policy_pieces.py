@@ -150,3 +150,23 @@ def test_the_recsim_comparison_is_repeated_on_embedding_and_distilled_users():
         # the same protocol, learners, seeds and steps: only the users differ
         assert config.train.model_copy(update={"output_dir": base.train.output_dir}) == base.train
         assert config.env == base.env
+
+
+def test_the_comparison_runs_numpy_blas_on_the_threads_it_gives_torch(monkeypatch, tmp_path):
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    from recagent_gym.policies import comparison
+    from recagent_gym.policies.threads import blas_threads
+
+    seen = []
+
+    def inner(config, *, output_dir, dataset):
+        seen.extend(p["num_threads"] for p in threadpoolctl.threadpool_info() if p["user_api"] == "blas")
+        return []
+
+    monkeypatch.setattr(comparison, "_run_comparison", inner)
+    from recagent_gym.config import Config
+
+    comparison.run_comparison(Config(), output_dir=tmp_path)
+    assert seen and set(seen) == {1}
+    with blas_threads(1):
+        pass  # restored after: the block leaves the process as it found it

@@ -47,6 +47,7 @@ from recagent_gym.policies.evaluate_policies import (
 )
 from recagent_gym.policies.protocol import Interval, bootstrap_mean, split_users
 from recagent_gym.policies.slateq import train_slateq
+from recagent_gym.policies.threads import blas_threads
 
 LEARNERS: tuple[str, ...] = ("ppo", "a2c", "slateq", "bandit")
 KNOWN: tuple[str, ...] = ("random", "popularity", "mf", "oracle", *LEARNERS)
@@ -102,6 +103,12 @@ def _train_sb3(
 
 def run_comparison(config: Config, *, output_dir: str | Path, dataset: Dataset | None = None) -> list[PolicyMetrics]:
     """Train and evaluate everything in ``config.train.compare``; see the module docstring."""
+    # numpy's BLAS as torch: ``train.torch_threads`` threads (spinning BLAS threads cost 10x on a busy machine)
+    with blas_threads(config.train.torch_threads):
+        return _run_comparison(config, output_dir=output_dir, dataset=dataset)
+
+
+def _run_comparison(config: Config, *, output_dir: str | Path, dataset: Dataset | None) -> list[PolicyMetrics]:
     train = config.train
     unknown = sorted(set(train.compare) - set(KNOWN))
     if unknown:
