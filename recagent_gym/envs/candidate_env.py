@@ -79,7 +79,10 @@ class RecAgentCandidateEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
     As RecAgent-v0 (``dataset``, ``user_model``, ``page_size``, ``max_pages``, ``social``, ``config``,
     ``reward_fn``, ``llm``, ``embedder``, ``render_mode``) plus ``n_candidates`` (K, 50), ``action_mode``
     (``scores`` or ``slate``), ``candidate_mix`` (shares per source, see :data:`~recagent_gym.envs.candidates.
-    DEFAULT_MIX`), ``latent_dim`` (8), ``history_length`` (H, 10) and ``users`` (the pool ``reset`` draws from).
+    DEFAULT_MIX`), ``latent_dim`` (8), ``history_length`` (H, 10), ``users`` (the pool ``reset`` draws from)
+    and ``retriever`` (a :class:`~recagent_gym.envs.candidates.CandidateRetriever` to share between envs over the
+    same dataset: its MF factorisation is the slowest part of building an env; ``candidate_mix`` is then the
+    retriever's).
 
     ## Version History
 
@@ -105,6 +108,7 @@ class RecAgentCandidateEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         latent_dim: int = 8,
         history_length: int = 10,
         users: Sequence[int] | np.ndarray | None = None,
+        retriever: CandidateRetriever | None = None,
         reward_fn: RewardFn | None = None,
         llm: Any = None,
         embedder: Any = None,
@@ -133,7 +137,14 @@ class RecAgentCandidateEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         if len(self.users) == 0 or self.users.min() < 0 or self.users.max() >= self.tables.n_users:
             raise ValueError(f"users must be a non-empty set of ids in 0..{self.tables.n_users - 1}")
         self.n_candidates, self.action_mode, self.render_mode = n_candidates, action_mode, render_mode
-        self.retriever = CandidateRetriever(self.dataset, self.tables, k=n_candidates, mix=candidate_mix)
+        if retriever is None:
+            retriever = CandidateRetriever(self.dataset, self.tables, k=n_candidates, mix=candidate_mix)
+        elif retriever.k != n_candidates or retriever.user_factors.shape[0] != self.tables.n_users:
+            raise ValueError(
+                f"retriever: built for K={retriever.k} and {retriever.user_factors.shape[0]} users, but the env has "
+                f"n_candidates={n_candidates} and {self.tables.n_users} users"
+            )
+        self.retriever = retriever
         self.item_features, self.latent_source = item_feature_table(
             self.dataset, self.tables, self.user_model, latent_dim
         )

@@ -5,12 +5,16 @@ Item features (``F = n_genres + 3 + latent_dim`` columns, every value in ``[-1, 
 | columns          | meaning                                                                                  |
 |------------------|------------------------------------------------------------------------------------------|
 | `0 .. G-1`       | genre vector normalised to sum 1                                                         |
-| `G`              | release year scaled to [0, 1] over the catalogue (0.5 when unknown)                      |
-| `G + 1`          | popularity: log interaction count scaled to [0, 1]                                       |
-| `G + 2`          | shrunk mean rating mapped from 1..5 to [0, 1]                                            |
+| `G`              | release year as its quantile in the catalogue, in [0, 1] (0.5 when unknown)             |
+| `G + 1`          | popularity (interaction count) as its quantile in the catalogue, in [0, 1]               |
+| `G + 2`          | shrunk mean rating as its quantile in the catalogue, in [0, 1]                           |
 | `G + 3 ..`       | low-dimensional item vector: a PCA projection, scaled into [-1, 1], of the vectors the    |
 |                  | user model scores with (RecSim ``item_latents``; embedding users' text embeddings);      |
 |                  | the genre vectors for a model without any (LLM agents), see ``latent_source``            |
+
+The scalar columns are quantiles (ties share their mean rank) rather than min-max scaled values: the catalogue's
+mean ratings crowd into a narrow band (on the bundled data the candidates' middle half spanned 0.59-0.79 of the
+min-max scale), and a small network learns slowly from a feature that barely varies.
 
 The user's encoding (swapped by the personalisation check: :data:`ENCODING_KEYS`) is ``user`` (features from the
 dataset) and ``history`` (last watched items as item features); the session part is ``session``; the candidates
@@ -56,17 +60,27 @@ def project(vectors: np.ndarray, dim: int) -> np.ndarray:
     return out / scale if scale > 0 else out
 
 
+def quantile01(values: np.ndarray) -> np.ndarray:
+    """Each value's quantile among ``values`` in [0, 1] (ties share their mean rank; 0.5 for fewer than 2)."""
+    values = np.asarray(values, dtype=np.float64)
+    n = len(values)
+    if n < 2:
+        return np.full(n, 0.5)
+    _, inverse, counts = np.unique(values, return_inverse=True, return_counts=True)
+    return (np.cumsum(counts) - (counts + 1) / 2.0)[inverse] / (n - 1)
+
+
 def item_feature_table(dataset: Dataset, tables: EnvTables, user_model: Any, latent_dim: int) -> tuple[np.ndarray, str]:
     """``(n_items, F)`` float32 item features (module table) and the latent block's source."""
     year = dataset.items["year"].to_numpy(dtype=np.float64)
     known = year > 0
     year01 = np.full(len(year), 0.5)
     if known.any():
-        low, high = year[known].min(), year[known].max()
-        year01[known] = (year[known] - low) / max(high - low, 1.0)
+        year01[known] = quantile01(year[known])
     vectors, source = latent_source(user_model)
     latent = project(vectors if vectors is not None else tables.topics, latent_dim) if latent_dim else None
-    columns = [tables.topics, year01[:, None], tables.popularity[:, None], ((tables.quality + 1.0) / 2.0)[:, None]]
+    scalars = [year01, quantile01(tables.popularity), quantile01(tables.quality)]
+    columns = [tables.topics, *(column[:, None] for column in scalars)]
     if latent is not None:
         columns.append(latent)
     return np.clip(np.concatenate(columns, axis=1), -1.0, 1.0).astype(np.float32), source

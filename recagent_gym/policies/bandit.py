@@ -56,7 +56,8 @@ class LinUCB:
         mean = phi @ self.theta
         if not explore or self.alpha == 0:
             return mean
-        width = np.sqrt(np.maximum(np.einsum("kd,de,ke->k", phi, self.a_inv, phi), 0.0))
+        # phi A^-1 phi' per row as a matmul: einsum's three-operand path was 2 ms a step, most of training's time.
+        width = np.sqrt(np.maximum(((phi @ self.a_inv) * phi).sum(axis=1), 0.0))
         return mean + self.alpha * width
 
     def predict(

@@ -2,7 +2,8 @@
 
 Each answers SB3's ``predict`` with a score per candidate; items already shown this session go to the bottom
 (the issue's re-shown skipped items: 73% of popularity's slots on v0). The oracle reads the user model's full
-utility (:meth:`RecSimUser.oracle_utilities`, hidden state included): a reference row, not a recommender.
+utility (:meth:`RecSimUser.oracle_utilities`, hidden state included; the embedding users' cosine; the distilled
+users' noise-free score, ``DistilledUser.mean_scores``): a reference row, not a recommender.
 """
 
 from __future__ import annotations
@@ -89,7 +90,8 @@ class OracleCandidates(_CandidateRecommender):
         values = getattr(model, "oracle_values", None)
         if values is not None and self.minute_value > 0:
             return values(user, items, minute_value=self.minute_value)
-        utilities = getattr(model, "oracle_utilities", None)
+        # Distilled users expose their noise-free score (what their decision rule reads) as ``mean_scores``.
+        utilities = getattr(model, "oracle_utilities", None) or getattr(model, "mean_scores", None)
         if utilities is None:
             raise TypeError(f"{type(model).__name__} has no oracle_utilities: no oracle for these users")
         return utilities(user, items)

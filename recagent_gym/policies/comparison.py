@@ -47,12 +47,14 @@ from recagent_gym.policies.evaluate_policies import (
 )
 from recagent_gym.policies.protocol import Interval, bootstrap_mean, split_users
 from recagent_gym.policies.slateq import train_slateq
+from recagent_gym.policies.threads import blas_threads
 
 LEARNERS: tuple[str, ...] = ("ppo", "a2c", "slateq", "bandit")
 KNOWN: tuple[str, ...] = ("random", "popularity", "mf", "oracle", *LEARNERS)
 
 
 def make_candidate_env(config: Config, dataset: Dataset, users: np.ndarray, **kwargs: Any) -> RecAgentCandidateEnv:
+    """A RecAgent-v1 env over ``users``; pass ``retriever=`` an existing env's to skip its MF factorisation."""
     return RecAgentCandidateEnv(
         dataset, config.user.model, config=config, n_candidates=config.train.n_candidates, users=users, **kwargs
     )
@@ -67,7 +69,9 @@ def _say(line: str) -> None:
     print(line, file=sys.stdout, flush=True)
 
 
-def _train_sb3(name: str, config: Config, dataset: Dataset, users: np.ndarray, seed: int, curve: HeldOutEval) -> Any:
+def _train_sb3(
+    name: str, config: Config, dataset: Dataset, users: np.ndarray, seed: int, curve: HeldOutEval, retriever: Any
+) -> Any:
     from stable_baselines3 import A2C, PPO
     from stable_baselines3.common.vec_env import DummyVecEnv, VecMonitor
 
@@ -75,9 +79,18 @@ def _train_sb3(name: str, config: Config, dataset: Dataset, users: np.ndarray, s
 
     train = config.train
     # Sync vector env for now: RecAgent-v1 composes v0 one session at a time (no batched user-model call yet).
-    venv = VecMonitor(DummyVecEnv([lambda: make_candidate_env(config, dataset, users) for _ in range(train.n_envs)]))
+    build = lambda: make_candidate_env(config, dataset, users, retriever=retriever)  # noqa: E731
+    venv = VecMonitor(DummyVecEnv([build] * train.n_envs))
     venv.seed(seed)
-    common = {"learning_rate": train.learning_rate, "gamma": train.gamma, "seed": seed, "device": "cpu", "verbose": 0}
+    common = {
+        "learning_rate": train.learning_rate,
+        "gamma": train.gamma,
+        "seed": seed,
+        "device": "cpu",
+        "verbose": 0,
+        # Pages drawn as Plackett-Luce slates of the scores (the policy gradient credits the items shown).
+        "policy_kwargs": {"page_size": venv.get_attr("page_size", [0])[0]},
+    }
     if name == "ppo":
         model = PPO(ItemScoringPolicy, venv, n_steps=train.n_steps, batch_size=train.batch_size, **common)
     else:
@@ -90,6 +103,12 @@ def _train_sb3(name: str, config: Config, dataset: Dataset, users: np.ndarray, s
 
 def run_comparison(config: Config, *, output_dir: str | Path, dataset: Dataset | None = None) -> list[PolicyMetrics]:
     """Train and evaluate everything in ``config.train.compare``; see the module docstring."""
+    # numpy's BLAS as torch: ``train.torch_threads`` threads (spinning BLAS threads cost 10x on a busy machine)
+    with blas_threads(config.train.torch_threads):
+        return _run_comparison(config, output_dir=output_dir, dataset=dataset)
+
+
+def _run_comparison(config: Config, *, output_dir: str | Path, dataset: Dataset | None) -> list[PolicyMetrics]:
     train = config.train
     unknown = sorted(set(train.compare) - set(KNOWN))
     if unknown:
@@ -133,7 +152,7 @@ def run_comparison(config: Config, *, output_dir: str | Path, dataset: Dataset |
         elif name == "bandit":
             recommenders[name] = [
                 train_bandit(
-                    make_candidate_env(config, dataset, split.train),
+                    make_candidate_env(config, dataset, split.train, retriever=eval_env.retriever),
                     steps=learner_steps(config, name),
                     seed=seed,
                     alpha=train.bandit_alpha,
@@ -150,9 +169,9 @@ def run_comparison(config: Config, *, output_dir: str | Path, dataset: Dataset |
                     output_dir=out / f"{name}_{seed}",
                 )
                 if name == "slateq":
-                    models.append(_train_slateq(config, dataset, split.train, seed, curve))
+                    models.append(_train_slateq(config, dataset, split.train, seed, curve, eval_env.retriever))
                 else:
-                    models.append(_train_sb3(name, config, dataset, split.train, seed, curve))
+                    models.append(_train_sb3(name, config, dataset, split.train, seed, curve, eval_env.retriever))
                 curves.setdefault(name, []).append(curve.per_user)
             recommenders[name] = models
         timing[f"train_{name}_s"] = time.perf_counter() - tick
@@ -187,9 +206,11 @@ def run_comparison(config: Config, *, output_dir: str | Path, dataset: Dataset |
     return results
 
 
-def _train_slateq(config: Config, dataset: Dataset, users: np.ndarray, seed: int, curve: HeldOutEval) -> Any:
+def _train_slateq(
+    config: Config, dataset: Dataset, users: np.ndarray, seed: int, curve: HeldOutEval, retriever: Any
+) -> Any:
     train = config.train
-    env = make_candidate_env(config, dataset, users)
+    env = make_candidate_env(config, dataset, users, retriever=retriever)
     steps = learner_steps(config, "slateq")
     every = train.eval_every or steps
 

@@ -1,12 +1,20 @@
 """Score every candidate against the user's encoding with shared weights (for SB3 PPO/A2C on RecAgent-v1).
 
 The same small network scores each candidate (SUBER's one-logit-per-item, KuaiSim's item encodings): a context
-vector from the user's encoding and the session, an embedding per candidate from its item features, and a score
-from both (concatenation and elementwise product, then a hidden layer). Weights are shared across candidates,
-so what is learned is an item-level preference that transfers to unseen users and items.
+vector from the user's encoding and the session, an embedding per candidate, and a score from both (concatenation
+and elementwise product, then a hidden layer). The candidate's embedding reads its item features AND their
+products with who the user is and what the session showed (:func:`interaction_features`: genre membership x the
+user's relative genre shares, item features x the mean of the history, of this session's watched and of its
+skipped items; the LinUCB bandit's features). Without them the only user x item term is the product of two learned
+embeddings, which PPO did not learn to use: its return did not change when another user's encoding was swapped in.
+Weights are shared across candidates, so what is learned is an item-level preference that transfers to unseen
+users and items.
 
-With SB3, :class:`ItemScoringPolicy` is an ``ActorCriticPolicy`` whose action mean IS the per-candidate score
-vector (``tanh``, inside the env's ``Box(-1, 1, (K,))``); the value head reads the context and the mean candidate
+With SB3, :class:`ItemScoringPolicy` is an ``ActorCriticPolicy`` over the env's ``Box(-1, 1, (K,))`` score action.
+Given ``page_size`` (what the RL comparison uses), the scores are the logits of a Plackett-Luce page
+(:mod:`recagent_gym.policies.slate_distribution`: ``page_size`` candidates drawn without replacement), so the policy
+gradient credits the items shown; without it the action mean IS the score vector (``tanh``) under a Gaussian, whose
+noise mostly moves scores that never reach the page. The value head reads the context and the mean candidate
 embedding. :class:`CandidateScorer` is also SlateQ's item-wise Q and choice network.
 """
 
@@ -20,6 +28,34 @@ from stable_baselines3.common.policies import ActorCriticPolicy
 from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 from torch import nn
 
+from recagent_gym.policies.slate_distribution import PlackettLuceDistribution
+
+
+def interaction_features(obs: dict[str, torch.Tensor], history_mean: torch.Tensor) -> torch.Tensor:
+    """``(B, K, G + 3F)`` user x item products per candidate (layouts of :mod:`recagent_gym.envs.encoding`).
+
+    Genre membership times the user's genre shares relative to the user's top genre (shares sum to 1 and topics
+    to 1, so their raw product is too small to learn from), then the item features times the history mean, the
+    session's watched mean and its skipped mean.
+    """
+    cands = obs["candidates"]
+    f = obs["history"].shape[-1] - 1
+    n_genres = obs["user"].shape[-1] - 3
+    items = cands[..., :f]
+    shares = obs["user"][..., :n_genres]
+    relative = shares / shares.amax(-1, keepdim=True).clamp(min=1e-6)
+    session = obs["session"]
+    watched, skipped = session[..., -2 * f : -f], session[..., -f:]
+    return torch.cat(
+        [
+            (items[..., :n_genres] > 0).float() * relative.unsqueeze(1),
+            items * history_mean.unsqueeze(1),
+            items * watched.unsqueeze(1),
+            items * skipped.unsqueeze(1),
+        ],
+        dim=-1,
+    )
+
 
 class CandidateScorer(nn.Module):
     """``forward(obs) -> (scores (B, K), context (B, 2 * dim))``; masked candidates score ``-mask_value``."""
@@ -30,9 +66,10 @@ class CandidateScorer(nn.Module):
         history_f = observation_space["history"].shape[1] - 1
         session = observation_space["session"].shape[0]
         cand = observation_space["candidates"].shape[1]
+        interactions = (user - 3) + 3 * history_f
         self.mask_value = mask_value
         self.context = nn.Sequential(nn.Linear(user + history_f + session, 64), nn.ReLU(), nn.Linear(64, dim))
-        self.item = nn.Sequential(nn.Linear(cand, 64), nn.ReLU(), nn.Linear(64, dim))
+        self.item = nn.Sequential(nn.Linear(cand + interactions, 64), nn.ReLU(), nn.Linear(64, dim))
         self.head = nn.Sequential(nn.Linear(3 * dim, 32), nn.ReLU(), nn.Linear(32, 1))
 
     def forward(self, obs: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -40,7 +77,7 @@ class CandidateScorer(nn.Module):
         valid = history[..., -1:]
         history_mean = (history[..., :-1] * valid).sum(1) / valid.sum(1).clamp(min=1.0)
         context = self.context(torch.cat([obs["user"], history_mean, obs["session"]], dim=-1))
-        items = self.item(obs["candidates"])
+        items = self.item(torch.cat([obs["candidates"], interaction_features(obs, history_mean)], dim=-1))
         ctx = context.unsqueeze(1).expand_as(items)
         scores = self.head(torch.cat([ctx, items, ctx * items], dim=-1)).squeeze(-1)
         mask = obs["candidate_mask"]
@@ -74,10 +111,23 @@ class _ScoreHead(nn.Module):
         return torch.tanh(latent[..., : self.k])
 
 
-class ItemScoringPolicy(ActorCriticPolicy):
-    """``ActorCriticPolicy`` whose action mean is the shared-weight score of each candidate (see module doc)."""
+class _LogitHead(nn.Module):
+    """The Plackett-Luce logits: the first ``k`` features (the candidate scores), unsquashed."""
 
-    def __init__(self, *args: Any, dim: int = 32, **kwargs: Any) -> None:
+    def __init__(self, k: int) -> None:
+        super().__init__()
+        self.k = k
+
+    def forward(self, latent: torch.Tensor) -> torch.Tensor:
+        return latent[..., : self.k]
+
+
+class ItemScoringPolicy(ActorCriticPolicy):
+    """``ActorCriticPolicy`` scoring each candidate with shared weights (see module doc); ``page_size`` turns on
+    the Plackett-Luce page distribution."""
+
+    def __init__(self, *args: Any, dim: int = 32, page_size: int | None = None, **kwargs: Any) -> None:
+        self.page_size = page_size
         kwargs.setdefault("features_extractor_class", ItemScoringExtractor)
         kwargs.setdefault("features_extractor_kwargs", {"dim": dim})
         kwargs.setdefault("net_arch", {"pi": [], "vf": [64]})
@@ -86,8 +136,22 @@ class ItemScoringPolicy(ActorCriticPolicy):
         super().__init__(*args, **kwargs)
 
     def _build(self, lr_schedule: Any) -> None:
-        super()._build(lr_schedule)
         k = self.action_space.shape[0]
-        self.action_net = _ScoreHead(k)
+        if self.page_size is None:
+            super()._build(lr_schedule)
+            self.action_net = _ScoreHead(k)
+        else:
+            self._build_mlp_extractor()
+            self.action_dist = PlackettLuceDistribution(self.page_size)
+            self.action_net = _LogitHead(k)
+            self.value_net = nn.Linear(self.mlp_extractor.latent_dim_vf, 1)
         # The replaced head changes the parameter set: the optimiser must see the final one.
         self.optimizer = self.optimizer_class(self.parameters(), lr=lr_schedule(1), **self.optimizer_kwargs)
+
+    def _get_action_dist_from_latent(self, latent_pi: torch.Tensor) -> Any:
+        if isinstance(self.action_dist, PlackettLuceDistribution):
+            return self.action_dist.proba_distribution(self.action_net(latent_pi))
+        return super()._get_action_dist_from_latent(latent_pi)
+
+    def _get_constructor_parameters(self) -> dict[str, Any]:
+        return {**super()._get_constructor_parameters(), "page_size": self.page_size}
