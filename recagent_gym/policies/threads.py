@@ -2,8 +2,7 @@
 
 OpenBLAS starts one thread per core and its threads spin while they wait: on a shared 2-core machine (load about
 10) 1,000 LinUCB steps took 19.3 s wall and 16.4 s CPU with its default threads, and 1.8 s wall and 1.3 s CPU with
-one. The limit comes from ``threadpoolctl`` (installed with scikit-learn, which sentence-transformers requires);
-without it the context does nothing and ``OPENBLAS_NUM_THREADS=1`` in the environment does the same.
+one. The limit comes from ``threadpoolctl``, the maintained way to set BLAS thread pools at run time.
 """
 
 from __future__ import annotations
@@ -11,14 +10,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from threadpoolctl import threadpool_limits
+
 
 @contextmanager
 def blas_threads(limit: int) -> Iterator[None]:
     """Numpy's BLAS limited to ``limit`` threads inside the block (restored after)."""
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # optional: the environment variable does the same
-        yield
-        return
     with threadpool_limits(limits=limit, user_api="blas"):
         yield
