@@ -23,7 +23,21 @@ from collections import defaultdict
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
+import pytest
+
 from recagent_gym.llm.local_server import LocalServer
+
+HTTP_CLIENT = ["aiohttp"]
+"""The HTTP client of the backends a test module builds; importing :func:`http_client` into the module runs each of
+its tests with both clients."""
+
+
+@pytest.fixture(autouse=True, params=["aiohttp", "openai"])
+def http_client(request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
+    HTTP_CLIENT[0] = request.param
+    yield request.param
+    HTTP_CLIENT[0] = "aiohttp"
+
 
 TAG = re.compile(r"<<([^>]+)>>")
 

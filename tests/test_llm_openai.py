@@ -14,19 +14,9 @@ from recagent_gym.llm.config import LLMConfig
 from recagent_gym.llm.factory import build_llm
 from recagent_gym.llm.openai_backend import OpenAIBackend
 from recagent_gym.llm.protocol import LLMError
-from tests._llm_server import FaultServer
+from tests._llm_server import HTTP_CLIENT, FaultServer, http_client  # noqa: F401  (autouse: every test runs with both clients)
 
 KEYS = ["sk-unit-test-key-number-one-0001", "sk-unit-test-key-number-two-0002"]
-
-HTTP_CLIENT = ["aiohttp"]
-"""The HTTP client of the backends built by ``_backend`` (every test runs with both)."""
-
-
-@pytest.fixture(autouse=True, params=["aiohttp", "openai"])
-def http_client(request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
-    HTTP_CLIENT[0] = request.param
-    yield request.param
-    HTTP_CLIENT[0] = "aiohttp"
 
 
 def _backend(server: FaultServer, **overrides: object) -> OpenAIBackend:

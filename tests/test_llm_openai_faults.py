@@ -19,20 +19,10 @@ from recagent_gym.llm.protocol import LLMError
 from recagent_gym.llm.text import clean_text
 from recagent_gym.prompts.checked import choose_checked, generate_checked
 from recagent_gym.simulator import commands, runner
-from tests._llm_server import MALFORMED, FaultServer
+from tests._llm_server import HTTP_CLIENT, MALFORMED, FaultServer, http_client  # noqa: F401  (autouse: every test runs with both clients)
 from tests._sim_fixtures import make_embedder, settings
 
 KEY = "sk-faults-test-key-0123456789abcdef"
-
-HTTP_CLIENT = ["aiohttp"]
-"""The HTTP client of the backends built by ``_backend`` (every test runs with both)."""
-
-
-@pytest.fixture(autouse=True, params=["aiohttp", "openai"])
-def http_client(request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
-    HTTP_CLIENT[0] = request.param
-    yield request.param
-    HTTP_CLIENT[0] = "aiohttp"
 
 
 def _backend(server: FaultServer | str, **overrides: object) -> OpenAIBackend:
