@@ -11,7 +11,9 @@ Protocol, per setting ``(a, b)``:
    (deciles by default), widening to the nearest band only when a band runs out (counted as ``widened``). With
    ``b`` not a multiple of ``a``, each positive gets ``b // a`` and the remainder goes to positives drawn at random.
 4. A model's pick is its top-``a`` candidates by ``score_items`` (ties broken at random, never by position);
-   ``p = mean_u |T ∩ S| / |T|`` with standard error and a bootstrap interval over users.
+   ``p = mean_u |T ∩ S| / |T|`` with standard error and a bootstrap interval over users. Each model scores the
+   union of a user's candidates over every sampler and ``b`` with the same ``a`` in one call (same scores as one
+   call per trial, a quarter of the embedded model's calls: ``evaluation/union_scores.py``).
 5. **Paired differences**: each model's per-user ``p`` minus Embedding's and minus Popularity's on the same users
    and candidates, with a bootstrap interval over users (:func:`~recagent_gym.evaluation.metrics.paired_difference`).
    An interval excluding 0 is a significant margin; at the paper's 20 users a margin of about 0.2 is needed at
@@ -43,6 +45,7 @@ from recagent_gym.data.splits import leave_last_out, sample_negatives, sample_ne
 from recagent_gym.evaluation.config import NEGATIVE_SAMPLERS
 from recagent_gym.evaluation.metrics import DiscriminationHitRate, Estimate, paired_difference, summarize, top_k
 from recagent_gym.evaluation.subjects import Resources, child_rng, pick_donors, sample_users, swap_histories
+from recagent_gym.evaluation.union_scores import score_union
 
 logger = logging.getLogger(__name__)
 
@@ -283,23 +286,20 @@ def build_trials(
     return trials, widened
 
 
-def _score_trial(model: Any, trial: Trial, label: str, key: tuple, seed: int) -> list[int]:
-    """The model's top-``a`` candidates for one trial.
+def _score_user(model: Any, group: Sequence[Trial], label: str, kind: str, a: int, seed: int) -> list[np.ndarray]:
+    """The model's scores of one user's trials holding out ``a`` (every sampler and ``b``), from one call.
 
-    The scoring generator depends on the model, ``a`` and the user only (``key[0]``, ``key[2]``), not on the sampler
-    or ``b``: a user's few-shot examples are then the same in every setting with the same history, and the embedded
-    backend evaluates that prompt prefix once and reuses it (trials are scored user by user).
+    The scoring generator depends on the model, ``a`` and the user only, not on the sampler or ``b``: the user's
+    few-shot examples are the same in every setting with the same history, so one call over the union of the
+    candidates gives each trial the scores it would get alone (:mod:`~recagent_gym.evaluation.union_scores`).
     """
-    kind, _sampler, a, _b = key
-    scores = np.asarray(
-        model.score_items(trial.user, list(trial.candidates), child_rng(seed, "score", kind, a, trial.user)),
-        dtype=np.float64,
-    )
-    if scores.shape != (len(trial.candidates),) or not np.isfinite(scores).all():
-        raise ValueError(
-            f"{label}: score_items for user {trial.user} returned {scores.shape} scores "
-            f"(finite: {bool(np.isfinite(scores).all())}) for {len(trial.candidates)} candidates"
-        )
+    user = group[0].user
+    rng = child_rng(seed, "score", kind, a, user)
+    return score_union(model, user, [t.candidates for t in group], rng, label=label)
+
+
+def _pick(scores: np.ndarray, trial: Trial, key: tuple, seed: int) -> list[int]:
+    """The top-``a`` candidates of one trial (ties broken by a generator of the trial, never by position)."""
     pick = top_k(scores, len(trial.truth), child_rng(seed, "pick", *key, trial.user))
     return [trial.candidates[i] for i in pick]
 
@@ -361,17 +361,18 @@ def run_discrimination(
                 swapped_picks: dict[tuple[str, int], list[list[int]]] = {k: [] for k in keys}
                 seconds = dict.fromkeys(keys, 0.0)
                 for index in range(len(users)):  # user by user: each history's prompt prefix stays resident
-                    for sampler, b in keys:
-                        start = time.perf_counter()
-                        key = (kind, sampler, a, b)
-                        trial = trials[(sampler, a, b)][index]
-                        picks[(sampler, b)].append(_score_trial(model, trial, labels[kind], key, seed))
-                        if swapped_model is not None:
-                            swapped_picks[(sampler, b)].append(
-                                _score_trial(swapped_model, trial, labels[kind], key, seed)
-                            )
-                        seconds[(sampler, b)] += time.perf_counter() - start
-                        bar.update(runs)
+                    start = time.perf_counter()
+                    group = [trials[(sampler, a, b)][index] for sampler, b in keys]
+                    variants = [(model, picks), (swapped_model, swapped_picks)]
+                    for scorer, store in [(m, st) for m, st in variants if m is not None]:
+                        scored = _score_user(scorer, group, labels[kind], kind, a, seed)
+                        for (sampler, b), trial, scores in zip(keys, group, scored, strict=True):
+                            store[(sampler, b)].append(_pick(scores, trial, (kind, sampler, a, b), seed))
+                    elapsed = time.perf_counter() - start
+                    size = sum(len(t.candidates) for t in group)
+                    for (sampler, b), trial in zip(keys, group, strict=True):  # shared call: by candidates
+                        seconds[(sampler, b)] += elapsed * len(trial.candidates) / size
+                    bar.update(runs * len(keys))
                 for sampler, b in keys:
                     key = (kind, sampler, a, b)
                     truths = [t.truth for t in trials[(sampler, a, b)]]

@@ -50,6 +50,7 @@ from recagent_gym.evaluation.discrimination import (
 )
 from recagent_gym.evaluation.metrics import Estimate, summarize
 from recagent_gym.evaluation.subjects import Resources, child_rng, pick_donors, sample_users, swap_histories
+from recagent_gym.evaluation.union_scores import score_union
 
 logger = logging.getLogger(__name__)
 
@@ -192,25 +193,26 @@ def _diff(diff: Estimate) -> str:
     return f"{diff.mean:+.3f} [{diff.low:+.3f}, {diff.high:+.3f}]{star}"
 
 
-def _errors(model: Any, train: Dataset, trial: Trial, truth: dict[int, float], key: tuple, seed: int) -> float:
-    """The user's mean squared error over its held-out items for one model (``None`` model: the user mean)."""
+def _errors(scores: np.ndarray | None, train: Dataset, trial: Trial, truth: dict[int, float]) -> float:
+    """The user's mean squared error over its held-out items from a model's ``scores`` of the trial's candidates
+    (``None``: the user-mean floor)."""
     scale = user_ratings(train, trial.user)
     if len(scale) == 0:
         scale = np.array([np.nanmean(train.interactions["rating"].to_numpy(dtype=np.float64))])
     positions = [trial.candidates.index(t) for t in trial.truth]
-    if model is None:
-        predicted = np.full(len(positions), scale.mean())
-    else:
-        kind, _sampler, a = key
-        scores = np.asarray(
-            model.score_items(trial.user, list(trial.candidates), child_rng(seed, "score", kind, a, trial.user)),
-            dtype=np.float64,
-        )
-        if scores.shape != (len(trial.candidates),) or not np.isfinite(scores).all():
-            raise ValueError(f"{kind}: score_items for user {trial.user} returned unusable scores {scores.shape}")
-        predicted = ranks_to_ratings(scores, positions, scale)
+    floor = np.full(len(positions), scale.mean())
+    predicted = floor if scores is None else ranks_to_ratings(scores, positions, scale)
     actual = np.array([truth[t] for t in trial.truth])
     return float(np.mean((predicted - actual) ** 2))
+
+
+def _user_scores(model: Any, group: list[Trial], kind: str, a: int, seed: int) -> list[np.ndarray | None]:
+    """One model's scores of a user's trials (every sampler) from one call; ``None`` per trial without a model."""
+    if model is None:
+        return [None] * len(group)
+    user = group[0].user
+    rng = child_rng(seed, "score", kind, a, user)
+    return list(score_union(model, user, [t.candidates for t in group], rng, label=kind))
 
 
 def run_rating(resources: Resources, *, progress: bool = True) -> RatingResult:
@@ -247,30 +249,30 @@ def run_rating(resources: Resources, *, progress: bool = True) -> RatingResult:
             build_seconds[kind] = time.perf_counter() - built
             if kind == "llm":
                 labels[kind] = f"LLM agent ({resources.language_model().name})"
+            errors: dict[str, list[float]] = {sampler: [] for sampler in samplers}
+            swapped_errors: dict[str, list[float]] = {sampler: [] for sampler in samplers}
+            start = time.perf_counter()
+            for index in range(len(users)):
+                group = [trials[(sampler, a, b)][index] for sampler in samplers]
+                user_truth = truth[group[0].user]
+                for sampler, trial, scores in zip(samplers, group, _user_scores(model, group, kind, a, seed),
+                                                  strict=True):  # fmt: skip
+                    errors[sampler].append(_errors(scores, split.train, trial, user_truth))
+                if swapped is not None and swapped_train is not None:
+                    for sampler, trial, scores in zip(samplers, group, _user_scores(swapped, group, kind, a, seed),
+                                                      strict=True):  # fmt: skip
+                        swapped_errors[sampler].append(_errors(scores, swapped_train, trial, user_truth))
+                bar.update(len(samplers))
+            elapsed = (time.perf_counter() - start) / len(samplers)
             for sampler in samplers:
-                start = time.perf_counter()
-                errors, swapped_errors = [], []
-                for trial in trials[(sampler, a, b)]:
-                    errors.append(_errors(model, split.train, trial, truth[trial.user], (kind, sampler, a), seed))
-                    if swapped is not None and swapped_train is not None:
-                        swapped_errors.append(
-                            _errors(swapped, swapped_train, trial, truth[trial.user], (kind, sampler, a), seed)
-                        )
-                    bar.update(1)
-                per_user = np.array(errors)
-                cell = Cell(
-                    kind,
-                    sampler,
-                    a,
-                    b,
-                    summarize(per_user, child_rng(seed, "bootstrap-rating", kind, sampler), **boot),
-                    per_user.tolist(),
-                    seconds=time.perf_counter() - start,
-                )
-                if swapped_errors:
-                    cell.swapped = summarize(swapped_errors, child_rng(seed, "bootstrap-rating-swap", kind, sampler),
-                                             **boot)  # fmt: skip
-                    cell.drop = summarize(per_user - np.array(swapped_errors), None, bootstrap=0)
+                per_user = np.array(errors[sampler])
+                boot_rng = child_rng(seed, "bootstrap-rating", kind, sampler)
+                cell = Cell(kind, sampler, a, b, summarize(per_user, boot_rng, **boot), per_user.tolist(),
+                            seconds=elapsed)  # fmt: skip
+                if swapped_errors[sampler]:
+                    swap_rng = child_rng(seed, "bootstrap-rating-swap", kind, sampler)
+                    cell.swapped = summarize(swapped_errors[sampler], swap_rng, **boot)
+                    cell.drop = summarize(per_user - np.array(swapped_errors[sampler]), None, bootstrap=0)
                 cells.append(cell)
     add_paired_differences(cells, seed=seed, **boot)
     result = RatingResult(
