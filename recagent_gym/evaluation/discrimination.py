@@ -44,6 +44,16 @@ from recagent_gym.data.schema import Dataset
 from recagent_gym.data.splits import leave_last_out, sample_negatives, sample_negatives_popularity_matched
 from recagent_gym.evaluation.config import NEGATIVE_SAMPLERS
 from recagent_gym.evaluation.metrics import DiscriminationHitRate, Estimate, paired_difference, summarize, top_k
+from recagent_gym.evaluation.prior_rows import LABELS as PRIOR_LABELS
+from recagent_gym.evaluation.prior_rows import (
+    LLM_PRIOR,
+    PRIOR_KINDS,
+    Memo,
+    build_prior_row,
+    check_disjoint,
+    score_kind,
+    weights_file,
+)
 from recagent_gym.evaluation.subjects import Resources, child_rng, pick_donors, sample_users, swap_histories
 from recagent_gym.evaluation.union_scores import score_union
 
@@ -62,7 +72,12 @@ POPULARITY = "popularity"
 REFERENCES: tuple[str, ...] = ("embedding", POPULARITY)
 """Rows every other model is compared with, paired over users (when the row was run)."""
 MODEL_LABELS = {RANDOM: "Random (expectation)", POPULARITY: "Popularity", "embedding": "Embedding",
-                "recsim": "RecSim", "llm": "LLM agent"}  # fmt: skip
+                "recsim": "RecSim", "llm": "LLM agent", **PRIOR_LABELS}  # fmt: skip
+
+
+def references_of(model: str) -> tuple[str, ...]:
+    """The rows ``model`` is compared with: Embedding and Popularity, and the LLM alone for the prior's rows."""
+    return (*REFERENCES, "llm") if model in PRIOR_KINDS else REFERENCES
 
 
 class PopularityScorer:
@@ -194,7 +209,7 @@ class DiscriminationResult:
         return "\n".join(lines) + "\n"
 
     def _versus_lines(self, heads: list[str]) -> list[str]:
-        refs = [r for r in REFERENCES if r in self.models]
+        refs = [r for r in (*REFERENCES, "llm") if r in self.models]
         if not refs:
             return []
         lines = ["## Paired differences", "",
@@ -225,7 +240,7 @@ def add_paired_differences(cells: list[Cell], *, seed: int, bootstrap: int, conf
     for cell in cells:
         if cell.model == RANDOM:
             continue
-        for ref in REFERENCES:
+        for ref in references_of(cell.model):
             other = by_key.get((ref, cell.sampler, cell.a, cell.b))
             if other is None or (cell.model in REFERENCES and REFERENCES.index(ref) <= REFERENCES.index(cell.model)):
                 continue  # itself, or the mirror of a reference pair already shown (Embedding vs Popularity)
@@ -294,7 +309,7 @@ def _score_user(model: Any, group: Sequence[Trial], label: str, kind: str, a: in
     candidates gives each trial the scores it would get alone (:mod:`~recagent_gym.evaluation.union_scores`).
     """
     user = group[0].user
-    rng = child_rng(seed, "score", kind, a, user)
+    rng = child_rng(seed, "score", score_kind(kind), a, user)
     return score_union(model, user, [t.candidates for t in group], rng, label=label)
 
 
@@ -333,7 +348,10 @@ def run_discrimination(
     donors = pick_donors(full, users, min_count, child_rng(seed, "donors")) if cfg.personalization_check else {}
 
     models = [RANDOM, POPULARITY, *cfg.user_models]
+    if any(kind in PRIOR_KINDS for kind in models):
+        check_disjoint(full, users, weights_file(resources.config, "prior"))
     labels = dict(MODEL_LABELS)
+    shared: dict[tuple[int, bool], Memo] = {}
     cells: list[Cell] = []
     for sampler in samplers:
         for a, b in settings:
@@ -347,13 +365,13 @@ def run_discrimination(
             for a in a_values:
                 bar.set_postfix_str(f"{kind}, a={a}: building")
                 built = time.perf_counter()
-                model = _build(resources, kind, splits[a].train)
+                model = _build(resources, kind, splits[a].train, shared, (a, False))
                 if kind == "llm":
                     labels[kind] = f"LLM agent ({resources.language_model().name})"
                 swapped_model = None
                 if donors:
                     swapped_train = swap_histories(splits[a].train, donors, _candidates_of(trials, a, users))
-                    swapped_model = _build(resources, kind, swapped_train)
+                    swapped_model = _build(resources, kind, swapped_train, shared, (a, True))
                 build_seconds[kind] = build_seconds.get(kind, 0.0) + time.perf_counter() - built
                 bar.set_postfix_str(f"{kind}, a={a}")
                 keys = [(sampler, b) for sampler in samplers for b in [b for aa, b in settings if aa == a]]
@@ -406,7 +424,20 @@ def _candidates_of(trials: dict[tuple[str, int, int], list[Trial]], a: int, user
     return shown
 
 
-def _build(resources: Resources, kind: str, train: Dataset) -> Any:
+def _build(
+    resources: Resources, kind: str, train: Dataset, shared: dict | None = None, slot: tuple | None = None
+) -> Any:
+    """The scorer of ``kind`` on ``train``; the LLM agent is memoised in ``shared[slot]`` so that the ``llm+prior``
+    row of the same training data reuses its scores."""
     if kind == POPULARITY:
         return PopularityScorer(train)
-    return resources.build(kind, train)
+    if kind in PRIOR_KINDS:
+        llm = None
+        if kind == LLM_PRIOR:
+            held = shared.get(slot) if shared is not None else None
+            llm = held if held is not None else Memo(resources.build("llm", train))
+        return build_prior_row(kind, train, resources.config, llm)
+    model = resources.build(kind, train)
+    if kind == "llm" and shared is not None:
+        model = shared[slot] = Memo(model)
+    return model

@@ -49,6 +49,7 @@ from recagent_gym.evaluation.discrimination import (
     build_trials,
 )
 from recagent_gym.evaluation.metrics import Estimate, summarize
+from recagent_gym.evaluation.prior_rows import PRIOR_KINDS, check_disjoint, score_kind, weights_file
 from recagent_gym.evaluation.subjects import Resources, child_rng, pick_donors, sample_users, swap_histories
 from recagent_gym.evaluation.union_scores import score_union
 
@@ -143,7 +144,7 @@ class RatingResult:
             "|---|---|" + "---|" * len(self.samplers),
         ]
         for model in self.models:
-            for ref in (r for r in ("embedding", POPULARITY) if r in self.models):
+            for ref in (r for r in ("embedding", POPULARITY, "llm") if r in self.models):
                 cells = [self.cell(model, s) for s in self.samplers]
                 if all(ref in c.versus for c in cells):
                     texts = [_diff(c.versus[ref]) for c in cells]
@@ -211,7 +212,7 @@ def _user_scores(model: Any, group: list[Trial], kind: str, a: int, seed: int) -
     if model is None:
         return [None] * len(group)
     user = group[0].user
-    rng = child_rng(seed, "score", kind, a, user)
+    rng = child_rng(seed, "score", score_kind(kind), a, user)
     return list(score_union(model, user, [t.candidates for t in group], rng, label=kind))
 
 
@@ -236,6 +237,9 @@ def run_rating(resources: Resources, *, progress: bool = True) -> RatingResult:
     )
     swapped_train = swap_histories(split.train, donors, _candidates_of(trials, a, users)) if donors else None
     models = [USER_MEAN, POPULARITY, *cfg.user_models]
+    if any(kind in PRIOR_KINDS for kind in models):
+        check_disjoint(full, users, weights_file(resources.config, "prior"))
+    shared: dict = {}
     labels = {**MODEL_LABELS, USER_MEAN: "User mean rating"}
     boot = dict(bootstrap=cfg.bootstrap_samples, confidence=cfg.confidence)
     cells: list[Cell] = []
@@ -244,8 +248,12 @@ def run_rating(resources: Resources, *, progress: bool = True) -> RatingResult:
     with tqdm(total=total, desc="rating", unit="user", disable=not progress) as bar:
         for kind in models:
             built = time.perf_counter()
-            model = None if kind == USER_MEAN else _build(resources, kind, split.train)
-            swapped = None if kind == USER_MEAN or swapped_train is None else _build(resources, kind, swapped_train)
+            model = None if kind == USER_MEAN else _build(resources, kind, split.train, shared, (a, False))
+            swapped = (
+                None
+                if kind == USER_MEAN or swapped_train is None
+                else _build(resources, kind, swapped_train, shared, (a, True))
+            )
             build_seconds[kind] = time.perf_counter() - built
             if kind == "llm":
                 labels[kind] = f"LLM agent ({resources.language_model().name})"

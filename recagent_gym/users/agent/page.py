@@ -18,6 +18,7 @@ from recagent_gym.prompts.checked import choose_checked, generate_checked
 from recagent_gym.users.agent.agents import Agents
 from recagent_gym.users.agent.clock import clock_text
 from recagent_gym.users.agent.decide import Decision, RuleParams, decide_page, threshold_for
+from recagent_gym.users.agent.prior import prior_adjust
 from recagent_gym.users.agent.score_cache import cached_score_requests
 from recagent_gym.users.agent.scoring import ScoringRequest, ScoringResult
 from recagent_gym.users.agent.state import PendingFeeling
@@ -110,6 +111,7 @@ class PageDecider:
                 llm_scores[eligible[k]] = result.scores
             emb = relevance(m.vectors, session.positives, session.negatives, p.shown, m.scale)
             combined = m.combine(np.nan_to_num(llm_scores), emb)
+            combined = prior_adjust(m, u, p.shown, combined)  # fidelity: behavioural prior (user.prior_weights)
             params = RuleParams(
                 threshold=threshold_for(cfg.watch_threshold, cfg.behaviour_offset, profile.features, profile.activity),
                 temperature=cfg.watch_temperature,
