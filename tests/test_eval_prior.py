@@ -97,3 +97,18 @@ def test_calibrate_command(tmp_path: Path) -> None:
     bad = subprocess.run([*command[:7], "0", *command[8:]], capture_output=True, text=True,
                          env={"PYTHONPATH": env_path}, timeout=300)  # fmt: skip
     assert bad.returncode == 2 and "--users" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_rating_and_preference_take_the_prior_rows(ml40: Dataset, tmp_path: Path) -> None:
+    from recagent_gym.evaluation.preference import run_preference
+    from recagent_gym.evaluation.rating import run_rating
+
+    calibration = run_calibration(make_resources(ml40, users=6), users=10, exclude=6, use_llm=False,
+                                  progress=False)  # fmt: skip
+    path = write_calibration(calibration, tmp_path / "cal")["prior.json"]
+    resources = make_resources(ml40, users=6, user_models=["embedding", "prior"], preference_ratios=[1])
+    resources.config.user.prior_weights = str(path)
+    rating = run_rating(resources, progress=False)
+    assert "Behavioural prior" in rating.markdown() and rating.cell("prior", "uniform").hit_rate.n == 6
+    preference = run_preference(resources, progress=False)
+    assert preference.accuracy("prior", "popularity-matched", 1).n == 6

@@ -67,7 +67,7 @@ def test_weights_file_round_trip_and_errors(tmp_path: Path) -> None:
     with pytest.raises(DataError, match="typo"):
         load_weights(tmp_path / "bad.json")
     (tmp_path / "prior_only.json").write_text(json.dumps({"prior_only": {"popularity": 1.0}}))
-    with pytest.raises(DataError, match="no 'both' weights"):
+    with pytest.raises(DataError, match="no 'both' weights"):  # calibrated with --no-llm
         load_weights(tmp_path / "prior_only.json")
     with pytest.raises(DataError, match=r"missing\.json"):
         load_weights(tmp_path / "missing.json")

@@ -73,7 +73,7 @@ def weights_file(config: Any, kind: str) -> str:
 
 def check_disjoint(dataset: Dataset, users: Sequence[int], path: str) -> None:
     """Raise when an evaluated user is one the prior was calibrated on (matched by raw id)."""
-    meta = load_weights(path).meta
+    meta = load_weights(path, which="prior_only").meta  # present in every calibrate file
     fitted = {str(u) for u in meta.get("users_raw", [])}
     raw = dataset.users["raw_id"].astype(str).to_numpy()
     overlap = sorted(int(u) for u in users if raw[int(u)] in fitted)

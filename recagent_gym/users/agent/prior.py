@@ -143,16 +143,19 @@ def load_weights(path: str | Path, *, which: str = "both") -> PriorWeights:
     file = Path(path)
     try:
         data = json.loads(file.read_text(encoding="utf-8"))
-        if which not in data:
-            raise DataError(f"prior weights {file}: no {which!r} weights (calibrated with --no-llm?)")
-        block = data[which]
-        unknown = set(block) - {LLM, *FEATURES}
-        if unknown:
-            raise KeyError(f"unknown weights {sorted(unknown)}")
+    except (OSError, ValueError) as exc:
+        raise DataError(f"prior weights {file}: not a calibrate file ({exc})") from exc
+    block = data.get(which) if isinstance(data, dict) else None
+    if not isinstance(block, dict):
+        raise DataError(f"prior weights {file}: no {which!r} weights (a calibrate file; 'both' needs the LLM)")
+    unknown = set(block) - {LLM, *FEATURES}
+    if unknown:
+        raise DataError(f"prior weights {file}: unknown weights {sorted(unknown)}")
+    try:
         return PriorWeights(float(block.get(LLM, 0.0)), {k: float(block.get(k, 0.0)) for k in FEATURES},
                             meta={k: v for k, v in data.items() if k not in ("both", "prior_only")})  # fmt: skip
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise DataError(f"prior weights {file}: not a calibrate file ({exc})") from exc
+    except (TypeError, ValueError) as exc:
+        raise DataError(f"prior weights {file}: a weight is not a number ({exc})") from exc
 
 
 def prior_adjust(agents: Any, user: int, items: Sequence[int], scores: np.ndarray) -> np.ndarray:
