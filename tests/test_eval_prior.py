@@ -75,6 +75,11 @@ def test_ablation_rows_reuse_the_llm_scores_and_refuse_calibration_users(ml40: D
         cell = result.cell(kind, "popularity-matched", 1, 5)
         assert set(cell.versus) == {"embedding", "popularity", "llm"} - {"embedding"}
     assert "| Behavioural prior | LLM agent" in result.markdown()
+    assert "Behavioural prior weights" in result.markdown() and result.prior["both"]["popularity"] == 0.5
+    from recagent_gym.evaluation.report import write_outputs
+
+    written = write_outputs(tmp_path / "run", result, resources.config, resources.eval)
+    assert json.loads(written["prior.json"].read_text())["prior_only"] == calibration.prior_only.weights | {"llm": 0.0}
     data["users_raw"] = [str(ml40.users["raw_id"].iat[result.users[0]])]
     path.write_text(json.dumps(data))
     with pytest.raises(DataError, match="calibration users"):

@@ -51,6 +51,8 @@ from recagent_gym.evaluation.prior_rows import (
     Memo,
     build_prior_row,
     check_disjoint,
+    prior_lines,
+    prior_record,
     score_kind,
     weights_file,
 )
@@ -134,6 +136,8 @@ class DiscriminationResult:
     usage: str = ""
     """The LLM usage line (calls, tokens, latency), when an LLM was used."""
     seconds: float = 0.0
+    prior: dict[str, Any] = field(default_factory=dict)
+    """The behavioural prior's weights file content when a prior row ran (written as ``prior.json``)."""
 
     def cell(self, model: str, sampler: str, a: int, b: int) -> Cell:
         for cell in self.cells:
@@ -202,6 +206,7 @@ class DiscriminationResult:
                         continue
                     lines.append(f"| {self.labels[model]} | " + " | ".join(_drop_text(c) for c in cells) + " |")
                 lines.append("")
+        lines += prior_lines(self.prior)
         builds = ", ".join(f"{self.labels[k]} {v:.1f} s" for k, v in self.build_seconds.items())
         lines.append(f"Wall time: {self.seconds:.1f} s (model builds: {builds}).")
         if self.usage:
@@ -408,7 +413,7 @@ def run_discrimination(
     result = DiscriminationResult(
         dataset=full.name, users=users, settings=settings, samplers=samplers, models=models, labels=labels,
         cells=cells, donors=donors, widened=widened, build_seconds=build_seconds, usage=resources.usage_line(),
-        seconds=time.perf_counter() - started,
+        seconds=time.perf_counter() - started, prior=prior_record(resources.config, models),
     )  # fmt: skip
     logger.info("discrimination on %s: %d users, %d cells in %.1fs", full.name, len(users), len(cells), result.seconds)
     return result

@@ -92,3 +92,29 @@ def build_prior_row(kind: str, train: Dataset, config: Any, llm_model: Any) -> A
     if kind == PRIOR:
         return PriorScorer(prior, weights)
     return PriorCombined(llm_model, prior, weights)
+
+
+def prior_record(config: Any, models: Sequence[str]) -> dict[str, Any]:
+    """The weights file's content when a prior row is evaluated (stored with the run and shown in its table)."""
+    if not any(kind in PRIOR_KINDS for kind in models):
+        return {}
+    path = weights_file(config, "prior")
+    record = {"file": path, "prior_only": load_weights(path, which="prior_only").to_dict()}
+    if LLM_PRIOR in models:
+        record["both"] = load_weights(path).to_dict()
+    record["calibration"] = {k: v for k, v in load_weights(path, which="prior_only").meta.items() if k != "users_raw"}
+    return record
+
+
+def prior_lines(record: dict[str, Any]) -> list[str]:
+    """Markdown lines reporting the weights a run used (empty without a prior row)."""
+    if not record:
+        return []
+    lines = [f"Behavioural prior weights (`{record['file']}`, copied to `prior.json`; fitted by `recagent-gym "
+             f"calibrate` on {len(load_weights(record['file'], which='prior_only').meta.get('users_raw', []))} "
+             "train users, none evaluated here):", ""]  # fmt: skip
+    for name in ("both", "prior_only"):
+        if name in record:
+            weights = ", ".join(f"{k} {v:+.3f}" for k, v in record[name].items())
+            lines.append(f"- {'LLM agent + prior' if name == 'both' else 'prior only'}: {weights}")
+    return [*lines, ""]

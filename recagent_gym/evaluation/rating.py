@@ -49,7 +49,14 @@ from recagent_gym.evaluation.discrimination import (
     build_trials,
 )
 from recagent_gym.evaluation.metrics import Estimate, summarize
-from recagent_gym.evaluation.prior_rows import PRIOR_KINDS, check_disjoint, score_kind, weights_file
+from recagent_gym.evaluation.prior_rows import (
+    PRIOR_KINDS,
+    check_disjoint,
+    prior_lines,
+    prior_record,
+    score_kind,
+    weights_file,
+)
 from recagent_gym.evaluation.subjects import Resources, child_rng, pick_donors, sample_users, swap_histories
 from recagent_gym.evaluation.union_scores import score_union
 
@@ -100,6 +107,8 @@ class RatingResult:
     usage: str = ""
     seconds: float = 0.0
     build_seconds: dict[str, float] = field(default_factory=dict)
+    prior: dict[str, Any] = field(default_factory=dict)
+    """The behavioural prior's weights file content when a prior row ran (written as ``prior.json``)."""
 
     def cell(self, model: str, sampler: str) -> Cell:
         return next(c for c in self.cells if (c.model, c.sampler) == (model, sampler))
@@ -162,7 +171,7 @@ class RatingResult:
                 if all(c.swapped is not None for c in cells):
                     texts = [f"{rmse(c.hit_rate).mean:.3f} → {rmse(c.swapped).mean:.3f}" for c in cells]  # type: ignore[arg-type]
                     lines.append(f"| {self.labels[model]} | " + " | ".join(texts) + " |")
-        lines += ["", f"Wall time: {self.seconds:.1f} s."]
+        lines += ["", *prior_lines(self.prior), f"Wall time: {self.seconds:.1f} s."]
         if self.usage:
             lines += ["", self.usage]
         return "\n".join(lines) + "\n"
@@ -287,6 +296,7 @@ def run_rating(resources: Resources, *, progress: bool = True) -> RatingResult:
         dataset=full.name, users=users, samplers=samplers, models=models, labels=labels, cells=cells, held_out=a,
         negatives=b, skipped=len(drawn) - len(users), usage=resources.usage_line(),
         seconds=time.perf_counter() - started, build_seconds=build_seconds,
+        prior=prior_record(resources.config, models),
     )  # fmt: skip
     logger.info("rating on %s: %d users in %.1fs", full.name, len(users), result.seconds)
     return result
