@@ -50,11 +50,11 @@ from recagent_gym.evaluation.prior_rows import (
     PRIOR_KINDS,
     Memo,
     build_prior_row,
-    check_disjoint,
     prior_lines,
     prior_record,
     score_kind,
     weights_file,
+    without_calibration_users,
 )
 from recagent_gym.evaluation.subjects import Resources, child_rng, pick_donors, sample_users, swap_histories
 from recagent_gym.evaluation.union_scores import score_union
@@ -138,6 +138,8 @@ class DiscriminationResult:
     seconds: float = 0.0
     prior: dict[str, Any] = field(default_factory=dict)
     """The behavioural prior's weights file content when a prior row ran (written as ``prior.json``)."""
+    left_out: int = 0
+    """Sampled users left out because the prior was calibrated on them."""
 
     def cell(self, model: str, sampler: str, a: int, b: int) -> Cell:
         for cell in self.cells:
@@ -173,7 +175,8 @@ class DiscriminationResult:
         heads = [f"({a},{b})" for a, b in self.settings]
         lines = [f"# Discrimination (a, b) on {self.dataset}", "",
                  f"{len(self.users)} users; p = mean over users of |T ∩ S| / |T|, shown as mean ± standard error "
-                 "[bootstrap 95% interval].", ""]  # fmt: skip
+                 "[bootstrap 95% interval]." + (f" {self.left_out} sampled users left out: the behavioural prior "
+                 "was calibrated on them." if self.left_out else ""), ""]  # fmt: skip
         for sampler in self.samplers:
             lines += [f"## Negatives: {sampler}", "", "| model | " + " | ".join(heads) + " |",
                       "|---|" + "---|" * len(heads)]  # fmt: skip
@@ -347,14 +350,15 @@ def run_discrimination(
     a_values = sorted({a for a, _ in settings})
     min_count = cfg.min_interactions
     users = [int(u) for u in sample_users(full, cfg.users, min_count, child_rng(seed, "users"))]
+    drawn = len(users)
+    if any(kind in PRIOR_KINDS for kind in cfg.user_models):
+        users = without_calibration_users(full, users, weights_file(resources.config, "prior"))
     splits = {a: leave_last_out(full, a, min_train=min_count - a) for a in a_values}
     held_out = {a: {u: splits[a].held_out[u] for u in users} for a in a_values}
     trials, widened = build_trials(full, users, held_out, settings, samplers, seed, cfg.popularity_bands)
     donors = pick_donors(full, users, min_count, child_rng(seed, "donors")) if cfg.personalization_check else {}
 
     models = [RANDOM, POPULARITY, *cfg.user_models]
-    if any(kind in PRIOR_KINDS for kind in models):
-        check_disjoint(full, users, weights_file(resources.config, "prior"))
     labels = dict(MODEL_LABELS)
     shared: dict[tuple[int, bool], Memo] = {}
     cells: list[Cell] = []
@@ -414,6 +418,7 @@ def run_discrimination(
         dataset=full.name, users=users, settings=settings, samplers=samplers, models=models, labels=labels,
         cells=cells, donors=donors, widened=widened, build_seconds=build_seconds, usage=resources.usage_line(),
         seconds=time.perf_counter() - started, prior=prior_record(resources.config, models),
+        left_out=drawn - len(users),
     )  # fmt: skip
     logger.info("discrimination on %s: %d users, %d cells in %.1fs", full.name, len(users), len(cells), result.seconds)
     return result

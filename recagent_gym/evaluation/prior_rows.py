@@ -3,8 +3,8 @@
 With ``--user-model llm --user-model prior --user-model llm+prior`` and ``--set user.prior_weights=FILE`` (from
 ``recagent-gym calibrate``) the tables show the LLM's judgement alone, the prior alone (its ``prior_only`` weights)
 and both (its ``both`` weights) on the same users and candidates. ``llm+prior`` reuses the ``llm`` row's scores
-(same model, same generator: no second LLM call). Users the weights were fitted on are never evaluated: a sample
-that meets one is an error.
+(same model, same generator: no second LLM call). Users the weights were fitted on are never evaluated: when a
+prior row runs, sampled users that were calibration users are left out of every row (the table says how many).
 """
 
 from __future__ import annotations
@@ -71,17 +71,15 @@ def weights_file(config: Any, kind: str) -> str:
     return str(path)
 
 
-def check_disjoint(dataset: Dataset, users: Sequence[int], path: str) -> None:
-    """Raise when an evaluated user is one the prior was calibrated on (matched by raw id)."""
+def without_calibration_users(dataset: Dataset, users: Sequence[int], path: str) -> list[int]:
+    """``users`` minus those the prior was calibrated on (matched by raw id): they are never evaluated."""
     meta = load_weights(path, which="prior_only").meta  # present in every calibrate file
     fitted = {str(u) for u in meta.get("users_raw", [])}
     raw = dataset.users["raw_id"].astype(str).to_numpy()
-    overlap = sorted(int(u) for u in users if raw[int(u)] in fitted)
-    if overlap:
-        raise DataError(
-            f"{len(overlap)} evaluated users were calibration users of {path} (e.g. user {overlap[0]}): calibrate "
-            "with the same --seed and at least this --exclude-users, or evaluate with another seed"
-        )
+    kept = [int(u) for u in users if raw[int(u)] not in fitted]
+    if not kept:
+        raise DataError(f"every sampled user was a calibration user of {path}: sample more users")
+    return kept
 
 
 def build_prior_row(kind: str, train: Dataset, config: Any, llm_model: Any) -> Any:

@@ -51,11 +51,11 @@ from recagent_gym.evaluation.discrimination import (
 from recagent_gym.evaluation.metrics import Estimate, summarize
 from recagent_gym.evaluation.prior_rows import (
     PRIOR_KINDS,
-    check_disjoint,
     prior_lines,
     prior_record,
     score_kind,
     weights_file,
+    without_calibration_users,
 )
 from recagent_gym.evaluation.subjects import Resources, child_rng, pick_donors, sample_users, swap_histories
 from recagent_gym.evaluation.union_scores import score_union
@@ -233,6 +233,8 @@ def run_rating(resources: Resources, *, progress: bool = True) -> RatingResult:
     samplers = list(NEGATIVE_SAMPLERS) if cfg.negatives == "both" else [cfg.negatives]
     split = leave_last_out(full, a, min_train=cfg.min_interactions - a)
     drawn = [int(u) for u in sample_users(full, cfg.users, cfg.min_interactions, child_rng(seed, "users"))]
+    if any(kind in PRIOR_KINDS for kind in cfg.user_models):  # calibration users are never evaluated
+        drawn = without_calibration_users(full, drawn, weights_file(resources.config, "prior"))
     inter = full.interactions[full.interactions["user_id"].isin(drawn)]
     known = inter.groupby(["user_id", "item_id"])["rating"].mean().to_dict()
     truth = {u: {i: float(known[(u, i)]) for i in split.held_out[u]} for u in drawn}
@@ -246,8 +248,6 @@ def run_rating(resources: Resources, *, progress: bool = True) -> RatingResult:
     )
     swapped_train = swap_histories(split.train, donors, _candidates_of(trials, a, users)) if donors else None
     models = [USER_MEAN, POPULARITY, *cfg.user_models]
-    if any(kind in PRIOR_KINDS for kind in models):
-        check_disjoint(full, users, weights_file(resources.config, "prior"))
     shared: dict = {}
     labels = {**MODEL_LABELS, USER_MEAN: "User mean rating"}
     boot = dict(bootstrap=cfg.bootstrap_samples, confidence=cfg.confidence)
