@@ -41,6 +41,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "recagent_gym.llm.commands",
     "recagent_gym.policies.commands",
     "recagent_gym.evaluation.commands",
+    "recagent_gym.evaluation.calibrate_command",
     "recagent_gym.simulator.commands",
     "recagent_gym.dashboard.commands",
     "recagent_gym.users.distilled.commands",

@@ -229,3 +229,23 @@ def test_paired_difference_needs_the_same_users() -> None:
     assert same.mean == 0.0 and same.low == 0.0 == same.high
     with pytest.raises(ValueError, match="same"):
         paired_difference([1.0, 0.0], [1.0], None)
+
+
+def test_one_scoring_call_per_user_and_held_out_size(tiny_ml: Dataset, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    """Every sampler and b of a user with the same a share ONE score_items call over their candidates' union."""
+    calls: list[tuple[int, list[int]]] = []
+
+    class Recording:
+        def score_items(self, user_id: int, items: Sequence[int], rng: np.random.Generator) -> np.ndarray:
+            calls.append((user_id, list(items)))
+            return np.asarray(items, dtype=float) % 11
+
+    monkeypatch.setattr(Resources, "build", lambda self, kind, train: Recording())
+    settings = [(1, 5), (1, 9), (3, 3)]
+    resources = make_resources(tiny_ml, user_models=["recsim"], settings=settings)
+    result = run_discrimination(resources, progress=False)
+    users = len(result.users)
+    assert len(calls) == 2 * users * 2  # two held-out sizes, plain and swapped model, each user once
+    for _user, items in calls:
+        assert len(items) == len(set(items))  # the union: an item shared by two trials is scored once
+    assert max(len(items) for _, items in calls) > 10  # (1,5) and (1,9) under both samplers in one call

@@ -55,3 +55,19 @@ def test_movielens_latest_tags_reach_the_text_once(movielens_dir: Path, with_tag
     dataset = load_dataset(str(movielens_dir))
     text = dataset.item_text(0)
     assert text.count("mind-bending") == (1 if with_tags else 0)
+
+
+def test_descriptions_path_reaches_the_item_text(movielens_dir: Path, tmp_path: Path) -> None:  # noqa: F811
+    """``data.descriptions_path`` attaches a RecAgent items CSV; the description lands in the composed item text."""
+    from recagent_gym.config import load_config
+    from recagent_gym.data.load import load_dataset_from_config
+
+    csv = tmp_path / "item.csv"
+    csv.write_text('id,title,genre,description\n0,Film Number 1,Drama,"A quiet film about a lighthouse."\n')
+    config = load_config(None, [f"data.dataset={movielens_dir}", f"data.descriptions_path={csv}"])
+    dataset = load_dataset_from_config(config.data)
+    assert dataset.item_text(0).endswith(": A quiet film about a lighthouse.")
+    assert dataset.item_text(1) == load_dataset(str(movielens_dir)).item_text(1)
+    config = load_config(None, [f"data.dataset={movielens_dir}", f"data.descriptions_path={tmp_path / 'none.csv'}"])
+    with pytest.raises(Exception, match=r"none\.csv"):
+        load_dataset_from_config(config.data)

@@ -99,3 +99,18 @@ def test_commands_write_their_tables(movielens_dir: Path, tmp_path: Path) -> Non
         assert done.returncode == 0, done.stderr[-2000:]
         assert needle in (out / "table.md").read_text()
         assert (out / "plot.png").stat().st_size > 0 and (out / "table.csv").exists()
+
+
+def test_rating_scores_each_user_once_per_model(tiny_ml: Dataset, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    from recagent_gym.evaluation.subjects import Resources
+
+    calls: list[int] = []
+
+    class Recording:
+        def score_items(self, user_id: int, items: list[int], rng: np.random.Generator) -> np.ndarray:
+            calls.append(user_id)
+            return np.asarray(items, dtype=float) % 5
+
+    monkeypatch.setattr(Resources, "build", lambda self, kind, train: Recording())
+    result = run_rating(make_resources(tiny_ml, user_models=["recsim"], users=5), progress=False)
+    assert len(calls) == 2 * len(result.users)  # both samplers in one call; plain and swapped model

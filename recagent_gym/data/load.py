@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from recagent_gym.data.build import LoadOptions, Parsed, assemble
+from recagent_gym.data.descriptions import attach_descriptions
 from recagent_gym.data.loaders.ml_1m import parse_ml_1m, ratings_files
 from recagent_gym.data.loaders.ml_100k import parse_ml_100k
 from recagent_gym.data.loaders.ml_latest import parse_ml_latest
@@ -117,8 +118,8 @@ def load_dataset(
 
 
 def load_dataset_from_config(cfg: DataConfig) -> Dataset:
-    """:func:`load_dataset` with the options of the ``data`` configuration section."""
-    return load_dataset(
+    """:func:`load_dataset` with the options of the ``data`` configuration section (and ``descriptions_path``)."""
+    dataset = load_dataset(
         cfg.dataset,
         cfg.format,
         on_bad_row=cfg.on_bad_row,
@@ -126,3 +127,6 @@ def load_dataset_from_config(cfg: DataConfig) -> Dataset:
         max_users=cfg.max_users,
         seed=cfg.seed,
     )
+    if cfg.descriptions_path is None:
+        return dataset
+    return attach_descriptions(dataset, cfg.descriptions_path, on_bad_row=cfg.on_bad_row)

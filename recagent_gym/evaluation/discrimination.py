@@ -11,7 +11,9 @@ Protocol, per setting ``(a, b)``:
    (deciles by default), widening to the nearest band only when a band runs out (counted as ``widened``). With
    ``b`` not a multiple of ``a``, each positive gets ``b // a`` and the remainder goes to positives drawn at random.
 4. A model's pick is its top-``a`` candidates by ``score_items`` (ties broken at random, never by position);
-   ``p = mean_u |T ∩ S| / |T|`` with standard error and a bootstrap interval over users.
+   ``p = mean_u |T ∩ S| / |T|`` with standard error and a bootstrap interval over users. Each model scores the
+   union of a user's candidates over every sampler and ``b`` with the same ``a`` in one call (same scores as one
+   call per trial, a quarter of the embedded model's calls: ``evaluation/union_scores.py``).
 5. **Paired differences**: each model's per-user ``p`` minus Embedding's and minus Popularity's on the same users
    and candidates, with a bootstrap interval over users (:func:`~recagent_gym.evaluation.metrics.paired_difference`).
    An interval excluding 0 is a significant margin; at the paper's 20 users a margin of about 0.2 is needed at
@@ -42,7 +44,20 @@ from recagent_gym.data.schema import Dataset
 from recagent_gym.data.splits import leave_last_out, sample_negatives, sample_negatives_popularity_matched
 from recagent_gym.evaluation.config import NEGATIVE_SAMPLERS
 from recagent_gym.evaluation.metrics import DiscriminationHitRate, Estimate, paired_difference, summarize, top_k
+from recagent_gym.evaluation.prior_rows import LABELS as PRIOR_LABELS
+from recagent_gym.evaluation.prior_rows import (
+    LLM_PRIOR,
+    PRIOR_KINDS,
+    Memo,
+    build_prior_row,
+    prior_lines,
+    prior_record,
+    score_kind,
+    weights_file,
+    without_calibration_users,
+)
 from recagent_gym.evaluation.subjects import Resources, child_rng, pick_donors, sample_users, swap_histories
+from recagent_gym.evaluation.union_scores import score_union
 
 logger = logging.getLogger(__name__)
 
@@ -59,7 +74,12 @@ POPULARITY = "popularity"
 REFERENCES: tuple[str, ...] = ("embedding", POPULARITY)
 """Rows every other model is compared with, paired over users (when the row was run)."""
 MODEL_LABELS = {RANDOM: "Random (expectation)", POPULARITY: "Popularity", "embedding": "Embedding",
-                "recsim": "RecSim", "llm": "LLM agent"}  # fmt: skip
+                "recsim": "RecSim", "llm": "LLM agent", **PRIOR_LABELS}  # fmt: skip
+
+
+def references_of(model: str) -> tuple[str, ...]:
+    """The rows ``model`` is compared with: Embedding and Popularity, and the LLM alone for the prior's rows."""
+    return (*REFERENCES, "llm") if model in PRIOR_KINDS else REFERENCES
 
 
 class PopularityScorer:
@@ -116,6 +136,10 @@ class DiscriminationResult:
     usage: str = ""
     """The LLM usage line (calls, tokens, latency), when an LLM was used."""
     seconds: float = 0.0
+    prior: dict[str, Any] = field(default_factory=dict)
+    """The behavioural prior's weights file content when a prior row ran (written as ``prior.json``)."""
+    left_out: int = 0
+    """Sampled users left out because the prior was calibrated on them."""
 
     def cell(self, model: str, sampler: str, a: int, b: int) -> Cell:
         for cell in self.cells:
@@ -151,7 +175,8 @@ class DiscriminationResult:
         heads = [f"({a},{b})" for a, b in self.settings]
         lines = [f"# Discrimination (a, b) on {self.dataset}", "",
                  f"{len(self.users)} users; p = mean over users of |T ∩ S| / |T|, shown as mean ± standard error "
-                 "[bootstrap 95% interval].", ""]  # fmt: skip
+                 "[bootstrap 95% interval]." + (f" {self.left_out} sampled users left out: the behavioural prior "
+                 "was calibrated on them." if self.left_out else ""), ""]  # fmt: skip
         for sampler in self.samplers:
             lines += [f"## Negatives: {sampler}", "", "| model | " + " | ".join(heads) + " |",
                       "|---|" + "---|" * len(heads)]  # fmt: skip
@@ -184,6 +209,7 @@ class DiscriminationResult:
                         continue
                     lines.append(f"| {self.labels[model]} | " + " | ".join(_drop_text(c) for c in cells) + " |")
                 lines.append("")
+        lines += prior_lines(self.prior)
         builds = ", ".join(f"{self.labels[k]} {v:.1f} s" for k, v in self.build_seconds.items())
         lines.append(f"Wall time: {self.seconds:.1f} s (model builds: {builds}).")
         if self.usage:
@@ -191,7 +217,7 @@ class DiscriminationResult:
         return "\n".join(lines) + "\n"
 
     def _versus_lines(self, heads: list[str]) -> list[str]:
-        refs = [r for r in REFERENCES if r in self.models]
+        refs = [r for r in (*REFERENCES, "llm") if r in self.models]
         if not refs:
             return []
         lines = ["## Paired differences", "",
@@ -222,7 +248,7 @@ def add_paired_differences(cells: list[Cell], *, seed: int, bootstrap: int, conf
     for cell in cells:
         if cell.model == RANDOM:
             continue
-        for ref in REFERENCES:
+        for ref in references_of(cell.model):
             other = by_key.get((ref, cell.sampler, cell.a, cell.b))
             if other is None or (cell.model in REFERENCES and REFERENCES.index(ref) <= REFERENCES.index(cell.model)):
                 continue  # itself, or the mirror of a reference pair already shown (Embedding vs Popularity)
@@ -283,23 +309,20 @@ def build_trials(
     return trials, widened
 
 
-def _score_trial(model: Any, trial: Trial, label: str, key: tuple, seed: int) -> list[int]:
-    """The model's top-``a`` candidates for one trial.
+def _score_user(model: Any, group: Sequence[Trial], label: str, kind: str, a: int, seed: int) -> list[np.ndarray]:
+    """The model's scores of one user's trials holding out ``a`` (every sampler and ``b``), from one call.
 
-    The scoring generator depends on the model, ``a`` and the user only (``key[0]``, ``key[2]``), not on the sampler
-    or ``b``: a user's few-shot examples are then the same in every setting with the same history, and the embedded
-    backend evaluates that prompt prefix once and reuses it (trials are scored user by user).
+    The scoring generator depends on the model, ``a`` and the user only, not on the sampler or ``b``: the user's
+    few-shot examples are the same in every setting with the same history, so one call over the union of the
+    candidates gives each trial the scores it would get alone (:mod:`~recagent_gym.evaluation.union_scores`).
     """
-    kind, _sampler, a, _b = key
-    scores = np.asarray(
-        model.score_items(trial.user, list(trial.candidates), child_rng(seed, "score", kind, a, trial.user)),
-        dtype=np.float64,
-    )
-    if scores.shape != (len(trial.candidates),) or not np.isfinite(scores).all():
-        raise ValueError(
-            f"{label}: score_items for user {trial.user} returned {scores.shape} scores "
-            f"(finite: {bool(np.isfinite(scores).all())}) for {len(trial.candidates)} candidates"
-        )
+    user = group[0].user
+    rng = child_rng(seed, "score", score_kind(kind), a, user)
+    return score_union(model, user, [t.candidates for t in group], rng, label=label)
+
+
+def _pick(scores: np.ndarray, trial: Trial, key: tuple, seed: int) -> list[int]:
+    """The top-``a`` candidates of one trial (ties broken by a generator of the trial, never by position)."""
     pick = top_k(scores, len(trial.truth), child_rng(seed, "pick", *key, trial.user))
     return [trial.candidates[i] for i in pick]
 
@@ -327,6 +350,9 @@ def run_discrimination(
     a_values = sorted({a for a, _ in settings})
     min_count = cfg.min_interactions
     users = [int(u) for u in sample_users(full, cfg.users, min_count, child_rng(seed, "users"))]
+    drawn = len(users)
+    if any(kind in PRIOR_KINDS for kind in cfg.user_models):
+        users = without_calibration_users(full, users, weights_file(resources.config, "prior"))
     splits = {a: leave_last_out(full, a, min_train=min_count - a) for a in a_values}
     held_out = {a: {u: splits[a].held_out[u] for u in users} for a in a_values}
     trials, widened = build_trials(full, users, held_out, settings, samplers, seed, cfg.popularity_bands)
@@ -334,6 +360,7 @@ def run_discrimination(
 
     models = [RANDOM, POPULARITY, *cfg.user_models]
     labels = dict(MODEL_LABELS)
+    shared: dict[tuple[int, bool], Memo] = {}
     cells: list[Cell] = []
     for sampler in samplers:
         for a, b in settings:
@@ -347,13 +374,13 @@ def run_discrimination(
             for a in a_values:
                 bar.set_postfix_str(f"{kind}, a={a}: building")
                 built = time.perf_counter()
-                model = _build(resources, kind, splits[a].train)
+                model = _build(resources, kind, splits[a].train, shared, (a, False))
                 if kind == "llm":
                     labels[kind] = f"LLM agent ({resources.language_model().name})"
                 swapped_model = None
                 if donors:
                     swapped_train = swap_histories(splits[a].train, donors, _candidates_of(trials, a, users))
-                    swapped_model = _build(resources, kind, swapped_train)
+                    swapped_model = _build(resources, kind, swapped_train, shared, (a, True))
                 build_seconds[kind] = build_seconds.get(kind, 0.0) + time.perf_counter() - built
                 bar.set_postfix_str(f"{kind}, a={a}")
                 keys = [(sampler, b) for sampler in samplers for b in [b for aa, b in settings if aa == a]]
@@ -361,17 +388,18 @@ def run_discrimination(
                 swapped_picks: dict[tuple[str, int], list[list[int]]] = {k: [] for k in keys}
                 seconds = dict.fromkeys(keys, 0.0)
                 for index in range(len(users)):  # user by user: each history's prompt prefix stays resident
-                    for sampler, b in keys:
-                        start = time.perf_counter()
-                        key = (kind, sampler, a, b)
-                        trial = trials[(sampler, a, b)][index]
-                        picks[(sampler, b)].append(_score_trial(model, trial, labels[kind], key, seed))
-                        if swapped_model is not None:
-                            swapped_picks[(sampler, b)].append(
-                                _score_trial(swapped_model, trial, labels[kind], key, seed)
-                            )
-                        seconds[(sampler, b)] += time.perf_counter() - start
-                        bar.update(runs)
+                    start = time.perf_counter()
+                    group = [trials[(sampler, a, b)][index] for sampler, b in keys]
+                    variants = [(model, picks), (swapped_model, swapped_picks)]
+                    for scorer, store in [(m, st) for m, st in variants if m is not None]:
+                        scored = _score_user(scorer, group, labels[kind], kind, a, seed)
+                        for (sampler, b), trial, scores in zip(keys, group, scored, strict=True):
+                            store[(sampler, b)].append(_pick(scores, trial, (kind, sampler, a, b), seed))
+                    elapsed = time.perf_counter() - start
+                    size = sum(len(t.candidates) for t in group)
+                    for (sampler, b), trial in zip(keys, group, strict=True):  # shared call: by candidates
+                        seconds[(sampler, b)] += elapsed * len(trial.candidates) / size
+                    bar.update(runs * len(keys))
                 for sampler, b in keys:
                     key = (kind, sampler, a, b)
                     truths = [t.truth for t in trials[(sampler, a, b)]]
@@ -389,7 +417,8 @@ def run_discrimination(
     result = DiscriminationResult(
         dataset=full.name, users=users, settings=settings, samplers=samplers, models=models, labels=labels,
         cells=cells, donors=donors, widened=widened, build_seconds=build_seconds, usage=resources.usage_line(),
-        seconds=time.perf_counter() - started,
+        seconds=time.perf_counter() - started, prior=prior_record(resources.config, models),
+        left_out=drawn - len(users),
     )  # fmt: skip
     logger.info("discrimination on %s: %d users, %d cells in %.1fs", full.name, len(users), len(cells), result.seconds)
     return result
@@ -405,7 +434,20 @@ def _candidates_of(trials: dict[tuple[str, int, int], list[Trial]], a: int, user
     return shown
 
 
-def _build(resources: Resources, kind: str, train: Dataset) -> Any:
+def _build(
+    resources: Resources, kind: str, train: Dataset, shared: dict | None = None, slot: tuple | None = None
+) -> Any:
+    """The scorer of ``kind`` on ``train``; the LLM agent is memoised in ``shared[slot]`` so that the ``llm+prior``
+    row of the same training data reuses its scores."""
     if kind == POPULARITY:
         return PopularityScorer(train)
-    return resources.build(kind, train)
+    if kind in PRIOR_KINDS:
+        llm = None
+        if kind == LLM_PRIOR:
+            held = shared.get(slot) if shared is not None else None
+            llm = held if held is not None else Memo(resources.build("llm", train))
+        return build_prior_row(kind, train, resources.config, llm)
+    model = resources.build(kind, train)
+    if kind == "llm" and shared is not None:
+        model = shared[slot] = Memo(model)
+    return model

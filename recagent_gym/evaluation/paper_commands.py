@@ -17,7 +17,7 @@ from recagent_gym.evaluation.config import EvaluationConfig
 
 logger = logging.getLogger(__name__)
 
-USER_MODELS = ("llm", "recsim", "embedding")
+USER_MODELS = ("llm", "recsim", "embedding", "prior", "llm+prior")
 
 
 def _common_arguments(parser: argparse.ArgumentParser, default_out: str) -> None:

@@ -49,7 +49,16 @@ from recagent_gym.evaluation.discrimination import (
     build_trials,
 )
 from recagent_gym.evaluation.metrics import Estimate, summarize
+from recagent_gym.evaluation.prior_rows import (
+    PRIOR_KINDS,
+    prior_lines,
+    prior_record,
+    score_kind,
+    weights_file,
+    without_calibration_users,
+)
 from recagent_gym.evaluation.subjects import Resources, child_rng, pick_donors, sample_users, swap_histories
+from recagent_gym.evaluation.union_scores import score_union
 
 logger = logging.getLogger(__name__)
 
@@ -98,6 +107,8 @@ class RatingResult:
     usage: str = ""
     seconds: float = 0.0
     build_seconds: dict[str, float] = field(default_factory=dict)
+    prior: dict[str, Any] = field(default_factory=dict)
+    """The behavioural prior's weights file content when a prior row ran (written as ``prior.json``)."""
 
     def cell(self, model: str, sampler: str) -> Cell:
         return next(c for c in self.cells if (c.model, c.sampler) == (model, sampler))
@@ -142,7 +153,7 @@ class RatingResult:
             "|---|---|" + "---|" * len(self.samplers),
         ]
         for model in self.models:
-            for ref in (r for r in ("embedding", POPULARITY) if r in self.models):
+            for ref in (r for r in ("embedding", POPULARITY, "llm") if r in self.models):
                 cells = [self.cell(model, s) for s in self.samplers]
                 if all(ref in c.versus for c in cells):
                     texts = [_diff(c.versus[ref]) for c in cells]
@@ -160,7 +171,7 @@ class RatingResult:
                 if all(c.swapped is not None for c in cells):
                     texts = [f"{rmse(c.hit_rate).mean:.3f} → {rmse(c.swapped).mean:.3f}" for c in cells]  # type: ignore[arg-type]
                     lines.append(f"| {self.labels[model]} | " + " | ".join(texts) + " |")
-        lines += ["", f"Wall time: {self.seconds:.1f} s."]
+        lines += ["", *prior_lines(self.prior), f"Wall time: {self.seconds:.1f} s."]
         if self.usage:
             lines += ["", self.usage]
         return "\n".join(lines) + "\n"
@@ -192,25 +203,26 @@ def _diff(diff: Estimate) -> str:
     return f"{diff.mean:+.3f} [{diff.low:+.3f}, {diff.high:+.3f}]{star}"
 
 
-def _errors(model: Any, train: Dataset, trial: Trial, truth: dict[int, float], key: tuple, seed: int) -> float:
-    """The user's mean squared error over its held-out items for one model (``None`` model: the user mean)."""
+def _errors(scores: np.ndarray | None, train: Dataset, trial: Trial, truth: dict[int, float]) -> float:
+    """The user's mean squared error over its held-out items from a model's ``scores`` of the trial's candidates
+    (``None``: the user-mean floor)."""
     scale = user_ratings(train, trial.user)
     if len(scale) == 0:
         scale = np.array([np.nanmean(train.interactions["rating"].to_numpy(dtype=np.float64))])
     positions = [trial.candidates.index(t) for t in trial.truth]
-    if model is None:
-        predicted = np.full(len(positions), scale.mean())
-    else:
-        kind, _sampler, a = key
-        scores = np.asarray(
-            model.score_items(trial.user, list(trial.candidates), child_rng(seed, "score", kind, a, trial.user)),
-            dtype=np.float64,
-        )
-        if scores.shape != (len(trial.candidates),) or not np.isfinite(scores).all():
-            raise ValueError(f"{kind}: score_items for user {trial.user} returned unusable scores {scores.shape}")
-        predicted = ranks_to_ratings(scores, positions, scale)
+    floor = np.full(len(positions), scale.mean())
+    predicted = floor if scores is None else ranks_to_ratings(scores, positions, scale)
     actual = np.array([truth[t] for t in trial.truth])
     return float(np.mean((predicted - actual) ** 2))
+
+
+def _user_scores(model: Any, group: list[Trial], kind: str, a: int, seed: int) -> list[np.ndarray | None]:
+    """One model's scores of a user's trials (every sampler) from one call; ``None`` per trial without a model."""
+    if model is None:
+        return [None] * len(group)
+    user = group[0].user
+    rng = child_rng(seed, "score", score_kind(kind), a, user)
+    return list(score_union(model, user, [t.candidates for t in group], rng, label=kind))
 
 
 def run_rating(resources: Resources, *, progress: bool = True) -> RatingResult:
@@ -221,6 +233,8 @@ def run_rating(resources: Resources, *, progress: bool = True) -> RatingResult:
     samplers = list(NEGATIVE_SAMPLERS) if cfg.negatives == "both" else [cfg.negatives]
     split = leave_last_out(full, a, min_train=cfg.min_interactions - a)
     drawn = [int(u) for u in sample_users(full, cfg.users, cfg.min_interactions, child_rng(seed, "users"))]
+    if any(kind in PRIOR_KINDS for kind in cfg.user_models):  # calibration users are never evaluated
+        drawn = without_calibration_users(full, drawn, weights_file(resources.config, "prior"))
     inter = full.interactions[full.interactions["user_id"].isin(drawn)]
     known = inter.groupby(["user_id", "item_id"])["rating"].mean().to_dict()
     truth = {u: {i: float(known[(u, i)]) for i in split.held_out[u]} for u in drawn}
@@ -234,6 +248,7 @@ def run_rating(resources: Resources, *, progress: bool = True) -> RatingResult:
     )
     swapped_train = swap_histories(split.train, donors, _candidates_of(trials, a, users)) if donors else None
     models = [USER_MEAN, POPULARITY, *cfg.user_models]
+    shared: dict = {}
     labels = {**MODEL_LABELS, USER_MEAN: "User mean rating"}
     boot = dict(bootstrap=cfg.bootstrap_samples, confidence=cfg.confidence)
     cells: list[Cell] = []
@@ -242,41 +257,46 @@ def run_rating(resources: Resources, *, progress: bool = True) -> RatingResult:
     with tqdm(total=total, desc="rating", unit="user", disable=not progress) as bar:
         for kind in models:
             built = time.perf_counter()
-            model = None if kind == USER_MEAN else _build(resources, kind, split.train)
-            swapped = None if kind == USER_MEAN or swapped_train is None else _build(resources, kind, swapped_train)
+            model = None if kind == USER_MEAN else _build(resources, kind, split.train, shared, (a, False))
+            swapped = (
+                None
+                if kind == USER_MEAN or swapped_train is None
+                else _build(resources, kind, swapped_train, shared, (a, True))
+            )
             build_seconds[kind] = time.perf_counter() - built
             if kind == "llm":
                 labels[kind] = f"LLM agent ({resources.language_model().name})"
+            errors: dict[str, list[float]] = {sampler: [] for sampler in samplers}
+            swapped_errors: dict[str, list[float]] = {sampler: [] for sampler in samplers}
+            start = time.perf_counter()
+            for index in range(len(users)):
+                group = [trials[(sampler, a, b)][index] for sampler in samplers]
+                user_truth = truth[group[0].user]
+                for sampler, trial, scores in zip(samplers, group, _user_scores(model, group, kind, a, seed),
+                                                  strict=True):  # fmt: skip
+                    errors[sampler].append(_errors(scores, split.train, trial, user_truth))
+                if swapped is not None and swapped_train is not None:
+                    for sampler, trial, scores in zip(samplers, group, _user_scores(swapped, group, kind, a, seed),
+                                                      strict=True):  # fmt: skip
+                        swapped_errors[sampler].append(_errors(scores, swapped_train, trial, user_truth))
+                bar.update(len(samplers))
+            elapsed = (time.perf_counter() - start) / len(samplers)
             for sampler in samplers:
-                start = time.perf_counter()
-                errors, swapped_errors = [], []
-                for trial in trials[(sampler, a, b)]:
-                    errors.append(_errors(model, split.train, trial, truth[trial.user], (kind, sampler, a), seed))
-                    if swapped is not None and swapped_train is not None:
-                        swapped_errors.append(
-                            _errors(swapped, swapped_train, trial, truth[trial.user], (kind, sampler, a), seed)
-                        )
-                    bar.update(1)
-                per_user = np.array(errors)
-                cell = Cell(
-                    kind,
-                    sampler,
-                    a,
-                    b,
-                    summarize(per_user, child_rng(seed, "bootstrap-rating", kind, sampler), **boot),
-                    per_user.tolist(),
-                    seconds=time.perf_counter() - start,
-                )
-                if swapped_errors:
-                    cell.swapped = summarize(swapped_errors, child_rng(seed, "bootstrap-rating-swap", kind, sampler),
-                                             **boot)  # fmt: skip
-                    cell.drop = summarize(per_user - np.array(swapped_errors), None, bootstrap=0)
+                per_user = np.array(errors[sampler])
+                boot_rng = child_rng(seed, "bootstrap-rating", kind, sampler)
+                cell = Cell(kind, sampler, a, b, summarize(per_user, boot_rng, **boot), per_user.tolist(),
+                            seconds=elapsed)  # fmt: skip
+                if swapped_errors[sampler]:
+                    swap_rng = child_rng(seed, "bootstrap-rating-swap", kind, sampler)
+                    cell.swapped = summarize(swapped_errors[sampler], swap_rng, **boot)
+                    cell.drop = summarize(per_user - np.array(swapped_errors[sampler]), None, bootstrap=0)
                 cells.append(cell)
     add_paired_differences(cells, seed=seed, **boot)
     result = RatingResult(
         dataset=full.name, users=users, samplers=samplers, models=models, labels=labels, cells=cells, held_out=a,
         negatives=b, skipped=len(drawn) - len(users), usage=resources.usage_line(),
         seconds=time.perf_counter() - started, build_seconds=build_seconds,
+        prior=prior_record(resources.config, models),
     )  # fmt: skip
     logger.info("rating on %s: %d users in %.1fs", full.name, len(users), result.seconds)
     return result

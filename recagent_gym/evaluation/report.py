@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -41,6 +42,10 @@ def write_outputs(
     else:
         plot_sequence(result, paths["plot.png"])
     paths["config.yaml"].write_text(redacted_yaml(config, evaluation), encoding="utf-8")
+    prior = getattr(result, "prior", None) or getattr(getattr(result, "base", None), "prior", None)
+    if prior:  # the behavioural prior's weights, stored with the run
+        paths["prior.json"] = out / "prior.json"
+        paths["prior.json"].write_text(json.dumps(prior, indent=2) + "\n", encoding="utf-8")
     return paths
 
 

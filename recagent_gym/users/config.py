@@ -171,3 +171,8 @@ class UserConfig(Section):
     """Ended sessions whose feelings and memory writes are batched together (1: written as each session ends).
     Larger values make RL training with LLM users faster; an agent's pending writes always land before its memory
     is used again."""
+
+    prior_weights: str | None = None
+    """JSON file of behavioural-prior weights fitted by ``recagent-gym calibrate`` on train users' real choices
+    (``users/agent/prior.py``): the LLM agent's page decision then scores items ``w_llm * score + prior`` (popularity
+    weighted by conformity, trend, recency, the user's rating scale). None (default): the LLM's judgement alone."""

@@ -35,6 +35,7 @@ from recagent_gym.users.agent.agents import Agents
 from recagent_gym.users.agent.clock import clock_text
 from recagent_gym.users.agent.feelings import FeelingJob, FeelingResult, write_feelings
 from recagent_gym.users.agent.page import AgentInput, PageDecider, Prepared
+from recagent_gym.users.agent.prior import PagePrior
 from recagent_gym.users.agent.score_cache import cached_score_requests
 from recagent_gym.users.agent.scoring import ScoringRequest
 from recagent_gym.users.agent.social_round import social_round
@@ -67,6 +68,7 @@ class LLMUserModel(Agents):
             items=self.items,
             vectors=self.vectors,
             score_cache=self.score_cache,
+            prior=None if (path := self.config.prior_weights) is None else PagePrior.load(path, self.dataset),
         )
 
     def _agent_input(self, ctx: Context) -> AgentInput:

@@ -21,6 +21,7 @@ from recagent_gym.prompts.checked import choose_checked, generate_checked
 from recagent_gym.users.agent.clock import clock_text
 from recagent_gym.users.agent.decide import Decision, RuleParams, decide_page, threshold_for
 from recagent_gym.users.agent.item_texts import ItemTexts
+from recagent_gym.users.agent.prior import PagePrior
 from recagent_gym.users.agent.score_cache import ScoreCache, cached_score_requests
 from recagent_gym.users.agent.scoring import ScoringRequest, ScoringResult
 from recagent_gym.users.agent.state import AgentState, PendingFeeling, SessionState
@@ -86,6 +87,7 @@ class PageDecider:
         items: ItemTexts,
         vectors: ItemVectors,
         score_cache: ScoreCache | None = None,
+        prior: PagePrior | None = None,
     ) -> None:
         self.llm = llm
         self.config = config
@@ -93,6 +95,7 @@ class PageDecider:
         self.items = items
         self.vectors = vectors
         self.score_cache = score_cache
+        self.prior = prior
 
     def decide(self, prepared: Sequence[Prepared]) -> list[Response]:
         if not prepared:
@@ -145,6 +148,8 @@ class PageDecider:
                 llm_scores[eligible[k]] = result.scores
             emb = relevance(self.vectors, session.positives, session.negatives, p.shown, cfg.embedding_scale)
             combined = combine_scores(cfg, np.nan_to_num(llm_scores), emb)
+            if self.prior is not None:  # the behavioural prior (user.prior_weights)
+                combined = self.prior.adjust(p.ctx.user_id, p.shown, combined)
             params = RuleParams(
                 threshold=threshold_for(cfg.watch_threshold, cfg.behaviour_offset, profile.features, profile.activity),
                 temperature=cfg.watch_temperature,

@@ -1,0 +1,118 @@
+"""The behavioural prior's ablation rows of the evaluations: ``prior`` (prior only) and ``llm+prior`` (both).
+
+With ``--user-model llm --user-model prior --user-model llm+prior`` and ``--set user.prior_weights=FILE`` (from
+``recagent-gym calibrate``) the tables show the LLM's judgement alone, the prior alone (its ``prior_only`` weights)
+and both (its ``both`` weights) on the same users and candidates. ``llm+prior`` reuses the ``llm`` row's scores
+(same model, same generator: no second LLM call). Users the weights were fitted on are never evaluated: when a
+prior row runs, sampled users that were calibration users are left out of every row (the table says how many).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from recagent_gym.data.schema import DataError, Dataset
+from recagent_gym.users.agent.prior import BehaviouralPrior, PriorWeights, combine, load_weights
+
+PRIOR = "prior"
+LLM_PRIOR = "llm+prior"
+PRIOR_KINDS: tuple[str, ...] = (PRIOR, LLM_PRIOR)
+LABELS = {PRIOR: "Behavioural prior", LLM_PRIOR: "LLM agent + prior"}
+
+
+def score_kind(kind: str) -> str:
+    """The kind whose generator scores ``kind``: ``llm+prior`` scores as ``llm`` (so it reuses those scores)."""
+    return "llm" if kind == LLM_PRIOR else kind
+
+
+class PriorScorer:
+    """The prior alone: ``features @ w`` with the ``prior_only`` weights."""
+
+    def __init__(self, prior: BehaviouralPrior, weights: PriorWeights) -> None:
+        self.prior, self.weights = prior, weights
+
+    def score_items(self, user_id: int, items: Sequence[int], rng: np.random.Generator) -> np.ndarray:
+        return self.prior.features(user_id, items) @ self.weights.vector()
+
+
+class PriorCombined:
+    """The LLM agent's scores combined with the prior (``both`` weights)."""
+
+    def __init__(self, model: Any, prior: BehaviouralPrior, weights: PriorWeights) -> None:
+        self.model, self.prior, self.weights = model, prior, weights
+
+    def score_items(self, user_id: int, items: Sequence[int], rng: np.random.Generator) -> np.ndarray:
+        llm = np.asarray(self.model.score_items(user_id, items, rng), dtype=np.float64)
+        return combine(llm, self.prior.features(user_id, items), self.weights)
+
+
+class Memo:
+    """A model whose ``score_items`` answers a repeated ``(user, items)`` from memory (the generator must be the
+    same derivation for both callers: see :func:`score_kind`)."""
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+        self._seen: dict[tuple[int, tuple[int, ...]], np.ndarray] = {}
+
+    def score_items(self, user_id: int, items: Sequence[int], rng: np.random.Generator) -> np.ndarray:
+        key = (int(user_id), tuple(int(i) for i in items))
+        if key not in self._seen:
+            self._seen[key] = np.asarray(self.model.score_items(user_id, items, rng), dtype=np.float64)
+        return self._seen[key]
+
+
+def weights_file(config: Any, kind: str) -> str:
+    path = config.user.prior_weights
+    if path is None:
+        raise DataError(f"user model {kind!r} needs user.prior_weights (a file from `recagent-gym calibrate`)")
+    return str(path)
+
+
+def without_calibration_users(dataset: Dataset, users: Sequence[int], path: str) -> list[int]:
+    """``users`` minus those the prior was calibrated on (matched by raw id): they are never evaluated."""
+    meta = load_weights(path, which="prior_only").meta  # present in every calibrate file
+    fitted = {str(u) for u in meta.get("users_raw", [])}
+    raw = dataset.users["raw_id"].astype(str).to_numpy()
+    kept = [int(u) for u in users if raw[int(u)] not in fitted]
+    if not kept:
+        raise DataError(f"every sampled user was a calibration user of {path}: sample more users")
+    return kept
+
+
+def build_prior_row(kind: str, train: Dataset, config: Any, llm_model: Any) -> Any:
+    """The ``prior`` or ``llm+prior`` scorer on ``train`` (``llm_model``: the ``llm`` row's model, memoised)."""
+    path = weights_file(config, kind)
+    weights = load_weights(path, which="prior_only" if kind == PRIOR else "both")
+    prior = BehaviouralPrior(train, window_days=float(weights.meta.get("window_days", 180.0)))
+    if kind == PRIOR:
+        return PriorScorer(prior, weights)
+    return PriorCombined(llm_model, prior, weights)
+
+
+def prior_record(config: Any, models: Sequence[str]) -> dict[str, Any]:
+    """The weights file's content when a prior row is evaluated (stored with the run and shown in its table)."""
+    if not any(kind in PRIOR_KINDS for kind in models):
+        return {}
+    path = weights_file(config, "prior")
+    record = {"file": path, "prior_only": load_weights(path, which="prior_only").to_dict()}
+    if LLM_PRIOR in models:
+        record["both"] = load_weights(path).to_dict()
+    record["calibration"] = {k: v for k, v in load_weights(path, which="prior_only").meta.items() if k != "users_raw"}
+    return record
+
+
+def prior_lines(record: dict[str, Any]) -> list[str]:
+    """Markdown lines reporting the weights a run used (empty without a prior row)."""
+    if not record:
+        return []
+    lines = [f"Behavioural prior weights (`{record['file']}`, copied to `prior.json`; fitted by `recagent-gym "
+             f"calibrate` on {len(load_weights(record['file'], which='prior_only').meta.get('users_raw', []))} "
+             "train users, none evaluated here):", ""]  # fmt: skip
+    for name in ("both", "prior_only"):
+        if name in record:
+            weights = ", ".join(f"{k} {v:+.3f}" for k, v in record[name].items())
+            lines.append(f"- {'LLM agent + prior' if name == 'both' else 'prior only'}: {weights}")
+    return [*lines, ""]

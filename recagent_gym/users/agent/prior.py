@@ -1,0 +1,176 @@
+"""A behavioural prior on item choice, combined with the LLM's judgement: users as biased as people.
+
+People pick popular items more than their taste alone predicts, the more so the more mainstream they are; they
+pick what is in fashion at the time and recent releases; and they pick what sits high on their own rating scale.
+The prior scores an item ``i`` for user ``u`` by five features, each standardised over the catalogue:
+
+==========================  =========================================================================================
+``popularity``              ``log(1 + interactions)`` of the item in the training data
+``popularity_x_mainstream`` popularity times the user's conformity: the mean popularity of the user's history, centred
+                            on the users' mean (a mainstream user follows the crowd more)
+``trend``                   ``log(1 + interactions)`` in the ``window_days`` before the user's last interaction
+``recency``                 ``-log(1 + years)`` between the item's release and the user's last interaction
+``rating_scale``            the item's shrunk mean rating on the user's own scale: ``(q_i - mean_u) / sd_u``
+==========================  =========================================================================================
+
+The choice score is ``w_llm * s_llm + sum_k w_k * f_k`` with ``s_llm`` the agent's item score (LLM + embedding,
+``Agents.combine``). The weights are fitted by ``recagent-gym calibrate`` (``evaluation/calibrate.py``) on train
+users' real choices only and stored as JSON; the page decision uses them when ``user.prior_weights`` names that
+file, and is unchanged otherwise (:class:`PagePrior`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from recagent_gym.data.schema import DataError, Dataset
+
+FEATURES: tuple[str, ...] = ("popularity", "popularity_x_mainstream", "trend", "recency", "rating_scale")
+LLM = "llm"
+"""Key of the LLM score's weight in a weights file."""
+SECONDS_PER_DAY = 86_400.0
+SHRINK = 10.0
+"""Pseudo-ratings pulling an item's mean rating towards the global mean (few ratings say little)."""
+
+
+def _z(values: np.ndarray) -> np.ndarray:
+    values = np.asarray(values, dtype=np.float64)
+    sd = float(values.std())
+    return (values - values.mean()) / sd if sd > 0 else np.zeros_like(values)
+
+
+@dataclass
+class _UserFacts:
+    mainstream: float
+    trend: np.ndarray
+    recency: np.ndarray
+    rating_scale: np.ndarray
+
+
+class BehaviouralPrior:
+    """The five prior features of any (user, items) from a dataset's interactions (the training data)."""
+
+    def __init__(self, dataset: Dataset, *, window_days: float = 180.0) -> None:
+        if window_days <= 0:
+            raise ValueError(f"window_days must be > 0, not {window_days}")
+        self.dataset = dataset
+        self.window_s = float(window_days) * SECONDS_PER_DAY
+        inter = dataset.interactions.sort_values("timestamp", kind="stable")
+        self._times = inter["timestamp"].to_numpy(dtype=np.int64)
+        self._items = inter["item_id"].to_numpy(dtype=np.int64)
+        n = dataset.n_items
+        self.popularity = _z(np.log1p(np.bincount(self._items, minlength=n)))
+        ratings = inter["rating"].to_numpy(dtype=np.float64)
+        rated = np.isfinite(ratings)
+        self._rated = bool(rated.any())
+        global_mean = float(ratings[rated].mean()) if self._rated else 0.0
+        sums = np.bincount(self._items[rated], weights=ratings[rated], minlength=n)
+        counts = np.bincount(self._items[rated], minlength=n)
+        self.quality = (sums + SHRINK * global_mean) / (counts + SHRINK)
+        self._global_sd = float(ratings[rated].std()) if self._rated else 1.0
+        years = dataset.items["year"].to_numpy(dtype=np.float64)
+        self._years = np.where(np.isfinite(years) & (years > 0), years, np.nan)
+        users = inter["user_id"].to_numpy(dtype=np.int64)
+        per_user = np.bincount(users, weights=self.popularity[self._items], minlength=dataset.n_users)
+        seen = np.bincount(users, minlength=dataset.n_users)
+        self._mainstream = np.where(seen > 0, per_user / np.maximum(seen, 1), 0.0)
+        self._mainstream -= self._mainstream[seen > 0].mean() if (seen > 0).any() else 0.0
+        self._user_rows = inter.groupby("user_id", sort=False).indices
+        self._ratings = ratings
+        self._facts: dict[int, _UserFacts] = {}
+
+    def _user(self, user: int) -> _UserFacts:
+        if user in self._facts:
+            return self._facts[user]
+        rows = self._user_rows.get(user)
+        if rows is None or len(rows) == 0:
+            raise DataError(f"the behavioural prior needs user {user}'s history; the training data has none")
+        now = int(self._times[rows].max())
+        lo, hi = np.searchsorted(self._times, [now - self.window_s, now], side="right")
+        trend = _z(np.log1p(np.bincount(self._items[lo:hi], minlength=self.dataset.n_items)))
+        year_now = 1970.0 + now / (365.25 * SECONDS_PER_DAY)
+        age = -np.log1p(np.clip(year_now - self._years, 0.0, None))
+        recency = _z(np.where(np.isfinite(age), age, np.nanmean(age) if np.isfinite(age).any() else 0.0))
+        own = self._ratings[rows]
+        own = own[np.isfinite(own)]
+        if len(own) and self._rated:
+            sd = float(own.std()) if len(own) > 1 and own.std() > 0 else self._global_sd
+            scale = (self.quality - float(own.mean())) / max(sd, 1e-6)
+        else:
+            scale = np.zeros(self.dataset.n_items)
+        facts = _UserFacts(float(self._mainstream[user]), trend, recency, scale)
+        self._facts[user] = facts
+        return facts
+
+    def features(self, user: int, items: Sequence[int]) -> np.ndarray:
+        """``(len(items), len(FEATURES))`` feature rows, in :data:`FEATURES` order."""
+        idx = np.asarray(items, dtype=np.int64)
+        facts = self._user(int(user))
+        pop = self.popularity[idx]
+        return np.column_stack(
+            [pop, pop * facts.mainstream, facts.trend[idx], facts.recency[idx], facts.rating_scale[idx]]
+        )
+
+
+@dataclass(frozen=True)
+class PriorWeights:
+    """Fitted weights: ``llm`` (the agent's score) and one per feature; ``meta`` records how they were fitted."""
+
+    llm: float
+    features: Mapping[str, float]
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+    def vector(self) -> np.ndarray:
+        return np.array([float(self.features.get(name, 0.0)) for name in FEATURES])
+
+    def to_dict(self) -> dict[str, Any]:
+        return {LLM: self.llm, **{name: float(self.features.get(name, 0.0)) for name in FEATURES}}
+
+
+def combine(llm_scores: np.ndarray, features: np.ndarray, weights: PriorWeights) -> np.ndarray:
+    """``w_llm * s_llm + features @ w`` (the choice score of the page decision and the evaluation's rows)."""
+    return weights.llm * np.asarray(llm_scores, dtype=np.float64) + features @ weights.vector()
+
+
+def load_weights(path: str | Path, *, which: str = "both") -> PriorWeights:
+    """The ``both`` (LLM + prior) or ``prior_only`` weights of a ``recagent-gym calibrate`` file."""
+    file = Path(path)
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise DataError(f"prior weights {file}: not a calibrate file ({exc})") from exc
+    block = data.get(which) if isinstance(data, dict) else None
+    if not isinstance(block, dict):
+        raise DataError(f"prior weights {file}: no {which!r} weights (a calibrate file; 'both' needs the LLM)")
+    unknown = set(block) - {LLM, *FEATURES}
+    if unknown:
+        raise DataError(f"prior weights {file}: unknown weights {sorted(unknown)}")
+    try:
+        return PriorWeights(float(block.get(LLM, 0.0)), {k: float(block.get(k, 0.0)) for k in FEATURES},
+                            meta={k: v for k, v in data.items() if k not in ("both", "prior_only")})  # fmt: skip
+    except (TypeError, ValueError) as exc:
+        raise DataError(f"prior weights {file}: a weight is not a number ({exc})") from exc
+
+
+@dataclass(frozen=True)
+class PagePrior:
+    """The behavioural prior of a page decision: the dataset's features and the fitted ``both`` weights."""
+
+    prior: BehaviouralPrior
+    weights: PriorWeights
+
+    @classmethod
+    def load(cls, path: str | Path, dataset: Dataset) -> PagePrior:
+        """From a ``recagent-gym calibrate`` file (``user.prior_weights``), built once per population."""
+        weights = load_weights(path)
+        return cls(BehaviouralPrior(dataset, window_days=float(weights.meta.get("window_days", 180.0))), weights)
+
+    def adjust(self, user: int, items: Sequence[int], scores: np.ndarray) -> np.ndarray:
+        """``scores`` of ``user``'s page ``items`` combined with the prior (:func:`combine`)."""
+        return combine(scores, self.prior.features(user, items), self.weights)
