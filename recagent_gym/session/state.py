@@ -52,10 +52,12 @@ class SessionState:
         user: int,
         rng: np.random.Generator,
         time_h: float,
-        seen: np.ndarray,
-        history: np.ndarray,
-        tables: SessionTables,
         *,
+        seen_flags: bytearray,
+        window: list[int],
+        history_length: int,
+        pointer_floor: int,
+        arrays: tuple[np.ndarray, np.ndarray],
         watched: list[int] | None = None,
         page_index: int = 0,
         pop_pointer: int = 0,
@@ -67,27 +69,25 @@ class SessionState:
         self.rng = rng
         """The session's child generator, which the user model draws from."""
         self.time_h = time_h
-        self._seen_flags = bytearray(np.asarray(seen, dtype=bool).tobytes())
-        self.seen: np.ndarray = np.frombuffer(self._seen_flags, dtype=bool)
+        self._seen_flags = seen_flags
+        self.seen: np.ndarray = np.frombuffer(seen_flags, dtype=bool)
         """``(n_items,)`` bool: items the user already watched (dataset history and this session); a view of the
         flags the page step reads."""
-        self.history_length = len(history)
-        self.window: list[int] = [int(i) for i in history if i >= 0]
+        self.history_length = history_length
+        self.window = window
         """The last ``history_length`` watched items, most recent first (``history`` without the -1 pad)."""
         self.watched: list[int] = [] if watched is None else watched
         self.page_index = page_index
         self.pop_pointer = pop_pointer
         """Start of the popularity scan for replacements (items before it are all seen)."""
-        self._pointer_floor = tables.first_unseen(user)
+        self._pointer_floor = pointer_floor
         """Where the scan may start at the earliest: the user's dataset history covers everything before it."""
         self.last_code = last_code
         self.last_rating = last_rating
         self.open = open
-        self.history: np.ndarray
-        """``(history_length,)`` int64: ``window`` padded with -1 (rebuilt on a watch; never written in place)."""
-        self.history_genres: np.ndarray
-        """``(n_genres,)`` float32: mean genre vector of the window (rebuilt on a watch)."""
-        self._window_arrays(tables)
+        self.history, self.history_genres = arrays
+        """``history``: ``(history_length,)`` int64, ``window`` padded with -1; ``history_genres``: ``(n_genres,)``
+        float32, the window's mean genre vector. Both rebuilt on a watch, never written in place."""
 
     @classmethod
     def start(
@@ -96,22 +96,16 @@ class SessionState:
         """A fresh session of ``user``: its opening state (seen flags, window, arrays) comes from ``tables``' per-user
         cache, built once per user (a session start is a large share of a short session's cost)."""
         opening = tables.opening(user, history_length)
-        session = cls.__new__(cls)
-        session.user = user
-        session.rng = rng
-        session.time_h = time_h
-        session._seen_flags = bytearray(opening.seen)
-        session.seen = np.frombuffer(session._seen_flags, dtype=bool)
-        session.history_length = history_length
-        session.window = list(opening.window)
-        session.watched = []
-        session.page_index = session.pop_pointer = session.last_code = 0
-        session._pointer_floor = opening.first_unseen
-        session.last_rating = 0.0
-        session.open = True
-        session.history = opening.history
-        session.history_genres = opening.history_genres
-        return session
+        return cls(
+            user,
+            rng,
+            time_h,
+            seen_flags=bytearray(opening.seen),
+            window=list(opening.window),
+            history_length=history_length,
+            pointer_floor=opening.first_unseen,
+            arrays=(opening.history, opening.history_genres),
+        )
 
     def context(self) -> Context:
         return Context(user_id=self.user, step=self.page_index, time_h=self.time_h, watched=tuple(self.watched))
@@ -123,13 +117,7 @@ class SessionState:
         window.insert(0, item)
         if len(window) > self.history_length:
             window.pop()
-        self._window_arrays(tables)
-
-    def _window_arrays(self, tables: SessionTables) -> None:
-        """``history`` and ``history_genres`` from ``window`` (see :meth:`SessionTables.window_genres`)."""
-        window = self.window
-        self.history = np.array(window + [-1] * (self.history_length - len(window)), dtype=np.int64)
-        self.history_genres = tables.window_genres(window)
+        self.history, self.history_genres = tables.window_arrays(window, self.history_length)
 
     @property
     def history_count(self) -> int:
@@ -194,13 +182,17 @@ class SessionState:
         rng.bit_generator.state = copy.deepcopy(state["rng"])
         seen = np.zeros(tables.n_items, dtype=bool)
         seen[np.asarray(state["seen"], dtype=np.int64)] = True
+        user, history = int(state["user"]), [int(i) for i in state["history"]]
+        window = [i for i in history if i >= 0]
         return cls(
-            int(state["user"]),
+            user,
             rng,
             float(state["time_h"]),
-            seen,
-            np.asarray(state["history"], dtype=np.int64),
-            tables,
+            seen_flags=bytearray(seen.tobytes()),
+            window=window,
+            history_length=len(history),
+            pointer_floor=tables.first_unseen(user),
+            arrays=tables.window_arrays(window, len(history)),
             watched=[int(i) for i in state["watched"]],
             page_index=int(state["page_index"]),
             pop_pointer=int(state["pop_pointer"]),

@@ -81,13 +81,17 @@ class SessionTables:
             seen = np.zeros(self.n_items, dtype=bool)
             seen[past] = True
             window = tuple(int(i) for i in past[::-1][:history_length])
-            history = np.array(window + (-1,) * (history_length - len(window)), dtype=np.int64)
-            genres = self.window_genres(window)
+            history, genres = self.window_arrays(window, history_length)
             history.setflags(write=False)
             genres.setflags(write=False)
             opening = Opening(seen.tobytes(), window, history, genres, self.first_unseen(user))
             self._openings[key] = opening
         return opening
+
+    def window_arrays(self, window: Sequence[int], history_length: int) -> tuple[np.ndarray, np.ndarray]:
+        """A session's ``history`` (``window`` padded with -1 to ``history_length``, int64) and ``history_genres``."""
+        history = np.array([*window, *([-1] * (history_length - len(window)))], dtype=np.int64)
+        return history, self.window_genres(window)
 
     def window_genres(self, window: Sequence[int]) -> np.ndarray:
         """``(n_genres,)`` float32 mean genre vector of ``window``'s items.
