@@ -40,29 +40,31 @@ RECENT_TITLES = 3
 SPEAKER_QUERY = "movies worth talking about"
 
 
-def speaker(model: Agents, user_id: int, time_h: float) -> Speaker:
-    return speakers(model, [user_id], time_h)[0]
+def speaker(agents: Agents, user_id: int, time_h: float) -> Speaker:
+    return speakers(agents, [user_id], time_h)[0]
 
 
-def speakers(model: Agents, users: Sequence[int], time_h: float) -> list[Speaker]:
+def speakers(agents: Agents, users: Sequence[int], time_h: float) -> list[Speaker]:
     """The speakers' inputs; their memories are read with one batched retrieval."""
-    blocks = model.memory_blocks([(u, SPEAKER_QUERY, time_h) for u in users])
+    blocks = agents.memory_blocks([(u, SPEAKER_QUERY, time_h) for u in users])
     return [
         Speaker(
             user_id=u,
-            name=model.profiles[u].name,
-            profile=model.profile_text(u, "social"),
+            name=agents.profiles[u].name,
+            profile=agents.profile_text(u, "social"),
             memory=block,
-            recent=tuple([model.title(i) for i in model.history(u)[-RECENT_TITLES:]][::-1]),
+            recent=tuple([agents.title(i) for i in agents.history(u)[-RECENT_TITLES:]][::-1]),
         )
         for u, block in zip(users, blocks, strict=True)
     ]
 
 
-def active_agents(model: Agents, rng: np.random.Generator, exclude: set[int], users: Sequence[int] | None) -> list[int]:
-    cfg = model.social_config
-    pool = list(range(len(model.profiles))) if users is None else sorted({int(u) for u in users})
-    activity = np.array([model.profiles[u].activity for u in pool], dtype=float)
+def active_agents(
+    agents: Agents, rng: np.random.Generator, exclude: set[int], users: Sequence[int] | None
+) -> list[int]:
+    cfg = agents.social_config
+    pool = list(range(len(agents.profiles))) if users is None else sorted({int(u) for u in users})
+    activity = np.array([agents.profiles[u].activity for u in pool], dtype=float)
     chance = np.clip(cfg.activation_rate * (0.5 + activity), 0.0, 1.0)
     drawn = rng.random(len(pool)) < chance
     active = [u for u, on in zip(pool, drawn, strict=True) if on and u not in exclude]
@@ -72,7 +74,7 @@ def active_agents(model: Agents, rng: np.random.Generator, exclude: set[int], us
 
 
 def social_round(
-    model: Agents,
+    agents: Agents,
     rng: np.random.Generator,
     time_h: float,
     incoming: Collection[int] = (),
@@ -82,19 +84,19 @@ def social_round(
 ) -> list[dict[str, Any]]:
     """One round for everyone but ``incoming`` (users about to start a session: they neither act nor receive
     posts) and those in a session (they receive posts, but do not act or chat)."""
-    cfg = model.social_config
+    cfg = agents.social_config
     if not cfg.enabled:
         return []
     incoming = {int(u) for u in incoming}
-    busy = model.open_users() | incoming
-    active = active_agents(model, rng, busy, users)
+    busy = agents.open_users() | incoming
+    active = active_agents(agents, rng, busy, users)
     settle(active)
-    choices = choose_actions(model, active, rng, time_h)
+    choices = choose_actions(agents, active, rng, time_h)
     events: list[dict[str, Any]] = [
         {"type": "take_action", "user": u, "choice": c, "time_h": time_h} for u, c in zip(active, choices, strict=True)
     ]
     social = [u for u, choice in zip(active, choices, strict=True) if choice == "social"]
-    return events + chat_or_post(model, social, rng, time_h, settle=settle, exclude=busy, exclude_recipients=incoming)
+    return events + chat_or_post(agents, social, rng, time_h, settle=settle, exclude=busy, exclude_recipients=incoming)
 
 
 @dataclass
@@ -138,7 +140,7 @@ class SocialReplies:
 
 
 def plan_social(
-    model: Agents,
+    agents: Agents,
     users: Sequence[int],
     rng: np.random.Generator,
     time_h: float,
@@ -155,11 +157,11 @@ def plan_social(
     chats: list[tuple[int, int]] = []
     posters: list[int] = []
     for u in users:
-        friends = [f for f in model.friends(u) if f not in exclude]
+        friends = [f for f in agents.friends(u) if f not in exclude]
         if not friends:
             events.append({"type": "no_friends", "user": u, "time_h": time_h})
             continue
-        profile = model.profiles[u]
+        profile = agents.profiles[u]
         w_chat, w_post = chat_weight + profile.has("Chatter"), post_weight + profile.has("Poster")
         if w_chat + w_post > 0 and rng.random() < w_chat / (w_chat + w_post):
             chats.append((u, int(friends[rng.integers(len(friends))])))
@@ -168,9 +170,9 @@ def plan_social(
     # Every memory this round reads or writes: an agent's unwritten last session goes in first.
     settle(
         {u for pair in chats for u in pair}
-        | {f for u in posters for f in (u, *model.friends(u)) if f not in exclude_recipients}
+        | {f for u in posters for f in (u, *agents.friends(u)) if f not in exclude_recipients}
     )
-    said = speakers(model, [u for pair in chats for u in pair] + posters, time_h)
+    said = speakers(agents, [u for pair in chats for u in pair] + posters, time_h)
     pairs = [(said[2 * k], said[2 * k + 1]) for k in range(len(chats))]
     chat_seed = int(rng.integers(0, SEED_HIGH)) if chats else 0
     authors = said[2 * len(chats) :]
@@ -191,12 +193,12 @@ class Delivery:
     heard_kind: str
 
 
-def deliver(model: Agents, user_id: int, deliveries: Sequence[Delivery], time_h: float) -> None:
+def deliver(agents: Agents, user_id: int, deliveries: Sequence[Delivery], time_h: float) -> None:
     """Put ``deliveries`` into ``user_id``'s memory and heard items, in order (no flush)."""
     for d in deliveries:
-        model.memory(user_id).observe([d.note], time_h, kind=d.kind)
+        agents.memory(user_id).observe([d.note], time_h, kind=d.kind)
         if d.heard or d.heard_kind:
-            model.hear(user_id, list(d.heard), time_h, source=d.source, kind=d.heard_kind)
+            agents.hear(user_id, list(d.heard), time_h, source=d.source, kind=d.heard_kind)
 
 
 def precompress_deliveries(memory: Any, deliveries: Sequence[Delivery], time_h: float) -> None:
@@ -216,7 +218,7 @@ class SocialApplied:
 
 
 def apply_social(
-    model: Agents, plan: SocialPlan, replies: SocialReplies, *, defer: Collection[int] = ()
+    agents: Agents, plan: SocialPlan, replies: SocialReplies, *, defer: Collection[int] = ()
 ) -> SocialApplied:
     """Step 5 without the flush: memories, heard items, usage and counts, and the events.
 
@@ -233,20 +235,20 @@ def apply_social(
         if user in held:
             deferred.setdefault(user, []).append(delivery)
         else:
-            deliver(model, user, [delivery], time_h)
+            deliver(agents, user, [delivery], time_h)
             touched.add(user)
 
     for (a, b), result in zip(plan.chats, replies.chats, strict=True):
-        names = {a: model.profiles[a].name, b: model.profiles[b].name}
+        names = {a: agents.profiles[a].name, b: agents.profiles[b].name}
         transcript = result.transcript(names)
         heard: dict[int, list[int]] = {a: [], b: []}
         for who, line in result.lines:
             listener = b if who == a else a
-            heard[listener] += [i for i in model.titles.find(line) if i not in heard[listener]]
+            heard[listener] += [i for i in agents.titles.find(line) if i not in heard[listener]]
         for me, other in ((a, b), (b, a)):
             note = memory_notes.chat(name=names[me], other=names[other], transcript=transcript)
             give(me, Delivery(note, "dialogue", tuple(heard[me]), other, "chat"))
-        initiator = model.agent(a)  # the chat's usage and counts go to the agent who started it
+        initiator = agents.agent(a)  # the chat's usage and counts go to the agent who started it
         initiator.usage = initiator.usage + result.usage
         initiator.count("chat", reasked=result.reasked > 0, fallback=result.fallbacks > 0)
         events.append(
@@ -263,10 +265,10 @@ def apply_social(
         )
     for post in replies.posts:
         u = post.user_id
-        agent = model.agent(u)
+        agent = agents.agent(u)
         agent.usage = agent.usage + post.usage
         agent.count("post", reasked=post.reasked, fallback=post.fallback)
-        recipients, items = post_deliveries(model, u, post.text, exclude=plan.exclude_recipients)
+        recipients, items = post_deliveries(agents, u, post.text, exclude=plan.exclude_recipients)
         for user, delivery in recipients:
             give(user, delivery)
         events.append(
@@ -285,16 +287,16 @@ def apply_social(
     return SocialApplied(events, touched, deferred)
 
 
-def generate_social(model: Agents, plan: SocialPlan) -> SocialReplies:
-    """:meth:`SocialPlan.generate` with the agents' model and social settings."""
-    cfg = model.social_config
+def generate_social(agents: Agents, plan: SocialPlan) -> SocialReplies:
+    """:meth:`SocialPlan.generate` with the agents' language model and social settings."""
+    cfg = agents.social_config
     return plan.generate(
-        model.llm, turns=cfg.max_chat_turns, max_tokens=cfg.utterance_max_tokens, one_call=model.combined
+        agents.llm, turns=cfg.max_chat_turns, max_tokens=cfg.utterance_max_tokens, one_call=agents.combined
     )
 
 
 def chat_or_post(
-    model: Agents,
+    agents: Agents,
     users: Sequence[int],
     rng: np.random.Generator,
     time_h: float,
@@ -312,39 +314,41 @@ def chat_or_post(
     Events are plain dicts (``chat``, ``post``, ``no_friends``) carrying tokens and latency. Nothing happens
     when ``social.enabled`` is off. (:func:`plan_social`, :func:`generate_social`, :func:`apply_social`, flush.)
     """
-    if not model.social_config.enabled:
+    if not agents.social_config.enabled:
         return []
     plan = plan_social(
-        model, users, rng, time_h, settle=settle, exclude=exclude, exclude_recipients=exclude_recipients,
+        agents, users, rng, time_h, settle=settle, exclude=exclude, exclude_recipients=exclude_recipients,
         chat_weight=chat_weight, post_weight=post_weight,
     )  # fmt: skip
-    applied = apply_social(model, plan, generate_social(model, plan))
+    applied = apply_social(agents, plan, generate_social(agents, plan))
     if applied.touched:
-        model.memory_backend.flush([model.memory(u) for u in sorted(applied.touched)], time_h)
+        agents.memory_backend.flush([agents.memory(u) for u in sorted(applied.touched)], time_h)
     return applied.events
 
 
 def post_deliveries(
-    model: Agents, author: int, text: str, *, exclude: set[int] | frozenset[int] = frozenset()
+    agents: Agents, author: int, text: str, *, exclude: set[int] | frozenset[int] = frozenset()
 ) -> tuple[list[tuple[int, Delivery]], list[int]]:
     """A post's deliveries: the author's own note first, then each friend's (not in ``exclude``) with the titles
     it names. Returns ``([(user, delivery), ...], items named)``."""
-    name = model.profiles[author].name
-    items = model.titles.find(text)
+    name = agents.profiles[author].name
+    items = agents.titles.find(text)
     note = memory_notes.post(name=name, text=text)
     out = [(author, Delivery(note, "dialogue", (), author, ""))]
     out += [
-        (f, Delivery(note, "dialogue", tuple(items), author, "post")) for f in model.friends(author) if f not in exclude
+        (f, Delivery(note, "dialogue", tuple(items), author, "post"))
+        for f in agents.friends(author)
+        if f not in exclude
     ]
     return out, items
 
 
 def post_to_friends(
-    model: Agents, author: int, text: str, time_h: float, *, exclude: set[int] | frozenset[int] = frozenset()
+    agents: Agents, author: int, text: str, time_h: float, *, exclude: set[int] | frozenset[int] = frozenset()
 ) -> tuple[list[int], list[int]]:
     """Put a post into the author's and every friend's memory (friends in ``exclude`` skipped); friends hear the
     titles it names. No flush. Returns ``(recipients, items named)``."""
-    deliveries, items = post_deliveries(model, author, text, exclude=exclude)
+    deliveries, items = post_deliveries(agents, author, text, exclude=exclude)
     for user, delivery in deliveries:
-        deliver(model, user, [delivery], time_h)
+        deliver(agents, user, [delivery], time_h)
     return [user for user, _ in deliveries[1:]], items
