@@ -34,6 +34,10 @@ PHASES = ("respond_batch", "social_round", "write_ended")
 """User-model methods timed: decisions, the social world between sessions, batched end-of-session writes (the
 last can run inside the others, when a pending user's memory is needed)."""
 
+OLD_NAMES = {"social_round": "between_sessions", "write_ended": "flush_ended"}
+"""The same phases' names before the session kernel (``aebbaed``), so that this script measures that checkout too:
+``cd OLD && PYTHONPATH=$PWD python /path/to/this/script.py``."""
+
 
 def time_phases(user_model: object) -> collections.Counter[str]:
     """Wrap the user model's phase methods (on the instance) so their wall time adds up in the returned counter;
@@ -47,7 +51,8 @@ def time_phases(user_model: object) -> collections.Counter[str]:
 
     user_model.start_session = counted
     for name in PHASES:
-        method = getattr(user_model, name)
+        attribute = name if hasattr(user_model, name) else OLD_NAMES[name]
+        method = getattr(user_model, attribute)
 
         def timed(*args: object, _method=method, _name=name, **kwargs: object) -> object:
             start = time.perf_counter()
@@ -56,7 +61,7 @@ def time_phases(user_model: object) -> collections.Counter[str]:
             finally:
                 spent[_name] += time.perf_counter() - start
 
-        setattr(user_model, name, timed)
+        setattr(user_model, attribute, timed)
     return spent
 
 
@@ -94,6 +99,9 @@ BENCH_SETTINGS = [
     "env.max_pages=5",
 ]
 
+LATER_KEYS = {"user.score_cache"}
+"""Settings added after the first measurement, set above to how older versions always behaved."""
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -105,11 +113,17 @@ def main() -> None:
         help="answer with the test double instead of the embedded model: the CPU cost of everything around the "
         "LLM and the work done (sessions, calls), in a minute instead of half an hour",
     )
+    parser.add_argument(
+        "--only", choices=("single", "vector"), help="run one setting (e.g. two checkouts side by side, same load)"
+    )
     args = parser.parse_args()
     # Fixed settings, so figures stay comparable across versions whatever the quickstart becomes: the quickstart of
     # the first measurement (LLM users with the paper's memory and the social round; sensory compression and
     # reflection off; batched end-of-session writes; no score cache).
-    config = load_config("quickstart", BENCH_SETTINGS)
+    try:
+        config = load_config("quickstart", BENCH_SETTINGS)
+    except ValueError:  # an older checkout: without the keys it did not have (it always behaved as they are set)
+        config = load_config("quickstart", [s for s in BENCH_SETTINGS if s.split("=")[0] not in LATER_KEYS])
     dataset = load_dataset_from_config(config.data)
     embedder = SentenceEmbedder()
 
@@ -118,6 +132,13 @@ def main() -> None:
     def model() -> object:
         return ScriptedLLM(default="ok") if args.scripted else build_llm(config.llm)
 
+    if args.only != "vector":
+        run_single(args, config, dataset, embedder, model)
+    if args.only != "single":
+        run_vector(args, config, dataset, embedder, model)
+
+
+def run_single(args: argparse.Namespace, config: object, dataset: object, embedder: object, model: object) -> None:
     llm = model()
     env = RecAgentEnv(dataset, "llm", config=config, llm=llm, embedder=embedder)
     spent = time_phases(env.user_model)
@@ -138,6 +159,8 @@ def main() -> None:
         print(" " * 24 + f"later pages of ongoing sessions: median {statistics.median(warm):.3f} s/step ({len(warm)})")
     close_model(llm)
 
+
+def run_vector(args: argparse.Namespace, config: object, dataset: object, embedder: object, model: object) -> None:
     llm = model()
     venv = RecAgentVectorEnv(args.envs, dataset, "llm", config=config, llm=llm, embedder=embedder)
     spent = time_phases(venv.user_model)
@@ -147,7 +170,7 @@ def main() -> None:
     per_step = []
     for _ in range(args.steps // args.envs):
         t = time.perf_counter()
-        venv.step(rng.integers(0, dataset.n_items, size=(args.envs, env.page_size)))
+        venv.step(rng.integers(0, dataset.n_items, size=(args.envs, config.env.page_size)))
         per_step += [(time.perf_counter() - t) / args.envs] * args.envs
     report(f"vector env x{args.envs}", per_step, time.perf_counter() - start, len(per_step), spent, llm)
 

@@ -2,7 +2,9 @@
 lines, the lines it executes and its file-to-file hops (ScriptedLLM and a hashing embedder stand in for the models,
 so the path is the package's own code; the paper's memory is on).
 
-.venv/bin/python benchmarks/step_path.py [-v]     (-v: one line per file)
+.venv/bin/python benchmarks/step_path.py [-v] [--phases]
+    -v: one line per file; --phases: the calls the env and the kernel make into other files, in order (with how
+    often), so that a reader sees each phase of the step entered once.
 
 Runs on older checkouts too (the agent's constructor took the root config before it took sections).
 """
@@ -32,10 +34,15 @@ def size(rel: str) -> int:
         return sum(1 for _ in f)
 
 
-def trace(env: RecAgentEnv, action: np.ndarray, label: str, verbose: bool) -> None:
+ORCHESTRATORS = ("envs" + os.sep, "session" + os.sep)
+"""The layers whose outgoing calls are a step's phases (the Gymnasium face and the session kernel)."""
+
+
+def trace(env: RecAgentEnv, action: np.ndarray, label: str, verbose: bool, phases: bool) -> None:
     files: Counter[str] = Counter()
     lines: set[tuple[str, int]] = set()
     hops: set[tuple[str, str]] = set()
+    calls: Counter[str] = Counter()  # "caller -> callee:function", in first-call order
 
     def tracer(frame: Any, event: str, arg: Any) -> Any:
         path = frame.f_code.co_filename
@@ -47,7 +54,10 @@ def trace(env: RecAgentEnv, action: np.ndarray, label: str, verbose: bool) -> No
             while caller is not None and not caller.f_code.co_filename.startswith(ROOT):
                 caller = caller.f_back
             if caller is not None and os.path.relpath(caller.f_code.co_filename, ROOT) != rel:
-                hops.add((os.path.relpath(caller.f_code.co_filename, ROOT), rel))
+                source = os.path.relpath(caller.f_code.co_filename, ROOT)
+                hops.add((source, rel))
+                if source.startswith(ORCHESTRATORS) and not frame.f_code.co_name.startswith("<"):
+                    calls[f"{source} -> {rel}:{frame.f_code.co_name}"] += 1
             files[rel] += 1
         elif event == "line":
             lines.add((rel, frame.f_lineno))
@@ -64,10 +74,13 @@ def trace(env: RecAgentEnv, action: np.ndarray, label: str, verbose: bool) -> No
     if verbose:
         for rel in sorted(files):
             print(f"  {rel:40s} {size(rel):5d} lines, {sum(1 for f, _ in lines if f == rel):4d} executed")
+    if phases:
+        for call, count in calls.items():
+            print(f"  {call}" + (f"  (x{count})" if count > 1 else ""))
 
 
 def main() -> None:
-    verbose = "-v" in sys.argv
+    verbose, phases = "-v" in sys.argv, "--phases" in sys.argv
     dataset = load_dataset("bundled")
     config = Config.model_validate({"user": {"session_end_batch": 1}, "memory": {"implementation": "recagent"}})
     takes_sections = "social" in inspect.signature(LLMUserModel).parameters
@@ -84,8 +97,10 @@ def main() -> None:
     env.reset(seed=0)
     env.step(rng.integers(0, dataset.n_items, size=5))  # warms the lazy agent state; not traced
     env.reset(seed=1)
-    trace(env, rng.integers(0, dataset.n_items, size=5), "a page step", verbose)
-    trace(env, rng.integers(0, dataset.n_items, size=5), "the last page step (session ends, is written)", verbose)
+    trace(env, rng.integers(0, dataset.n_items, size=5), "a page step", verbose, phases)
+    trace(
+        env, rng.integers(0, dataset.n_items, size=5), "the last page step (session ends, is written)", verbose, phases
+    )
 
 
 if __name__ == "__main__":
