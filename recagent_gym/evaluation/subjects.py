@@ -186,7 +186,7 @@ class Resources:
             from recagent_gym.users.embedding_user import EmbeddingUser
 
             # The factory's class, given the precomputed matrix: skips re-reading every item text per build.
-            return EmbeddingUser(train, self.config, item_embeddings=self.item_vectors())
+            return EmbeddingUser(train, self.config.user, item_embeddings=self.item_vectors())
         llm = self.language_model() if kind == "llm" else None
         embedder = self.embedder() if kind == "llm" else None
         return build_user_model(kind, train, **self.config.user_model_sections(), llm=llm, embedder=embedder)

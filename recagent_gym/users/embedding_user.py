@@ -17,7 +17,6 @@ from typing import Any
 
 import numpy as np
 
-from recagent_gym.config import Config
 from recagent_gym.data.schema import Dataset
 from recagent_gym.users.config import UserConfig
 from recagent_gym.users.protocol import Action, Context, Page, Response
@@ -46,7 +45,7 @@ class EmbeddingUser:
     def __init__(
         self,
         dataset: Dataset,
-        config: Config | UserConfig | None = None,
+        config: UserConfig | None = None,
         *,
         item_embeddings: np.ndarray | None = None,
         embedder: Callable[[list[str]], Any] | None = None,

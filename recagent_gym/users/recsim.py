@@ -42,7 +42,6 @@ from typing import Any
 
 import numpy as np
 
-from recagent_gym.config import Config
 from recagent_gym.data.schema import Dataset
 from recagent_gym.users.config import UserConfig
 from recagent_gym.users.protocol import Action, Context, Page, Response
@@ -51,11 +50,13 @@ _QUALITY_PRIOR_COUNT = 10.0
 """Pseudo-ratings at the global mean that shrink an item's mean rating (few ratings say little about quality)."""
 
 
-def user_config(config: Config | UserConfig | None) -> UserConfig:
-    """The user section from a root config, a section, or the defaults."""
-    if isinstance(config, Config):
-        return config.user
-    return config if config is not None else UserConfig()
+def user_config(config: UserConfig | None) -> UserConfig:
+    """The user section, or the defaults (the classical users take their own section, not the root config)."""
+    if config is None:
+        return UserConfig()
+    if not isinstance(config, UserConfig):
+        raise TypeError(f"the classical users take the user section (UserConfig), got {type(config).__name__}")
+    return config
 
 
 def item_quality(dataset: Dataset) -> np.ndarray:
@@ -156,7 +157,7 @@ def hidden_state(
 class RecSimUser:
     """RecSim interest-evolution users over a dataset's catalogue (implements :class:`UserModel`)."""
 
-    def __init__(self, dataset: Dataset, config: Config | UserConfig | None = None) -> None:
+    def __init__(self, dataset: Dataset, config: UserConfig | None = None) -> None:
         cfg = self.config = user_config(config)
         self.genres = dataset.genres
         topics = item_topics(dataset)

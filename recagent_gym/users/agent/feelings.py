@@ -66,11 +66,17 @@ def write_feelings(
             rating_prompt.build(profile=j.profile, name=j.name, item=j.item_text, feeling=r.feeling)
             for j, r in zip(jobs, results, strict=True)
         ]
+        rate_prompts.append(rating_prompt.build_baseline())  # calibrates every rating of the batch
         ratings = choose_checked(
-            llm, rate_prompts, [rating_prompt.OPTIONS] * len(jobs), rating_prompt.parse, seed=seed + 2
+            llm, rate_prompts, [rating_prompt.OPTIONS] * len(rate_prompts), lambda c: c, seed=seed + 2
         )
+        baseline = ratings.pop().value
         for job, result, checked in zip(jobs, results, ratings, strict=True):
-            result.rating = checked.value if checked.value is not None else rating_prompt.fallback(job.score)
+            result.rating = (
+                rating_prompt.rating(checked.value, baseline)
+                if checked.value is not None
+                else rating_prompt.fallback(job.score)
+            )
             result.usage = result.usage + checked.usage
             result.rating_reasked = checked.reasked
             result.rating_fallback = checked.value is None

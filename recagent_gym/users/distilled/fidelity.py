@@ -25,6 +25,7 @@ import pandas as pd
 
 from recagent_gym.data.schema import Dataset
 from recagent_gym.recommenders.search import CatalogueSearch
+from recagent_gym.users.config import UserConfig
 from recagent_gym.users.distilled import logs
 from recagent_gym.users.distilled.artefact import Artefact
 from recagent_gym.users.distilled.errors import DistillError
@@ -37,14 +38,14 @@ from recagent_gym.users.protocol import Context, Page
 RANKED = ("random", "popular", "mf", "genre")
 
 
-def _models(dataset: Dataset, config: Any, artefact: Artefact, vectors: np.ndarray) -> dict[str, Any]:
+def _models(dataset: Dataset, user: UserConfig, artefact: Artefact, vectors: np.ndarray) -> dict[str, Any]:
     from recagent_gym.users.embedding_user import EmbeddingUser
     from recagent_gym.users.recsim import RecSimUser
 
     return {
         "distilled": DistilledUser(dataset, artefact),
-        "recsim": RecSimUser(dataset, config),
-        "embedding": EmbeddingUser(dataset, config, item_embeddings=vectors),
+        "recsim": RecSimUser(dataset, user),
+        "embedding": EmbeddingUser(dataset, user, item_embeddings=vectors),
     }
 
 
@@ -144,7 +145,7 @@ def fidelity_report(
     else:
         note = "logs as distilled"
     vectors = text_vectors(dataset, embedder, cache_dir)
-    models = _models(dataset, config, artefact, vectors)
+    models = _models(dataset, config.user, artefact, vectors)
     items = item_rows(test)
     llm_rates = np.array([(test["action"] == a).mean() for a in ACTIONS])
     rated = test[(test["action"] == "watch") & test["rating"].notna()]
