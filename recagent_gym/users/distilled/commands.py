@@ -33,7 +33,14 @@ def register(subparsers: Any) -> None:
     distill.add_argument("--out", required=True, help="artefact folder (weights.npz + model.json)")
     distill.add_argument("--epochs", type=int, default=60)
     distill.add_argument("--seed", type=int, default=0)
-    distill.add_argument("--test-fraction", type=float, default=0.2, help="held-out users (default 0.2)")
+    distill.add_argument(
+        "--split",
+        choices=("policy", "own"),
+        default="policy",
+        help="held-out users: those of the RL split (train.test_fraction, train.split_seed; default), or"
+        " --test-fraction of the logged users",
+    )
+    distill.add_argument("--test-fraction", type=float, default=0.2, help="held-out users with --split own")
     distill.set_defaults(func=run_distill)
 
     fidelity = sub.add_parser("fidelity", help="distilled vs LLM users on held-out users: table, CSV and plot")
@@ -105,7 +112,7 @@ def run_distill(args: argparse.Namespace) -> int:
     from recagent_gym.users.distilled.fit import FitSettings, distill
 
     config, dataset = _config_and_dataset(args)
-    settings = FitSettings(epochs=args.epochs, seed=args.seed, test_fraction=args.test_fraction)
+    settings = FitSettings(epochs=args.epochs, seed=args.seed, split=args.split, test_fraction=args.test_fraction)
     report = distill(args.logs, dataset, config, args.out, settings=settings)
     print(f"users distill: {args.out} ({report})")
     return 0

@@ -32,12 +32,32 @@ log = logging.getLogger(__name__)
 class FitSettings:
     epochs: int = 60
     seed: int = 0
+    split: str = "policy"
+    """``policy``: the held-out users are the logged users among the RL split's held-out users (``train.test_fraction``,
+    ``train.split_seed``), so a policy trained on these distilled users and evaluated on its held-out users never
+    meets a user the model was fitted on; ``own``: a seeded ``test_fraction`` of the logged users."""
     test_fraction: float = 0.2
     hidden: int = 64
     dim: int = 32
     lr: float = 3e-3
     weight_decay: float = 1e-4
     batch: int = 512
+
+
+def policy_split(users: np.ndarray, dataset: Dataset, config: Any) -> tuple[np.ndarray, np.ndarray]:
+    """The logged users split as the RL protocol splits the dataset's users: ``(train, test)``, sorted."""
+    from recagent_gym.policies.protocol import split_users as rl_split
+
+    held_out = rl_split(dataset.n_users, test_fraction=config.train.test_fraction, seed=config.train.split_seed).test
+    logged = np.unique(users)
+    test = np.isin(logged, held_out)
+    if test.all() or not test.any():
+        raise DistillError(
+            f"the RL split (train.test_fraction={config.train.test_fraction}, split_seed={config.train.split_seed}) "
+            f"leaves {'no' if test.all() else 'no held-out'} logged user to {'train on' if test.all() else 'test'};"
+            " log more users or use the own split"
+        )
+    return logged[~test], logged[test]
 
 
 def split_users(users: np.ndarray, test_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -128,7 +148,12 @@ def distill(
         raise DistillError(f"{logs_folder}: no scored items in the logs (the few-shot strategy logs scores)")
     if int(rows["item_id"].max()) >= dataset.n_items or int(rows["user_id"].max()) >= dataset.n_users:
         raise DistillError(f"{logs_folder}: user or item ids beyond dataset {dataset.name!r}")
-    train_users, test_users = split_users(frame["user_id"].to_numpy(), settings.test_fraction, settings.seed)
+    if settings.split == "policy":
+        train_users, test_users = policy_split(frame["user_id"].to_numpy(), dataset, config)
+    elif settings.split == "own":
+        train_users, test_users = split_users(frame["user_id"].to_numpy(), settings.test_fraction, settings.seed)
+    else:
+        raise DistillError(f"split must be 'policy' or 'own', got {settings.split!r}")
     vectors = text_vectors(dataset, embedder, cache_dir)
     profiles = population_profiles(dataset, config)
     users_x = user_features(dataset, vectors, profiles, config.user.history_shots)
