@@ -127,3 +127,15 @@ def test_registered_make_and_make_vec(dataset):
 def test_latent_block_uses_the_user_models_item_vectors(dataset):
     assert _env(dataset, "recsim").latent_source == "recsim_latents"
     assert _env(dataset, "embedding").latent_source == "text_embeddings"
+
+
+def test_item_features_of_another_env_replace_the_user_models(dataset):
+    trained = _env(dataset, "recsim")
+    other = _env(dataset, "embedding", item_features=(trained.item_features, trained.latent_source),
+                 retriever=trained.retriever)  # fmt: skip
+    assert other.latent_source == "recsim_latents"
+    assert np.array_equal(other.item_features, trained.item_features)
+    obs, _ = other.reset(seed=0)
+    assert other.observation_space.contains(obs)
+    with pytest.raises(ValueError, match="item_features has 3 rows"):
+        _env(dataset, "embedding", item_features=(trained.item_features[:3], "x"))

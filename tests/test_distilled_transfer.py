@@ -28,11 +28,12 @@ def test_held_out_users_are_unseen_by_the_policy_and_the_distilled_model():
     assert np.array_equal(held_out_users(dataset, config, 5), users[:5])
 
 
-def test_transfer_command_writes_table_csv_and_plot(tmp_path, capsys):
+@pytest.mark.parametrize("env", ["v1", "v0"])
+def test_transfer_command_writes_table_csv_and_plot(tmp_path, capsys, env):
     code = main(
         ["users", "transfer", "--config", "quickstart", "--out", str(tmp_path), "--users", "6", "--seeds", "0,1",
          "--user-models", "distilled", "--no-progress", "--set", "train.total_timesteps=64",
-         "--set", "train.n_steps=16", "--set", "train.batch_size=16"]
+         "--set", "train.n_steps=16", "--set", "train.batch_size=16", "--set", f"train.transfer_env={env}"]
     )  # fmt: skip
     assert code == 0
     rows = list(csv.DictReader((tmp_path / "transfer.csv").open()))
@@ -51,11 +52,14 @@ def test_transfer_command_writes_table_csv_and_plot(tmp_path, capsys):
     again = tmp_path / "again"
     policy = str(tmp_path / "policy-seed0" / "policy.zip")
     code = main(["users", "transfer", "--config", "quickstart", "--out", str(again), "--users", "3", "--policy", policy,
-                 "--user-models", "recsim,distilled", "--no-progress"])  # fmt: skip
+                 "--user-models", "recsim,distilled", "--no-progress",
+                 "--set", f"train.transfer_env={env}"])  # fmt: skip
     assert code == 0 and not (again / "policy-seed0").exists()
     rows = list(csv.DictReader((again / "transfer.csv").open()))
     assert [r["users"] for r in rows] == ["recsim"] * 4 + ["distilled"] * 4
-    assert "trained 128 steps on distilled users"  # one rollout of 8 x 16 in (again / "transfer.md").read_text()
+    title = (again / "transfer.md").read_text()
+    assert "trained 64 steps on distilled users" in title  # one rollout of 4 envs x 16 steps
+    assert ("RecAgent-v1 (candidates)" if env == "v1" else "RecAgent-v0") in title
 
 
 def test_verdict_reads_the_paired_intervals():
@@ -85,3 +89,28 @@ def test_ranking_compares_every_user_model_with_the_llm_users():
     assert table[2] == f"| distilled | {POLICY} > mf > popularity > random | yes | +1.00 |"
     assert table[3] == f"| recsim | random > popularity > mf > {POLICY} | no | -1.00 |"
     assert table[4].startswith("| llm |") and table[4].endswith("|  |  |")
+
+
+def test_v1_transfer_trains_item_scoring_ppo_and_shares_the_observation(tmp_path):
+    """``train.transfer_env: v1``: the item-scoring PPO on distilled users' candidate pages; the baselines choose
+    among the same candidates; every user model's env describes items as the distilled env does."""
+    from recagent_gym.users.distilled.transfer import run_transfer
+    from recagent_gym.users.distilled.transfer_v1 import Shared
+
+    dataset, config = load_dataset("bundled"), load_config("quickstart")
+    config.train.transfer_env = "v1"
+    config.train.candidate_mix = {"random": 1.0}
+    config.train.total_timesteps, config.train.n_envs, config.train.n_steps, config.train.batch_size = 64, 2, 32, 32
+    rows = run_transfer(config, tmp_path, n_users=4, seeds=[0], user_models=("distilled", "recsim"), progress=False,
+                        say=lambda line: None, dataset=dataset)  # fmt: skip
+    assert [(r.users, r.recommender) for r in rows] == [
+        (m, name) for m in ("distilled", "recsim") for name in ("random", "popularity", "mf", POLICY)
+    ]
+    assert (tmp_path / "policy-seed0" / "policy.zip").is_file()
+    assert '"env": "RecAgent-v1"' in (tmp_path / "policy-seed0" / "policy.json").read_text()
+    assert "RecAgent-v1 (candidates)" in (tmp_path / "transfer.md").read_text()
+    shared = Shared(config, dataset, held_out_users(dataset, config, 4))
+    assert shared.env.latent_source == "distilled_items"  # the distilled users' learned item table, projected
+    recsim_env = shared.make_env(config, dataset, held_out_users(dataset, config, 4), "recsim")
+    assert recsim_env.latent_source == "distilled_items"
+    assert np.array_equal(recsim_env.item_features, shared.env.item_features)

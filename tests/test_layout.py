@@ -106,10 +106,10 @@ def test_the_cycle_finder_finds_a_three_module_cycle() -> None:
 
 
 LOWER_LAYERS = ("data", "llm", "memory", "social", "prompts", "recommenders", "session", "users")
-"""Packages whose modules take their own section; only their command modules (and the transfer experiment, which
-assembles a whole run) read the root configuration."""
+"""Packages whose modules take their own section; only their command modules (and the transfer experiment, v0 and
+v1, which assembles a whole run) read the root configuration."""
 
-ASSEMBLERS = ("recagent_gym.users.distilled.transfer",)
+ASSEMBLERS = ("recagent_gym.users.distilled.transfer", "recagent_gym.users.distilled.transfer_v1")
 
 
 def test_lower_layers_take_their_section_not_the_root_config() -> None:

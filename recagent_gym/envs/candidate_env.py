@@ -82,7 +82,8 @@ class RecAgentCandidateEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
     DEFAULT_MIX`), ``latent_dim`` (8), ``history_length`` (H, 10), ``users`` (the pool ``reset`` draws from)
     and ``retriever`` (a :class:`~recagent_gym.envs.candidates.CandidateRetriever` to share between envs over the
     same dataset: its MF factorisation is the slowest part of building an env; ``candidate_mix`` is then the
-    retriever's).
+    retriever's) and ``item_features`` (another env's ``(item_features, latent_source)``, so that a policy
+    trained there sees the same observation here: a policy trained on distilled users, evaluated on LLM users).
 
     ## Version History
 
@@ -109,6 +110,7 @@ class RecAgentCandidateEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         history_length: int = 10,
         users: Sequence[int] | np.ndarray | None = None,
         retriever: CandidateRetriever | None = None,
+        item_features: tuple[np.ndarray, str] | None = None,
         reward_fn: RewardFn | None = None,
         llm: Any = None,
         embedder: Any = None,
@@ -145,9 +147,13 @@ class RecAgentCandidateEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
                 f"n_candidates={n_candidates} and {self.tables.n_users} users"
             )
         self.retriever = retriever
-        self.item_features, self.latent_source = item_feature_table(
-            self.dataset, self.tables, self.user_model, latent_dim
-        )
+        if item_features is None:
+            item_features = item_feature_table(self.dataset, self.tables, self.user_model, latent_dim)
+        elif item_features[0].shape[0] != self.tables.n_items:
+            raise ValueError(
+                f"item_features has {item_features[0].shape[0]} rows, but the dataset has {self.tables.n_items} items"
+            )
+        self.item_features, self.latent_source = np.asarray(item_features[0], dtype=np.float32), item_features[1]
         self.encoder = Encoder(
             self.item_features, self.tables, n_candidates=n_candidates, history_length=history_length
         )

@@ -9,8 +9,9 @@ Item features (``F = n_genres + 3 + latent_dim`` columns, every value in ``[-1, 
 | `G + 1`          | popularity (interaction count) as its quantile in the catalogue, in [0, 1]               |
 | `G + 2`          | shrunk mean rating as its quantile in the catalogue, in [0, 1]                           |
 | `G + 3 ..`       | low-dimensional item vector: a PCA projection, scaled into [-1, 1], of the vectors the    |
-|                  | user model scores with (RecSim ``item_latents``; embedding users' text embeddings);      |
-|                  | the genre vectors for a model without any (LLM agents), see ``latent_source``            |
+|                  | user model scores with (RecSim ``item_latents``; embedding users' text embeddings;       |
+|                  | distilled users' learned item table); the genre vectors for a model without any (LLM     |
+|                  | agents), see ``latent_source``; a transfer passes the training env's table instead       |
 
 The scalar columns are quantiles (ties share their mean rank) rather than min-max scaled values: the catalogue's
 mean ratings crowd into a narrow band (on the bundled data the candidates' middle half spanned 0.59-0.79 of the
@@ -45,7 +46,8 @@ def latent_source(user_model: Any) -> tuple[np.ndarray | None, str]:
         return np.asarray(latents, dtype=np.float64), "recsim_latents"
     embeddings = getattr(user_model, "item_embeddings", None)
     if embeddings is not None:
-        return np.asarray(embeddings, dtype=np.float64), "text_embeddings"
+        source = getattr(user_model, "item_embeddings_source", "text_embeddings")
+        return np.asarray(embeddings, dtype=np.float64), source
     return None, "genres"
 
 

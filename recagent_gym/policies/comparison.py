@@ -55,6 +55,7 @@ KNOWN: tuple[str, ...] = ("random", "popularity", "mf", "oracle", *LEARNERS)
 
 def make_candidate_env(config: Config, dataset: Dataset, users: np.ndarray, **kwargs: Any) -> RecAgentCandidateEnv:
     """A RecAgent-v1 env over ``users``; pass ``retriever=`` an existing env's to skip its MF factorisation."""
+    kwargs.setdefault("candidate_mix", config.train.candidate_mix)
     return RecAgentCandidateEnv(
         dataset, config.user.model, config=config, n_candidates=config.train.n_candidates, users=users, **kwargs
     )
@@ -69,9 +70,11 @@ def _say(line: str) -> None:
     print(line, file=sys.stdout, flush=True)
 
 
-def _train_sb3(
+def train_item_scoring(
     name: str, config: Config, dataset: Dataset, users: np.ndarray, seed: int, curve: HeldOutEval, retriever: Any
 ) -> Any:
+    """PPO or A2C (``name``) with :class:`ItemScoringPolicy` on RecAgent-v1 over ``users`` for the learner's steps;
+    the trained SB3 model (its ``predict`` answers the env's observation)."""
     from stable_baselines3 import A2C, PPO
     from stable_baselines3.common.vec_env import DummyVecEnv, VecMonitor
 
@@ -171,7 +174,8 @@ def _run_comparison(config: Config, *, output_dir: str | Path, dataset: Dataset 
                 if name == "slateq":
                     models.append(_train_slateq(config, dataset, split.train, seed, curve, eval_env.retriever))
                 else:
-                    models.append(_train_sb3(name, config, dataset, split.train, seed, curve, eval_env.retriever))
+                    retriever = eval_env.retriever
+                    models.append(train_item_scoring(name, config, dataset, split.train, seed, curve, retriever))
                 curves.setdefault(name, []).append(curve.per_user)
             recommenders[name] = models
         timing[f"train_{name}_s"] = time.perf_counter() - tick

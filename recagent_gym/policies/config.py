@@ -86,6 +86,14 @@ class TrainConfig(Section):
     n_candidates: int = Field(50, ge=1)
     """Candidates per step of RecAgent-v1 (the retrieval stage's K)."""
 
+    candidate_mix: dict[str, float] | None = None
+    """Shares of RecAgent-v1's retrieval sources (``envs/candidates.py``; default its documented mix), e.g.
+    ``{random: 1.0}`` for RecSim's uniformly sampled candidates."""
+
+    transfer_env: Literal["v0", "v1"] = "v0"
+    """``users transfer``: train and evaluate on RecAgent-v0 through ``action``, or on RecAgent-v1 with the
+    item-scoring PPO and the baselines choosing among the same candidates."""
+
     gamma: float = Field(0.9, gt=0.0, le=1.0)
     """Discount of PPO/A2C/SlateQ in the comparison (sessions are a few pages long)."""
 

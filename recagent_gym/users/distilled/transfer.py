@@ -1,7 +1,9 @@
 """``recagent-gym users transfer``: train a policy on the distilled users (minutes), evaluate it on held-out LLM users.
 
 1. **Train** PPO (``train.*`` of the config) on the distilled users of the training split (``train.split_seed``),
-   one policy per seed.
+   one policy per seed: on RecAgent-v0 through ``train.action``, or with ``train.transfer_env: v1`` (the
+   quickstart's) the item-scoring PPO on RecAgent-v1's candidates (:mod:`.transfer_v1`), where the baselines choose
+   among the same candidates.
 2. **Evaluate** the trained policy and the baselines (random, popularity, MF) on the same held-out users, with the
    LLM users (the target) and with the distilled users (where the policy was trained: the transfer gap). The
    held-out users are the policy split's test users that the distilled model was not fitted on either.
@@ -92,6 +94,23 @@ def _per_user(recommenders: list[Any], env: Any, protocol: Any) -> tuple[np.ndar
     return per_user, sum(r.returns.size for r in runs), sum(r.fallbacks for r in runs)
 
 
+def _v0_arena(config: Config, dataset: Dataset, policies: Sequence[Path], user_model: str) -> tuple[Any, dict]:
+    """RecAgent-v0 with ``user_model`` users, the catalogue-wide baselines and the trained v0 policies."""
+    from recagent_gym.envs.recagent_env import RecAgentEnv
+    from recagent_gym.policies.evaluate_policies import PolicyRecommender
+    from recagent_gym.recommenders.factory import build_recommender
+
+    cfg = config.model_copy(deep=True)
+    cfg.user.model = user_model  # type: ignore[assignment]
+    env = RecAgentEnv(dataset, user_model, config=cfg)
+    seed = cfg.train.seed
+    candidates: dict[str, list[Any]] = {
+        name: [build_recommender(name, dataset, cfg.recommender, env.page_size, seed)] for name in BASELINES
+    }
+    candidates[POLICY] = [PolicyRecommender.load(p, env) for p in policies]
+    return env, candidates
+
+
 def evaluate_on(
     user_model: str,
     config: Config,
@@ -101,21 +120,24 @@ def evaluate_on(
     *,
     bootstrap: int,
     say: Callable[[str], None],
+    shared: Any = None,
 ) -> list[TransferRow]:
-    """Baselines and the trained policy on ``users`` with ``user_model`` users; one row per recommender."""
-    from recagent_gym.envs.recagent_env import RecAgentEnv
-    from recagent_gym.policies.evaluate_policies import EvalProtocol, PolicyRecommender
-    from recagent_gym.recommenders.factory import build_recommender
+    """Baselines and the trained policy on ``users`` with ``user_model`` users; one row per recommender
+    (``shared``: the v1 transfer's :class:`~recagent_gym.users.distilled.transfer_v1.Shared`, else RecAgent-v0)."""
+    from recagent_gym.policies.evaluate_policies import EvalProtocol
 
-    cfg = config.model_copy(deep=True)
-    cfg.user.model = user_model  # type: ignore[assignment]
-    env = RecAgentEnv(dataset, user_model, config=cfg)
-    seed = cfg.train.seed
-    protocol = EvalProtocol(users=users, sessions_per_user=cfg.train.eval_sessions_per_user, seed=seed, swapped=False)
-    candidates: dict[str, list[Any]] = {
-        name: [build_recommender(name, dataset, cfg.recommender, env.page_size, seed)] for name in BASELINES
-    }
-    candidates[POLICY] = [PolicyRecommender.load(p, env) for p in policies]
+    seed = config.train.seed
+    if shared is None:
+        env, candidates = _v0_arena(config, dataset, policies, user_model)
+    else:
+        from recagent_gym.users.distilled.transfer_v1 import recommenders_v1
+
+        env = shared.make_env(config, dataset, users, user_model)
+        named = recommenders_v1(env, policies, seed)
+        candidates = {**{name: named[name] for name in BASELINES}, POLICY: named["policy"]}
+    protocol = EvalProtocol(
+        users=users, sessions_per_user=config.train.eval_sessions_per_user, seed=seed, swapped=False
+    )
     measured: dict[str, tuple[np.ndarray, int, int, float]] = {}
     for name, recs in candidates.items():
         say(f"{user_model} users: {name} on {len(users)} held-out users")
@@ -125,7 +147,8 @@ def evaluate_on(
     cache = getattr(env.user_model, "score_cache", None)
     if cache is not None:  # the LLM users meet each held-out user again, in the same state, per recommender
         say(f"{user_model} users: item score cache {cache.stats()}")
-    env.close()
+    if shared is None or env is not shared.env:
+        env.close()
     policy_returns = measured[POLICY][0]
     rows = []
     for k, (name, (per_user, sessions, fallbacks, seconds)) in enumerate(measured.items()):
@@ -258,19 +281,30 @@ def run_transfer(
     users = held_out_users(dataset, config, n_users)
     if len(users) == 0:
         raise ValueError("users transfer: no held-out user left (the distilled model was fitted on all of them)")
+    shared = None
+    if config.train.transfer_env == "v1":
+        from recagent_gym.policies.protocol import split_users
+        from recagent_gym.users.distilled.transfer_v1 import Shared, train_v1
+
+        shared = Shared(config, dataset, users)
     if not policies:
         start = time.perf_counter()
-        policies = train_on_distilled(config, dataset, out, seeds, progress=progress)
+        if shared is None:
+            policies = train_on_distilled(config, dataset, out, seeds, progress=progress)
+        else:
+            split = split_users(dataset.n_users, test_fraction=config.train.test_fraction, seed=config.train.split_seed)
+            policies = train_v1(config, dataset, out, seeds, shared, split.train, say)
         say(f"trained {len(policies)} policy(ies) on distilled users in {time.perf_counter() - start:.0f}s")
     rows: list[TransferRow] = []
     for model in user_models:
-        rows += evaluate_on(model, config, dataset, policies, users, bootstrap=bootstrap, say=say)
+        rows += evaluate_on(model, config, dataset, policies, users, bootstrap=bootstrap, say=say, shared=shared)
     from recagent_gym.policies.evaluate_policies import load_meta
 
     steps = "/".join(str(load_meta(p).get("timesteps", "?")) for p in policies)
     trained_on = "/".join(sorted({str(load_meta(p).get("user_model", "?")) for p in policies}))
+    env_name = "RecAgent-v1 (candidates)" if shared is not None else "RecAgent-v0"
     title = (
-        f"{dataset.name}: {len(policies)} PPO policy(ies) trained {steps} steps on {trained_on} users, "
+        f"{dataset.name}, {env_name}: {len(policies)} PPO policy(ies) trained {steps} steps on {trained_on} users, "
         f"evaluated on {len(users)} held-out users"
     )
     write_report(rows, out, title)

@@ -62,6 +62,7 @@ class DistilledUser:
         users = a["user_table"].astype(np.float64)[rows]
         scores = users @ a["item_table"].astype(np.float64).T + a["item_offset"].astype(np.float64)
         self.score_table = scores.astype(np.float32)
+        self._item_vectors = np.hstack([a["item_table"], a["item_offset"].reshape(-1, 1)]).astype(np.float32)
         rule = meta["rule"]
         self.noise = float(rule["noise_std"])
         self.rating_a, self.rating_b = float(rule["rating_intercept"]), float(rule["rating_slope"])
@@ -79,6 +80,17 @@ class DistilledUser:
         self.thresholds = np.array([p.threshold for p in self.params], dtype=np.float64)
         self.temperature = float(rule["temperature"])
         self._sessions: dict[int, DistilledSession] = {}
+
+    item_embeddings_source = "distilled_items"
+
+    @property
+    def item_embeddings(self) -> np.ndarray:
+        """``(n_items, D + 1)``: the item vectors the scores are a linear function of (the item table the model
+        learned from the training users' logged decisions, and its offset column). RecAgent-v1 projects them into
+        its item features, as it does RecSim's item latents."""
+        view = self._item_vectors.view()
+        view.flags.writeable = False
+        return view
 
     # -- scores ---------------------------------------------------------------------------------------------------
 

@@ -1,0 +1,98 @@
+"""``users transfer`` on RecAgent-v1 (``train.transfer_env: v1``): candidates, item features, item-scoring PPO.
+
+The policy is :mod:`recagent_gym.policies.item_scoring`'s PPO, trained on the distilled users of the training split
+(one per seed, as in ``evaluate rl-comparison``); the baselines (random, popularity, MF) choose among the same
+retrieved candidates (``train.candidate_mix``; ``{random: 1.0}`` is RecSim's uniformly sampled candidates). Every
+user model's env shares one retriever and the distilled env's item features: the LLM users' env would otherwise
+describe items by their genres only (the LLM agents expose no item vectors), and the policy must see the
+observation it was trained on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from recagent_gym.config import Config
+from recagent_gym.data.schema import Dataset
+
+CURVE_USERS = 20
+"""Held-out users of the learning curve during training (distilled users: cheap)."""
+
+
+class Shared:
+    """The retriever and the item features every env of one transfer uses (the distilled env's, built once)."""
+
+    def __init__(self, config: Config, dataset: Dataset, users: np.ndarray) -> None:
+        from recagent_gym.policies.comparison import make_candidate_env
+
+        cfg = config.model_copy(deep=True)
+        cfg.user.model = "distilled"
+        self.env = make_candidate_env(cfg, dataset, users)
+        self.retriever = self.env.retriever
+        self.item_features = (self.env.item_features, self.env.latent_source)
+
+    def make_env(self, config: Config, dataset: Dataset, users: np.ndarray, user_model: str) -> Any:
+        from recagent_gym.policies.comparison import make_candidate_env
+
+        if user_model == "distilled":
+            return self.env
+        cfg = config.model_copy(deep=True)
+        cfg.user.model = user_model  # type: ignore[assignment]
+        return make_candidate_env(cfg, dataset, users, retriever=self.retriever, item_features=self.item_features)
+
+
+def train_v1(
+    config: Config, dataset: Dataset, out: Path, seeds: Sequence[int], shared: Shared, train_users: np.ndarray,
+    say: Callable[[str], None],
+) -> list[Path]:  # fmt: skip
+    """One item-scoring PPO per seed on the distilled users of ``train_users``; their ``policy.zip`` paths (with a
+    ``policy.json`` beside each and a held-out learning curve on distilled users)."""
+    import json
+
+    import torch
+
+    from recagent_gym.policies.callbacks import HeldOutEval
+    from recagent_gym.policies.comparison import learner_steps, train_item_scoring
+    from recagent_gym.policies.evaluate_policies import EvalProtocol, run_sessions
+
+    torch.set_num_threads(config.train.torch_threads)
+    cfg = config.model_copy(deep=True)
+    cfg.user.model = "distilled"
+    curve_users = shared.env.users[:CURVE_USERS]
+    protocol = EvalProtocol(users=curve_users, seed=cfg.train.split_seed, swapped=False)
+    steps = learner_steps(cfg, "ppo")
+    paths = []
+    for seed in seeds:
+        folder = out / f"policy-seed{seed}"
+        say(f"training PPO (item scoring, RecAgent-v1) on distilled users, seed {seed}: {steps} steps")
+        curve = HeldOutEval(
+            lambda model: run_sessions(model, shared.env, protocol).returns.mean(axis=1),
+            eval_every=max(steps // 4, 1),
+            output_dir=folder,
+        )
+        model = train_item_scoring("ppo", cfg, dataset, train_users, int(seed), curve, shared.retriever)
+        model.save(folder / "policy.zip")
+        meta = {"algorithm": "ppo", "env": "RecAgent-v1", "policy": "ItemScoringPolicy",
+                "timesteps": int(model.num_timesteps),
+                "user_model": "distilled", "seed": int(seed), "candidate_mix": cfg.train.candidate_mix}  # fmt: skip
+        (folder / "policy.json").write_text(json.dumps(meta, indent=2), encoding="utf-8")
+        paths.append(folder / "policy.zip")
+    return paths
+
+
+def recommenders_v1(env: Any, policies: Sequence[Path], seed: int) -> dict[str, list[Any]]:
+    """The baselines among the env's candidates and the trained policies (one per seed), by report name."""
+    from stable_baselines3 import PPO
+
+    from recagent_gym.policies.candidate_baselines import MFCandidates, PopularCandidates, RandomCandidates
+
+    return {
+        "random": [RandomCandidates(env, seed=seed)],
+        "popularity": [PopularCandidates(env)],
+        "mf": [MFCandidates(env)],
+        "policy": [PPO.load(str(p), device="cpu") for p in policies],
+    }
