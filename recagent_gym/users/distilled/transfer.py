@@ -18,6 +18,7 @@ from __future__ import annotations
 import csv
 import logging
 import math
+import textwrap
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -239,7 +240,7 @@ def write_report(rows: Sequence[TransferRow], out: Path, title: str) -> dict[str
         ax.bar(np.arange(len(recs)) + k * width, means, width, yerr=err, capsize=3, label=f"{model} users")
     ax.set_xticks(np.arange(len(recs)) + 0.4 - width / 2, recs, fontsize=9)
     ax.set_ylabel("mean session return (95% CI over users)")
-    ax.set_title(title, fontsize=9)
+    ax.set_title(textwrap.fill(title, 110), fontsize=9)  # the title names users, env and steps: wrap it
     ax.legend()
     fig.tight_layout()
     fig.savefig(paths["plot"], dpi=100)
