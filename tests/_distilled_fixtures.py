@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from recagent_gym.llm.testing import HashingEmbedder
 from recagent_gym.users.distilled.collect import collect
@@ -21,3 +22,22 @@ def tiny_distilled(folder: Path, logs_folder: Path, epochs: int = 40) -> tuple[P
         logs_folder, tiny_dataset(), config, folder, settings=FitSettings(epochs=epochs), embedder=HashingEmbedder(32)
     )
     return folder, summary
+
+
+def tiny_policy(folder: Path, config: Any) -> Path:
+    """An item-scoring PPO trained a few steps on RecAgent-v1 over the tiny dataset (RecSim-style users)."""
+    import json
+
+    from stable_baselines3 import PPO
+
+    from recagent_gym.envs.candidate_env import RecAgentCandidateEnv
+    from recagent_gym.policies.item_scoring import ItemScoringPolicy
+
+    env = RecAgentCandidateEnv(tiny_dataset(), "recsim", config=config, n_candidates=10)
+    model = PPO(ItemScoringPolicy, env, n_steps=16, batch_size=16, seed=0, device="cpu",
+                policy_kwargs={"page_size": env.page_size})  # fmt: skip
+    model.learn(32)
+    model.save(folder / "policy.zip")
+    meta = {"env": "RecAgent-v1", "user_model": "recsim", "candidate_mix": None}
+    (folder / "policy.json").write_text(json.dumps(meta), encoding="utf-8")
+    return folder / "policy.zip"

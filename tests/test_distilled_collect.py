@@ -12,6 +12,7 @@ from recagent_gym.users.distilled import logs
 from recagent_gym.users.distilled.collect import collect
 from recagent_gym.users.distilled.errors import DistillError
 from tests._agent_fixtures import make_model, tiny_dataset
+from tests._distilled_fixtures import tiny_policy
 
 
 def test_collect_writes_every_decision_with_scores_and_resumes(tmp_path):
@@ -48,3 +49,42 @@ def test_collect_refuses_other_settings_in_the_same_folder(tmp_path):
 def test_collect_rejects_unknown_source(tmp_path):
     with pytest.raises(DistillError, match="unknown page source"):
         collect(make_model(), tiny_dataset(), tmp_path, sessions=2, sources=["nope"], progress=False)
+
+
+def test_collect_logs_the_pages_a_trained_policy_chooses(tmp_path):
+    """The ``policy`` source: the LLM users' decisions on the pages a RecAgent-v1 policy picks among its candidates,
+    logged as the other sources' rows."""
+    from tests._agent_fixtures import make_config
+
+    config = make_config()
+    policy = tiny_policy(tmp_path, config)
+    out = tmp_path / "logs"
+    rows = collect(make_model(), tiny_dataset(), out, sessions=6, sources=["random", "policy"], batch=3,
+                   max_pages=3, config=config, policy=policy, progress=False)  # fmt: skip
+    frame = logs.read_logs(out)
+    assert len(frame) == rows and set(frame["session_id"]) == set(range(6))
+    mine = frame[frame["source"] == "policy"]
+    assert mine["session_id"].nunique() == 3 and (mine["page_index"].groupby(mine["session_id"]).min() == 0).all()
+    assert mine["page_index"].max() <= 2  # max_pages reaches the env
+    for _, row in mine.iterrows():
+        assert len(row["items"]) == 5 and len(set(row["items"])) == 5 and len(row["llm_scores"]) == 5
+        assert row["action"] in {"watch", "next", "search", "leave"}
+    watches = mine[mine["action"] == "watch"]
+    assert len(watches) == 0 or watches["rating"].between(1, 5).all()
+    # the env's retriever never offers an item the user watched: no page repeats an earlier watch of its session
+    for _, session in mine.sort_values("page_index").groupby("session_id"):
+        watched: set[int] = set()
+        for _, row in session.iterrows():
+            if row["page_source"] == "recommender":
+                assert watched.isdisjoint(int(i) for i in row["items"])
+            if row["item"] >= 0:
+                watched.add(int(row["item"]))
+
+
+def test_policy_source_and_policy_path_go_together(tmp_path):
+    with pytest.raises(DistillError, match="go together"):
+        collect(make_model(), tiny_dataset(), tmp_path / "a", sessions=2, sources=["policy"], progress=False)
+    with pytest.raises(DistillError, match="no such file"):
+        collect(make_model(), tiny_dataset(), tmp_path / "b", sessions=2, sources=["policy"],
+                policy=tmp_path / "missing.zip", progress=False)  # fmt: skip
+    assert not (tmp_path / "b").exists()  # nothing written

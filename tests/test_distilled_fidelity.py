@@ -10,7 +10,7 @@ pytest.importorskip("pyarrow")
 from recagent_gym.llm.testing import HashingEmbedder
 from recagent_gym.users.distilled.fidelity import fidelity_report
 from tests._agent_fixtures import make_config, tiny_dataset
-from tests._distilled_fixtures import tiny_distilled, tiny_logs
+from tests._distilled_fixtures import tiny_distilled, tiny_logs, tiny_policy
 
 
 def test_fidelity_report_rows_ranking_and_files(tmp_path):
@@ -35,3 +35,23 @@ def test_fidelity_report_rows_ranking_and_files(tmp_path):
     assert (ranking["ci_low"] <= ranking["mean_return"]).all() and (ranking["mean_return"] <= ranking["ci_high"]).all()
     assert (out / "fidelity.png").stat().st_size > 0
     assert "Held-out users" in markdown and "| distilled |" in markdown
+
+
+def test_fidelity_on_a_policys_own_pages_scores_and_replays_but_ranks_nothing(tmp_path):
+    """Logs of the ``policy`` source (the pages a trained policy chose): scores and action rates are compared as
+    for any page; the ranking needs pages the report can rebuild, so it is left empty and said so."""
+    from recagent_gym.users.distilled.collect import collect
+    from tests._agent_fixtures import make_model
+
+    config = make_config()
+    model_dir, _ = tiny_distilled(tmp_path / "model", tiny_logs(tmp_path / "logs"))
+    policy_logs = tmp_path / "policy-logs"
+    collect(make_model(), tiny_dataset(), policy_logs, sessions=12, sources=["policy"], batch=4, max_pages=4,
+            config=config, policy=tiny_policy(tmp_path, config), progress=False)  # fmt: skip
+    out = tmp_path / "report"
+    markdown = fidelity_report(policy_logs, model_dir, tiny_dataset(), config, out, replays=4, bootstrap=100,
+                               embedder=HashingEmbedder(32))  # fmt: skip
+    table = pd.read_csv(out / "fidelity.csv").set_index("users")
+    assert table.loc["distilled", "spearman"] > 0.3
+    assert pd.read_csv(out / "ranking.csv").empty
+    assert "(none: these logs hold no random" in markdown

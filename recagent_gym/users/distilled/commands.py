@@ -23,6 +23,12 @@ def register(subparsers: Any) -> None:
     collect.add_argument("--sources", default=",".join(SOURCES), help=f"page sources (default {','.join(SOURCES)})")
     collect.add_argument("--batch", type=int, default=8, help="sessions decided side by side (one LLM batch)")
     collect.add_argument("--max-pages", type=int, default=10, help="decisions per session at most (default 10)")
+    collect.add_argument(
+        "--policy",
+        default=None,
+        help="a RecAgent-v1 policy.zip (e.g. from 'users transfer'): adds the 'policy' source, whose sessions show"
+        " the pages this policy chooses (the collection step of a DAgger loop)",
+    )
     collect.add_argument("--seed", type=int, default=0)
     collect.add_argument("--no-progress", action="store_true", help="no progress bar")
     collect.set_defaults(func=run_collect)
@@ -90,18 +96,22 @@ def run_collect(args: argparse.Namespace) -> int:
 
     config, dataset = _config_and_dataset(args)
     model = build_user_model("llm", dataset, **config.user_model_sections())
+    sources = [s.strip() for s in args.sources.split(",") if s.strip()]
+    if args.policy is not None and "policy" not in sources:
+        sources.append("policy")
     rows = collect(
         model,
         dataset,
         args.out,
         sessions=args.sessions,
-        sources=[s.strip() for s in args.sources.split(",") if s.strip()],
+        sources=sources,
         page_size=config.env.page_size,
         max_pages=args.max_pages,
         batch=args.batch,
         seed=args.seed,
         config=config,
         model_name=config.llm.model_name,
+        policy=args.policy,
         progress=not args.no_progress,
     )
     print(f"users collect: {rows} new decisions in {args.out}")

@@ -180,13 +180,16 @@ def fidelity_report(
 
     # recommender ranking: the logged sessions' plans, replayed on every other model
     sessions = test.groupby("session_id").first().reset_index()
-    plans = [SessionPlan(int(s.session_id), int(s.user_id), s.source) for s in sessions.itertuples()]
+    # the ``policy`` source's pages need the policy and its env: its sessions are scored above, not ranked here
+    plans = [
+        SessionPlan(int(s.session_id), int(s.user_id), s.source) for s in sessions.itertuples() if s.source in RANKED
+    ]
     page_size = int(meta.get("page_size", len(test["items"].iloc[0])))
     max_pages = int(meta.get("max_pages", test["page_index"].max() + 1))
     sources = PageSources(dataset, page_size=page_size, config=config, seed=int(meta.get("seed", 0)))
     search = CatalogueSearch(dataset)
     returns = {"LLM (logged)": _session_returns(test)}
-    for name, model in models.items():
+    for name, model in models.items() if plans else ():
         returns[name] = _simulated_returns(
             model, plans, sources, search, max_pages=max_pages, replays=max(1, replays // 10), seed=seed
         )
@@ -197,12 +200,12 @@ def fidelity_report(
             ranking_rows.append(
                 {"users": name, "recommender": source, "mean_return": mean, "ci_low": lo, "ci_high": hi}
             )
-    ranking = pd.DataFrame(ranking_rows)
+    ranking = pd.DataFrame(ranking_rows, columns=["users", "recommender", "mean_return", "ci_low", "ci_high"])
     order = {
         name: tuple(part.sort_values("mean_return", ascending=False)["recommender"])
         for name, part in ranking.groupby("users", sort=False)
     }
-    table["same_ranking"] = [order.get(u) == order["LLM (logged)"] for u in table["users"]]
+    table["same_ranking"] = [order.get(u) == order["LLM (logged)"] if order else math.nan for u in table["users"]]
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -223,7 +226,7 @@ def fidelity_report(
             "",
             "Mean session return per recommender (95% bootstrap interval over users):",
             "",
-            _ranking_markdown(ranking),
+            _ranking_markdown(ranking) if order else "(none: these logs hold no random, popular, MF or genre pages)",
             "",
             "Ranking (best first): " + "; ".join(f"{u}: {' > '.join(o)}" for u, o in order.items()),
             "",
@@ -282,6 +285,9 @@ def _plot(table: pd.DataFrame, ranking: pd.DataFrame, path: Path) -> None:
         part = ranking[ranking["users"] == name].set_index("recommender").reindex(recs)
         err = np.vstack([part["mean_return"] - part["ci_low"], part["ci_high"] - part["mean_return"]])
         right.bar(np.arange(len(recs)) + k * width, part["mean_return"], width, yerr=err, capsize=2, label=name)
+    if not recs:  # logs of the policy source only
+        right.text(0.5, 0.5, "no random, popular, MF or genre pages in these logs", ha="center",
+                   transform=right.transAxes)  # fmt: skip
     right.set_xticks(np.arange(len(recs)) + 0.4 - width / 2, recs)
     right.set_ylabel("mean session return")
     right.set_title("Recommenders by mean return (95% CI)")

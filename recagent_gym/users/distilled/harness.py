@@ -40,7 +40,7 @@ def plan_sessions(user_ids: Sequence[int], sources: Sequence[str], n_sessions: i
 
 
 @dataclass
-class _Open:
+class OpenSession:
     plan: SessionPlan
     rng: np.random.Generator
     genre: int
@@ -68,7 +68,7 @@ def _floats(values: Any, n: int) -> list[float]:
     return [math.nan if v is None else float(v) for v in values]
 
 
-def decision_row(open_: _Open, page: Page, response: Response, patience_before: float) -> dict[str, Any]:
+def decision_row(open_: OpenSession, page: Page, response: Response, patience_before: float) -> dict[str, Any]:
     extra = response.extra
     shown = [int(i) for i in extra.get("shown", page.items)]
     n = len(shown)
@@ -131,7 +131,7 @@ def run_sessions(
     for plan in plans:
         rng = np.random.default_rng([seed, plan.session_id])
         model.start_session(plan.user_id, rng)
-        opened.append(_Open(plan, rng, sources.session_genre(plan.user_id, rng)))
+        opened.append(OpenSession(plan, rng, sources.session_genre(plan.user_id, rng)))
     active = list(opened)
     while active:
         requests, rngs, patience = [], [], []
@@ -161,14 +161,16 @@ def run_sessions(
         active = still
     model.end_sessions(users)
     model.write_ended()
-    rows = []
-    for s in opened:
-        ratings = _deferred_ratings(model, s.plan.user_id)
-        for row in s.rows:
-            if row["item"] >= 0 and math.isnan(row["rating"]) and row["item"] in ratings:
-                row["rating"] = float(ratings[row["item"]])
-            row["reward"] = step_reward(row)
-        rows += s.rows
+    return [row for s in opened for row in finish_rows(model, s.plan.user_id, s.rows)]
+
+
+def finish_rows(model: Any, user: int, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A finished session's rows with the ratings written after it filled in, and each row's reward."""
+    ratings = _deferred_ratings(model, user)
+    for row in rows:
+        if row["item"] >= 0 and math.isnan(row["rating"]) and row["item"] in ratings:
+            row["rating"] = float(ratings[row["item"]])
+        row["reward"] = step_reward(row)
     return rows
 
 

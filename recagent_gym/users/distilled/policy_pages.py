@@ -1,0 +1,108 @@
+"""The ``policy`` page source of ``users collect``: pages a trained RecAgent-v1 policy chooses for the LLM users.
+
+A policy's pages depend on what the user did on the previous ones, so its sessions run through RecAgent-v1 itself,
+with the LLM users behind a :class:`Recorder` that writes each decision as the same row the other sources give
+(``source == "policy"``). The env describes items as the policy was trained to see them: its item features and
+candidate retriever come from an env of the policy's training users (``policy.json``'s ``user_model``, default
+``distilled``; ``candidate_mix`` likewise), and ``n_candidates`` from the policy's observation space. Sessions of
+this source run one at a time (the env steps one session), so they cost more LLM time per decision than the
+batched sources. This is the collection step of a DAgger loop: collect on the policy's own pages, re-distil,
+retrain.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from recagent_gym.data.schema import Dataset
+from recagent_gym.users.distilled.errors import DistillError
+from recagent_gym.users.distilled.harness import OpenSession, SessionPlan, decision_row, finish_rows, session_patience
+from recagent_gym.users.protocol import Context, Page, Response
+
+SOURCE = "policy"
+
+
+class Recorder:
+    """A user model that answers through ``inner`` and keeps a decision row per page of the current session."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.plan: SessionPlan | None = None
+        self.rows: list[dict[str, Any]] = []
+
+    def __getattr__(self, name: str) -> Any:  # the rest of the user-model protocol, and what callers probe for
+        return getattr(self.inner, name)
+
+    def respond_batch(
+        self, requests: Sequence[tuple[Page, Context]], rngs: Sequence[np.random.Generator]
+    ) -> list[Response]:
+        patience = [session_patience(self.inner, context.user_id) for _, context in requests]
+        responses = self.inner.respond_batch(requests, rngs)
+        if self.plan is not None:
+            for (page, context), response, before in zip(requests, responses, patience, strict=True):
+                if context.user_id != self.plan.user_id:
+                    continue
+                open_ = OpenSession(self.plan, rng=None, genre=0, watched=list(context.watched),  # type: ignore[arg-type]
+                              page_index=len(self.rows))  # fmt: skip
+                self.rows.append(decision_row(open_, page, response, before))
+        return responses
+
+
+class PolicySessions:
+    """Runs ``policy``-source sessions: the loaded policy on RecAgent-v1 with ``model`` (the LLM users) recorded."""
+
+    def __init__(self, model: Any, dataset: Dataset, config: Any, policy_path: str | Path, *, max_pages: int) -> None:
+        from stable_baselines3 import PPO
+
+        from recagent_gym.envs.candidate_env import RecAgentCandidateEnv
+
+        path = Path(policy_path)
+        if not path.is_file():
+            raise DistillError(f"--policy {path}: no such file (a policy.zip written by 'users transfer')")
+        meta_path = path.with_name("policy.json")
+        meta = json.loads(meta_path.read_text(encoding="utf-8")) if meta_path.is_file() else {}
+        if meta.get("env", "RecAgent-v1") != "RecAgent-v1":
+            raise DistillError(f"--policy {path}: trained on {meta['env']}; the policy source needs RecAgent-v1")
+        self.policy = PPO.load(str(path), device="cpu")
+        space = getattr(self.policy.observation_space, "spaces", {})
+        if "candidates" not in space:
+            raise DistillError(f"--policy {path}: not an item-scoring policy (its observation has no candidates)")
+        cfg = config.model_copy(deep=True)
+        cfg.env.max_pages = max_pages
+        cfg.env.user_model_reset_on_seed = False  # the users' state runs on across sources, as in the other sessions
+        users = np.arange(dataset.n_users)
+        common = {
+            "config": cfg,
+            "n_candidates": int(space["candidates"].shape[0]),
+            "candidate_mix": meta.get("candidate_mix", cfg.train.candidate_mix),
+            "users": users,
+        }
+        trained_on = RecAgentCandidateEnv(dataset, meta.get("user_model", "distilled"), **common)
+        self.recorder = Recorder(model)
+        self.env = RecAgentCandidateEnv(
+            dataset,
+            self.recorder,  # type: ignore[arg-type]
+            retriever=trained_on.retriever,
+            item_features=(trained_on.item_features, trained_on.latent_source),
+            **common,
+        )
+
+    def run(self, plans: Sequence[SessionPlan], seed: int) -> list[dict[str, Any]]:
+        """One session per plan, the policy acting deterministically; the decision rows, ratings filled in."""
+        rows: list[dict[str, Any]] = []
+        for plan in plans:
+            self.recorder.plan, self.recorder.rows = plan, []
+            obs, _ = self.env.reset(seed=int(seed) * 1_000_003 + plan.session_id, options={"user_id": plan.user_id})
+            done = False
+            while not done:
+                action, _ = self.policy.predict(obs, deterministic=True)
+                obs, _, terminated, truncated, _ = self.env.step(action)
+                done = bool(terminated or truncated)
+            rows += finish_rows(self.recorder.inner, plan.user_id, self.recorder.rows)
+        self.recorder.plan = None
+        return rows
