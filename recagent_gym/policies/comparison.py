@@ -53,11 +53,15 @@ LEARNERS: tuple[str, ...] = ("ppo", "a2c", "slateq", "bandit")
 KNOWN: tuple[str, ...] = ("random", "popularity", "mf", "oracle", *LEARNERS)
 
 
-def make_candidate_env(config: Config, dataset: Dataset, users: np.ndarray, **kwargs: Any) -> RecAgentCandidateEnv:
-    """A RecAgent-v1 env over ``users``; pass ``retriever=`` an existing env's to skip its MF factorisation."""
+def make_candidate_env(
+    config: Config, dataset: Dataset, users: np.ndarray, user_model: Any = None, **kwargs: Any
+) -> RecAgentCandidateEnv:
+    """A RecAgent-v1 env over ``users`` with ``user_model`` (a name or an instance; default ``config.user.model``);
+    pass ``retriever=`` an existing env's to skip its MF factorisation."""
     kwargs.setdefault("candidate_mix", config.train.candidate_mix)
+    users_of = config.user.model if user_model is None else user_model
     return RecAgentCandidateEnv(
-        dataset, config.user.model, config=config, n_candidates=config.train.n_candidates, users=users, **kwargs
+        dataset, users_of, config=config, n_candidates=config.train.n_candidates, users=users, **kwargs
     )
 
 

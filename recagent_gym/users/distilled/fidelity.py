@@ -189,10 +189,11 @@ def fidelity_report(
     sources = PageSources(dataset, page_size=page_size, config=config, seed=int(meta.get("seed", 0)))
     search = CatalogueSearch(dataset)
     returns = {"LLM (logged)": _session_returns(test)}
-    for name, model in models.items() if plans else ():
-        returns[name] = _simulated_returns(
-            model, plans, sources, search, max_pages=max_pages, replays=max(1, replays // 10), seed=seed
-        )
+    for name, model in models.items():
+        if plans:
+            returns[name] = _simulated_returns(
+                model, plans, sources, search, max_pages=max_pages, replays=max(1, replays // 10), seed=seed
+            )
     ranking_rows = []
     for name, ret in returns.items():
         for source in [s for s in RANKED if s in set(test["source"])]:

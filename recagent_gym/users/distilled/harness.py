@@ -40,7 +40,7 @@ def plan_sessions(user_ids: Sequence[int], sources: Sequence[str], n_sessions: i
 
 
 @dataclass
-class OpenSession:
+class _Open:
     plan: SessionPlan
     rng: np.random.Generator
     genre: int
@@ -68,18 +68,21 @@ def _floats(values: Any, n: int) -> list[float]:
     return [math.nan if v is None else float(v) for v in values]
 
 
-def decision_row(open_: OpenSession, page: Page, response: Response, patience_before: float) -> dict[str, Any]:
+def decision_row(
+    plan: SessionPlan, page_index: int, watched_count: int, page: Page, response: Response, patience_before: float
+) -> dict[str, Any]:
+    """One logged decision: ``plan``'s session at its ``page_index``-th page, ``watched_count`` watches before it."""
     extra = response.extra
     shown = [int(i) for i in extra.get("shown", page.items)]
     n = len(shown)
     position = shown.index(response.item) if response.item is not None else -1
     return {
-        "session_id": open_.plan.session_id,
-        "user_id": open_.plan.user_id,
-        "source": open_.plan.source,
-        "page_index": open_.page_index,
+        "session_id": plan.session_id,
+        "user_id": plan.user_id,
+        "source": plan.source,
+        "page_index": page_index,
         "page_source": page.source,
-        "watched_count": len(open_.watched),
+        "watched_count": watched_count,
         "patience_before": patience_before,
         "patience_left": float(extra.get("patience_left", math.nan)),
         "items": [int(i) for i in page.items],
@@ -131,7 +134,7 @@ def run_sessions(
     for plan in plans:
         rng = np.random.default_rng([seed, plan.session_id])
         model.start_session(plan.user_id, rng)
-        opened.append(OpenSession(plan, rng, sources.session_genre(plan.user_id, rng)))
+        opened.append(_Open(plan, rng, sources.session_genre(plan.user_id, rng)))
     active = list(opened)
     while active:
         requests, rngs, patience = [], [], []
@@ -151,7 +154,7 @@ def run_sessions(
         responses = model.respond_batch(requests, rngs)
         still = []
         for s, (page, _), response, before in zip(active, requests, responses, patience, strict=True):
-            s.rows.append(decision_row(s, page, response, before))
+            s.rows.append(decision_row(s.plan, s.page_index, len(s.watched), page, response, before))
             s.page_index += 1
             s.query = response.query if response.action == Action.SEARCH else None
             if response.item is not None:

@@ -20,8 +20,9 @@ from typing import Any
 import numpy as np
 
 from recagent_gym.data.schema import Dataset
+from recagent_gym.llm.seeding import derive_seed
 from recagent_gym.users.distilled.errors import DistillError
-from recagent_gym.users.distilled.harness import OpenSession, SessionPlan, decision_row, finish_rows, session_patience
+from recagent_gym.users.distilled.harness import SessionPlan, decision_row, finish_rows, session_patience
 from recagent_gym.users.protocol import Context, Page, Response
 
 SOURCE = "policy"
@@ -47,9 +48,8 @@ class Recorder:
             for (page, context), response, before in zip(requests, responses, patience, strict=True):
                 if context.user_id != self.plan.user_id:
                     continue
-                open_ = OpenSession(self.plan, rng=None, genre=0, watched=list(context.watched),  # type: ignore[arg-type]
-                              page_index=len(self.rows))  # fmt: skip
-                self.rows.append(decision_row(open_, page, response, before))
+                row = decision_row(self.plan, len(self.rows), len(context.watched), page, response, before)
+                self.rows.append(row)
         return responses
 
 
@@ -59,7 +59,7 @@ class PolicySessions:
     def __init__(self, model: Any, dataset: Dataset, config: Any, policy_path: str | Path, *, max_pages: int) -> None:
         from stable_baselines3 import PPO
 
-        from recagent_gym.envs.candidate_env import RecAgentCandidateEnv
+        from recagent_gym.users.distilled.transfer_v1 import Shared
 
         path = Path(policy_path)
         if not path.is_file():
@@ -75,34 +75,26 @@ class PolicySessions:
         cfg = config.model_copy(deep=True)
         cfg.env.max_pages = max_pages
         cfg.env.user_model_reset_on_seed = False  # the users' state runs on across sources, as in the other sessions
+        cfg.train.n_candidates = int(space["candidates"].shape[0])
+        cfg.train.candidate_mix = meta.get("candidate_mix", cfg.train.candidate_mix)
         users = np.arange(dataset.n_users)
-        common = {
-            "config": cfg,
-            "n_candidates": int(space["candidates"].shape[0]),
-            "candidate_mix": meta.get("candidate_mix", cfg.train.candidate_mix),
-            "users": users,
-        }
-        trained_on = RecAgentCandidateEnv(dataset, meta.get("user_model", "distilled"), **common)
+        shared = Shared(cfg, dataset, users, trained_on=meta.get("user_model", "distilled"))
         self.recorder = Recorder(model)
-        self.env = RecAgentCandidateEnv(
-            dataset,
-            self.recorder,  # type: ignore[arg-type]
-            retriever=trained_on.retriever,
-            item_features=(trained_on.item_features, trained_on.latent_source),
-            **common,
-        )
+        self.env = shared.make_env(cfg, dataset, users, self.recorder)
 
     def run(self, plans: Sequence[SessionPlan], seed: int) -> list[dict[str, Any]]:
         """One session per plan, the policy acting deterministically; the decision rows, ratings filled in."""
         rows: list[dict[str, Any]] = []
         for plan in plans:
             self.recorder.plan, self.recorder.rows = plan, []
-            obs, _ = self.env.reset(seed=int(seed) * 1_000_003 + plan.session_id, options={"user_id": plan.user_id})
+            reset_seed = derive_seed(seed, "policy session", plan.session_id)
+            obs, _ = self.env.reset(seed=reset_seed, options={"user_id": plan.user_id})
             done = False
             while not done:
                 action, _ = self.policy.predict(obs, deterministic=True)
                 obs, _, terminated, truncated, _ = self.env.step(action)
                 done = bool(terminated or truncated)
+            self.recorder.inner.write_ended()  # the env may defer writes (user.session_end_batch): ratings now
             rows += finish_rows(self.recorder.inner, plan.user_id, self.recorder.rows)
         self.recorder.plan = None
         return rows

@@ -24,25 +24,31 @@ CURVE_USERS = 20
 
 
 class Shared:
-    """The retriever and the item features every env of one transfer uses (the distilled env's, built once)."""
+    """The retriever and the item features every env of one transfer uses: those of the env of the users the
+    policy trains on (``trained_on``, default the distilled users), built once."""
 
-    def __init__(self, config: Config, dataset: Dataset, users: np.ndarray) -> None:
+    def __init__(self, config: Config, dataset: Dataset, users: np.ndarray, trained_on: str = "distilled") -> None:
         from recagent_gym.policies.comparison import make_candidate_env
 
         cfg = config.model_copy(deep=True)
-        cfg.user.model = "distilled"
+        cfg.user.model = trained_on  # type: ignore[assignment]
+        self.trained_on = trained_on
         self.env = make_candidate_env(cfg, dataset, users)
         self.retriever = self.env.retriever
         self.item_features = (self.env.item_features, self.env.latent_source)
 
-    def make_env(self, config: Config, dataset: Dataset, users: np.ndarray, user_model: str) -> Any:
+    def make_env(self, config: Config, dataset: Dataset, users: np.ndarray, user_model: Any) -> Any:
+        """The env of ``user_model`` (a name, or a user-model instance) with the shared retriever and items."""
         from recagent_gym.policies.comparison import make_candidate_env
 
-        if user_model == "distilled":
+        if user_model == self.trained_on:
             return self.env
         cfg = config.model_copy(deep=True)
-        cfg.user.model = user_model  # type: ignore[assignment]
-        return make_candidate_env(cfg, dataset, users, retriever=self.retriever, item_features=self.item_features)
+        if isinstance(user_model, str):
+            cfg.user.model = user_model  # type: ignore[assignment]
+        return make_candidate_env(
+            cfg, dataset, users, user_model, retriever=self.retriever, item_features=self.item_features
+        )
 
 
 def train_v1(
