@@ -101,3 +101,46 @@ def test_a_whole_chat_in_one_reply() -> None:
     bad = ScriptedLLM(default=lambda prompt: "")
     (fallback,) = run_chats(bad, [(ann, bob)], turns=2, max_tokens=30, clock="Monday", seed=0, one_call=True)
     assert fallback.fallbacks == 1 and fallback.reasked == 1 and len(fallback.lines) == 2
+
+
+def test_the_feeling_reply_also_says_how_memorable_so_its_note_needs_no_compression() -> None:
+    """Issue 17: with the memory scoring importance, the combined feeling reply carries the level too
+    (``<rating> | <feeling> | <level>``); a reply without a usable level keeps rating and feeling, counted."""
+    llm = ScriptedLLM(default=lambda prompt: "4 | I loved the tense heist scenes. | 5")
+    (result,) = write_feelings(llm, _jobs(1), rate=True, max_tokens=32, seed=0, combined=True, importance_levels=5)
+    assert "how memorable" in llm.history[0]["prompt"]
+    assert (result.rating, result.feeling, result.importance) == (4.0, "I loved the tense heist scenes.", 1.0)
+    assert not result.importance_fallback
+    for reply in ("4 | I loved the tense heist scenes.", "4 | I loved the tense heist scenes. | 9"):
+        (result,) = write_feelings(
+            ScriptedLLM(default=lambda prompt, r=reply: r), _jobs(1), rate=True, max_tokens=32, seed=0,
+            combined=True, importance_levels=5,
+        )  # fmt: skip
+        assert (result.rating, result.feeling) == (4.0, "I loved the tense heist scenes.")
+        assert result.importance is None and result.importance_fallback and not result.feeling_fallback
+    (plain,) = write_feelings(llm, _jobs(1), rate=True, max_tokens=32, seed=0, combined=True)
+    assert plain.importance is None and not plain.importance_fallback  # not asked: nothing to count
+
+
+def test_an_agents_scored_feeling_is_stored_as_written() -> None:
+    from tests._agent_fixtures import make_config, taste_llm
+    from tests._memory_fixtures import memory_llm
+    from tests.test_agent import run_session
+
+    llm = taste_llm()
+    llm._rules = [*memory_llm(rules=[(r"how memorable", "4 | I loved every minute of it. | 5")])._rules, *llm._rules]
+    config = make_config(
+        {"user": {"watch_threshold": -20.0, "combined_replies": "on", "decision_strategy": "few_shot"}}
+    )
+    model = LLMUserModel(tiny_dataset(), config.user, llm, HashingEmbedder(32), social=config.social)
+    run_session(model, 0, seed=0, pages=2)
+    model.end_sessions([0])
+    asked = len(llm.history)
+    model.write_ended()
+    late = [h["prompt"] for h in llm.history[asked:]]
+    assert any("how memorable" in p for p in late)
+    assert not any("felt" in p and p.rstrip().endswith("Sentence:") for p in late)  # no compression of the note
+    feelings = [r for r in model.memory(0).records() if r.kind == "feeling"]
+    assert feelings and all("I loved every minute of it." in r.content and r.importance == 1.0 for r in feelings)
+    counts = model.counters(0)["counts"]["feeling_importance"]
+    assert counts["asked"] == len(feelings) and counts["fallback"] == 0

@@ -72,6 +72,21 @@ def test_answers_choices_and_completions() -> None:
         assert {c.option for c in backend.choose(["a", "b PICK:leave"], [options] * 2)} == {"watch", "leave"}
 
 
+def test_random_answers_follow_the_request_seed_not_the_arrival_order() -> None:
+    """A benchmark's workload must not depend on which concurrent request reached the server first: with a seed in
+    the request (the client derives one per prompt), the random option is a function of prompt and seed."""
+    options = ["watch", "next page", "search", "leave"]
+    prompts = [f"Pick for agent {k}" for k in range(12)]
+    with LocalServer(choice="random", seed=5) as server:
+        backend = _backend(server, keys=1, concurrency=1)
+        forward = [c.option for c in backend.choose(prompts, [options] * 12, seed=9)]
+        backward = [c.option for c in backend.choose(prompts[::-1], [options] * 12, seed=9)][::-1]
+    assert forward == backward and len(set(forward)) > 1
+    with LocalServer(choice="random", seed=6) as server:
+        other = [c.option for c in _backend(server, keys=1, concurrency=1).choose(prompts, [options] * 12, seed=9)]
+    assert other != forward  # the server's own seed still matters
+
+
 def test_server_rejects_bad_settings() -> None:
     with pytest.raises(ValueError, match="latency_s"):
         LocalServer(latency_s=-1)

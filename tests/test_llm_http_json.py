@@ -167,3 +167,19 @@ def test_the_aiohttp_client_never_imports_the_openai_package() -> None:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_the_environments_proxy_is_looked_up_once_per_client(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``aiohttp``'s ``trust_env`` scanned the environment for every request (about 4 ms of CPU each); the client
+    now finds the same proxy once, and honours ``NO_PROXY``."""
+    from recagent_gym.llm.http_json import env_proxy
+
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    assert env_proxy("https://api.example.com/v1") == {}
+    monkeypatch.setenv("HTTPS_PROXY", "http://user:pw@proxy.example:3128")
+    found = env_proxy("https://api.example.com/v1")
+    assert str(found["proxy"]) == "http://proxy.example:3128" and found["proxy_auth"].login == "user"
+    assert env_proxy("http://api.example.com/v1") == {}  # a proxy for https only
+    monkeypatch.setenv("NO_PROXY", "api.example.com")
+    assert env_proxy("https://api.example.com/v1") == {}

@@ -3,8 +3,11 @@
 Why: the ``openai`` client spends about 3-6 ms of CPU per chat request (request models, pydantic, ``httpx``'s
 connection pool), more than ten times what the request needs; at several hundred requests per simulated round that
 was most of the simulator's CPU floor. ``aiohttp`` sends the same JSON body over keep-alive connections for about
-0.5 ms (measured against a loopback server). Proxies come from the environment (``trust_env``) as with the ``openai``
-client; ``llm.http_client: openai`` uses that client instead (e.g. for a custom ``httpx`` client).
+0.5 ms (measured against a loopback server). Proxies come from the environment (``HTTPS_PROXY``, ``NO_PROXY``, ...)
+as with the ``openai`` client, looked up ONCE per client when its session opens: ``aiohttp``'s own ``trust_env``
+looks them up again for every request, which scanned the whole environment (and ``~/.netrc``) for about 4 ms of CPU
+per request, most of the simulator's CPU floor at 10 agents. ``llm.http_client: openai`` uses that client instead
+(e.g. for a custom ``httpx`` client).
 
 Timeouts are the caller's (``asyncio.wait_for`` over the whole attempt); a cancelled request's connection is closed
 by ``aiohttp``, never reused. Failures reach the caller as :class:`HTTPStatusError` (a non-2xx reply, with its
@@ -67,20 +70,21 @@ class JSONClient:
             "Content-Type": "application/json",
         }
         self._session: aiohttp.ClientSession | None = None
+        self._proxy: dict[str, Any] = {}
 
     async def post_json(self, path: str, payload: Mapping[str, Any]) -> bytes:
         """The body of a 2xx reply to POST ``base_url + path``; :class:`HTTPStatusError` for other statuses,
         :class:`ConnectionError` when no complete reply arrives."""
         if self._session is None:
+            self._proxy = env_proxy(self.base_url)
             self._session = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(limit=0),
                 headers=self._headers,
                 timeout=aiohttp.ClientTimeout(total=None),
-                trust_env=True,
             )
         body = json.dumps(payload, ensure_ascii=False).encode("utf-8")
         try:
-            async with self._session.post(self.base_url + path, data=body) as reply:
+            async with self._session.post(self.base_url + path, data=body, **self._proxy) as reply:
                 if reply.content_length is not None and reply.content_length > MAX_BODY_BYTES:
                     raise ConnectionError(f"reply of {reply.content_length} bytes is over {MAX_BODY_BYTES}")
                 data = await _read_capped(reply)
@@ -94,6 +98,19 @@ class JSONClient:
         session, self._session = self._session, None
         if session is not None:
             await session.close()
+
+
+def env_proxy(base_url: str) -> dict[str, Any]:
+    """The environment's proxy for ``base_url`` (``proxy`` and ``proxy_auth`` for ``post``), or ``{}`` for none or
+    where ``NO_PROXY`` exempts the host: what ``aiohttp``'s ``trust_env`` would find, looked up once."""
+    from aiohttp.helpers import get_env_proxy_for_url
+    from yarl import URL
+
+    try:
+        proxy, auth = get_env_proxy_for_url(URL(base_url))
+    except LookupError:
+        return {}
+    return {"proxy": proxy, "proxy_auth": auth}
 
 
 async def _read_capped(reply: aiohttp.ClientResponse) -> bytes:

@@ -6,12 +6,14 @@ It stands in for a remote provider in benchmarks (``recagent-gym evaluate effici
 - a choice request (``response_format`` with a JSON schema whose ``choice`` is an enum, or a prompt ending in the
   options as ``- option`` lines, as :class:`~recagent_gym.llm.openai_backend.OpenAIBackend` sends them): the option
   named by ``PICK:<label>`` in the prompt, else the first option (``choice="first"``) or a seeded random one
-  (``choice="random"``), as ``{"choice": ...}`` under a schema and as plain text otherwise;
+  (``choice="random"``: drawn from the request's own ``seed`` when it sends one, which the client derives from the
+  prompt, so a run gets the same answers whatever order its concurrent requests arrive in), as ``{"choice": ...}``
+  under a schema and as plain text otherwise;
 - any other request: the canned sentence ``reply``; with ``reply=None``, :func:`plausible_reply`: what a model that
-  follows this project's prompt formats would send (a sentence of the observation for a memory summary, ``4 | ...``
-  for a feeling with its rating, a whole dialogue for a one-call chat, insights naming a word of the memories, a
-  short search query), so that a benchmark measures the requests of the prompts, not the re-asks a canned sentence
-  provokes.
+  follows this project's prompt formats would send (a sentence of the observation for a memory summary,
+  ``4 | ...`` for a feeling with its rating, ``4 | ... | 3`` when asked how memorable too, a whole dialogue for a
+  one-call chat, insights naming a word of the memories, a short search query), so that a benchmark measures the
+  requests of the prompts, not the re-asks a canned sentence provokes.
 
 **Rate limit model.** A provider limits each API key's throughput, which is what lets the paper's extra keys speed
 a round up. Here each key (the ``Authorization`` header) may have at most ``per_key_concurrency`` requests being
@@ -76,8 +78,8 @@ def plausible_reply(prompt: str) -> str:
         if len(sentence) > 120:
             sentence = sentence[:120].rsplit(" ", 1)[0] + "."
         return sentence + (" | Importance: 3" if "| Importance:" in prompt else "")
-    if '"|"' in prompt and "to 5 (loved it)" in prompt:  # feeling with its rating
-        return "4 | I really enjoyed it, a good pick."
+    if '"|"' in prompt and "to 5 (loved it)" in prompt:  # feeling with its rating (and how memorable, if asked)
+        return "4 | I really enjoyed it, a good pick." + (" | 3" if "how memorable" in prompt else "")
     if lines and lines[-1].startswith("Search query"):
         return "funny adventure movies"
     about = _ABOUT.search(prompt)
@@ -138,6 +140,7 @@ class LocalServer:
         self._key_index: dict[str, int] = {}
         self._key_counts: list[int] = []
         self._key_slots: dict[str, threading.BoundedSemaphore] = defaultdict(self._new_slot)
+        self.seed = seed
         self._rng = np.random.default_rng(seed)
         self._lock = threading.Lock()
         server = self
@@ -226,6 +229,8 @@ class LocalServer:
         pick = PICK.search(prompt)
         if pick and pick.group(1) in labels:
             label = pick.group(1)
+        elif self.choice == "random" and isinstance(body.get("seed"), int):
+            label = labels[int(np.random.default_rng([self.seed, body["seed"]]).integers(len(labels)))]
         elif self.choice == "random":
             with self._lock:
                 label = labels[int(self._rng.integers(len(labels)))]

@@ -14,7 +14,7 @@ from recagent_gym.llm.protocol import LanguageModel, Usage
 from recagent_gym.memory.config import MemoryConfig
 from recagent_gym.memory.long_term import LongTermMemory
 from recagent_gym.memory.record import MemoryKind, MemoryRecord
-from recagent_gym.memory.sensory import SensoryMemory
+from recagent_gym.memory.sensory import Observation, SensoryMemory
 from recagent_gym.memory.short_term import Promotion, ShortTermMemory
 from recagent_gym.memory.writer import FlushReport, flush_memories, reflect_memories
 
@@ -103,6 +103,20 @@ class AgentMemory:
         if self.config.write_mode == "inline":
             return self.flush(time_h)
         return None
+
+    def observe_written(
+        self, text: str, importance: float, time_h: float, *, kind: MemoryKind = "observation"
+    ) -> FlushReport | None:
+        """Queue an observation that the agent's own reply already wrote as one sentence and scored (``importance``
+        in [0, 1], e.g. a feeling with how memorable the movie was): the flush stores it as written, with no
+        compression or importance call of its own."""
+        if not 0.0 <= importance <= 1.0:
+            raise ValueError(f"memory of {self.agent_name!r}: importance must be in [0, 1], got {importance}")
+        if self.enabled:
+            flat = " ".join(text.split())
+            with self.lock:
+                self.sensory.compressed[Observation(flat, float(time_h), kind)] = (flat, float(importance))
+        return self.observe([text], time_h, kind=kind)
 
     def flush(self, time_h: float, rng: np.random.Generator | None = None) -> FlushReport:
         """Write this agent's queue now (a batch of one agent); forget afterwards when ``rng`` is given."""

@@ -32,6 +32,8 @@ class SensoryMemory:
         self.compressed: dict[Observation, tuple[str, float | None]] = {}
         """Observations compressed ahead of their flush (:func:`~recagent_gym.memory.writer.precompress`): content
         and importance (None: still to score). Transient: a flush without it asks the same prompts again."""
+        self.claimed: set[Observation] = set()
+        """Observations a :func:`~recagent_gym.memory.writer.precompress` is compressing now (the others skip them)."""
 
     def push(self, texts: Sequence[str], time_h: float, kind: MemoryKind, *, owner: str) -> None:
         if kind not in MEMORY_KINDS:

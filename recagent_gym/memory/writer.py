@@ -18,6 +18,7 @@ Memories sharing a language model (or an embedder) share each call; distinct mod
 from __future__ import annotations
 
 import threading
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -146,10 +147,12 @@ def _compress(
     levels: list[float | None] = [None] * len(jobs)
     asks: list[_Ask] = []
     positions: list[int] = []
+    used: list[tuple[WritableMemory, Observation]] = []
     for pos, (memory, obs) in enumerate(jobs):
-        ready = memory.sensory.compressed.pop(obs, None)
+        ready = memory.sensory.compressed.get(obs)
         if ready is not None:  # compressed ahead (precompress): the same prompt and seed, asked earlier
-            contents[pos], levels[pos] = ready
+            contents[pos], levels[pos] = ready  # an identical observation twice (a repeated search) reuses it
+            used.append((memory, obs))
             continue
         if not memory.sensory.needs_compression(obs):
             continue
@@ -189,6 +192,8 @@ def _compress(
                 )
             )
         positions.append(pos)
+    for memory, obs in used:
+        memory.sensory.compressed.pop(obs, None)
     _ask_all(asks, seed, report, "sensory_fallbacks")
     for pos, ask in zip(positions, asks, strict=True):
         memory, obs = jobs[pos]
@@ -251,15 +256,44 @@ def precompress(memory: WritableMemory, observations: Sequence[Observation]) -> 
     The prompts and the seed are the flush's own (the memory's sensory seed for its next flush), so a backend that
     answers per prompt and seed (remote servers, the scripted model) gives the flush the same records either way;
     an agent's pipeline runs this beside its next page, off the round's critical path.
+
+    Several of these may run at once on one memory (one per page of a session): each claims, under the memory's
+    lock, the observations nobody has claimed yet, and asks the model OUTSIDE the lock, with its usage and counters
+    kept apart until they are merged. Jobs of one session therefore overlap instead of queueing behind each other's
+    LLM calls, and which job compresses what is fixed by the order the jobs were made in, not by timing.
     """
     lock = getattr(memory, "lock", None) or threading.RLock()
-    with lock:  # two jobs ahead on one memory would race on its usage and counters
-        jobs = [(memory, o) for o in observations if o not in memory.sensory.compressed]
-        if not jobs:
+    sensory = memory.sensory
+    with lock:
+        mine = [o for o in dict.fromkeys(observations) if o not in sensory.compressed and o not in sensory.claimed]
+        if not mine:
             return
-        contents, known = _compress(jobs, memory.next_seed(STAGE_SENSORY), FlushReport())
-        for (_, obs), content, level in zip(jobs, contents, known, strict=True):
-            memory.sensory.compressed[obs] = (content, level)
+        sensory.claimed.update(mine)
+        seed = memory.next_seed(STAGE_SENSORY)
+    tally = _Tally(memory)
+    try:
+        contents, known = _compress([(tally, o) for o in mine], seed, FlushReport())  # type: ignore[misc]
+    finally:
+        with lock:
+            sensory.claimed.difference_update(mine)
+            memory.usage += tally.usage
+            memory.stats.update(tally.stats)
+    with lock:
+        for obs, content, level in zip(mine, contents, known, strict=True):
+            sensory.compressed[obs] = (content, level)
+
+
+class _Tally:
+    """A memory as the asks of :func:`precompress` see it: its model, config and queues, with the usage and the
+    counters of these asks kept here (merged into the memory under its lock afterwards)."""
+
+    def __init__(self, memory: WritableMemory) -> None:
+        self._memory = memory
+        self.usage = Usage()
+        self.stats: Counter[str] = Counter()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._memory, name)
 
 
 def flush_memories(

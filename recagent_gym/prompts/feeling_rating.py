@@ -2,6 +2,11 @@
 (``<rating> | <sentence>``), for remote models that follow a format; the embedded model keeps the two prompts
 ``feeling.txt`` and ``rating.txt`` (its ``choose`` scores options by likelihood).
 
+With ``levels`` (the agent's memory scores importance on ``1..levels``), the same reply also says how memorable the
+movie was (``templates/feeling_rating_memory.txt``: ``<rating> | <sentence> | <level>``): the agent's memory then
+stores its feeling note as written, at that importance, without a compression call of its own. A reply without a
+usable level keeps its rating and feeling; the note is then compressed and scored as any observation.
+
 Build: the agent's feeling-relevant profile (static part first, so servers with prefix caching reuse it) and the item
 line. Generate with a newline stop. Validate: a rating digit 1..5 (``4``, ``4/5``), a separator (``|``, ``:``, ``-``),
 and a feeling line valid under the feeling contract. Fallback (after one re-ask): both the feeling's and the
@@ -11,6 +16,7 @@ rating's documented fallbacks, each counted.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from recagent_gym.prompts import feeling
 from recagent_gym.prompts.template import load_template
@@ -21,23 +27,52 @@ EXAMPLE = "I enjoyed the story but the ending dragged."
 _REPLY = re.compile(r"^\W*([1-5])(?:\s*/\s*5)?\s*(?:stars?)?\s*[|:\-\u2013\u2014,.]\s*(.+)$", re.IGNORECASE)
 
 
-def build(*, profile: str, name: str, item: str) -> str:
-    return load_template("feeling_rating").render(profile=profile, name=name, item=item)
+_LEVEL = re.compile(r"^\s*(?:importance|memorable)?\s*[:=]?\s*(\d{1,2})\s*(?:/\s*\d{1,2})?\W*$", re.IGNORECASE)
 
 
-def parse(text: str, prompt: str) -> tuple[float, str] | None:
-    """``(rating, feeling)`` of a reply, or None when either part is missing or invalid."""
+@dataclass(frozen=True)
+class Reply:
+    rating: float
+    feeling: str
+    level: int | None = None
+    """How memorable, ``1..levels`` (None: not asked, or no usable level in the reply)."""
+
+    def importance(self, levels: int) -> float | None:
+        """The level as the memory's importance in [0, 1]."""
+        return None if self.level is None else (self.level - 1) / (levels - 1)
+
+
+def build(*, profile: str, name: str, item: str, levels: int | None = None) -> str:
+    if levels is None:
+        return load_template("feeling_rating").render(profile=profile, name=name, item=item)
+    return load_template("feeling_rating_memory").render(profile=profile, name=name, item=item, levels=levels)
+
+
+def parse(text: str, prompt: str, levels: int | None = None) -> Reply | None:
+    """The rating, feeling (and, with ``levels``, the level) of a reply; None when the rating or the feeling is
+    missing or invalid."""
     line = next((ln for ln in text.splitlines() if ln.strip()), "")
     match = _REPLY.match(line.strip())
     if match is None:
         return None
-    sentence = feeling.validate(match.group(2), prompt)
+    rest, level = match.group(2), None
+    if levels is not None:
+        head, sep, tail = rest.rpartition("|")
+        found = _LEVEL.match(tail) if sep else None
+        if found is not None:
+            rest = head
+            level = int(found.group(1)) if 1 <= int(found.group(1)) <= levels else None
+    sentence = feeling.validate(rest.strip().rstrip("|").strip(), prompt)
     if sentence is None or sentence.rstrip(".") == EXAMPLE.rstrip("."):
         return None
-    return float(match.group(1)), sentence
+    return Reply(float(match.group(1)), sentence, level)
 
 
-def validate(text: str, prompt: str) -> str | None:
-    """The canonical ``"<rating> | <feeling>"`` line of a valid reply (what :func:`parse` reads back), else None."""
-    parsed = parse(text, prompt)
-    return None if parsed is None else f"{parsed[0]:g} | {parsed[1]}"
+def validate(text: str, prompt: str, levels: int | None = None) -> str | None:
+    """The canonical ``"<rating> | <feeling>[ | <level>]"`` line of a valid reply (what :func:`parse` reads back),
+    else None."""
+    parsed = parse(text, prompt, levels)
+    if parsed is None:
+        return None
+    line = f"{parsed.rating:g} | {parsed.feeling}"
+    return line if parsed.level is None else f"{line} | {parsed.level}"

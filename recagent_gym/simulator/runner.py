@@ -25,6 +25,7 @@ from collections import Counter
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -308,9 +309,11 @@ class Simulation:
         ctx = self._context(r, t, bar)
         in_session = frozenset(users)
         workers = max(2, min(len(users) + 1, PIPELINE_THREADS))
+        # work ahead: each page may start a feeling and a compression per agent, and they must not queue (a queued
+        # job lengthens its agent's chain), so the pool is several jobs per agent wide
         with (
             ThreadPoolExecutor(max_workers=workers, thread_name_prefix="agent") as pool,
-            ThreadPoolExecutor(max_workers=workers, thread_name_prefix="ahead") as ahead,
+            ThreadPoolExecutor(max_workers=min(4 * workers, PIPELINE_THREADS), thread_name_prefix="ahead") as ahead,
         ):
             social = pool.submit(self._social_chain, plan, r, in_session, ahead) if plan is not None else None
 
@@ -413,8 +416,12 @@ class Simulation:
             page[size - len(picks) :] = picks
         return page, set(picks)
 
+    @cached_property
+    def _titles(self) -> list[str]:
+        return [str(t) for t in self.dataset.items["title"].tolist()]
+
     def _title(self, item: int) -> str:
-        return str(self.dataset.items["title"].iat[int(item)])
+        return self._titles[int(item)]
 
     def _seed(self) -> int:
         return int(np.random.SeedSequence([self.config.simulation.seed, self.clock.round]).generate_state(1)[0])

@@ -136,8 +136,8 @@ def run_chain(
 ) -> ChainResult:
     """One agent's round as its own chain (the per-agent pipeline): its pages one after the other until its session
     ends, then (after ``before_writes(user)``: the social notes it receives) its feelings and memory writes. With
-    ``background``, what those writes need is prepared beside the next page (the model's ``prefetch``: a watch's
-    feeling, the compression of the queued notes), so the end of the chain is short.
+    ``background``, what those writes need is prepared beside the next page (the model's ``prefetch``: each watch's
+    feeling, the compression of the queued notes, as independent jobs), so the end of the chain is short.
 
     Many chains run at once in threads; each touches only its own agent's state, and the recommender's online
     learning is returned (``observed``) for the caller to apply in a fixed order, so the result does not depend
@@ -156,8 +156,7 @@ def run_chain(
         observed.append((info, result.done))
         events.extend(_step_events(slot, info, randoms, ctx, result.truncated))
         slot.done = result.done
-        job = prefetch(slot.user) if prefetch is not None else None
-        if job is not None:
+        for job in prefetch(slot.user) if prefetch is not None else ():
             ahead.append(background.submit(job))  # type: ignore[union-attr]
     for future in ahead:
         future.result()

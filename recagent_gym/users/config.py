@@ -105,8 +105,9 @@ class UserConfig(Section):
     """With feelings, also ask for a 1..5 rating (see ``combined_replies``)."""
 
     combined_replies: Literal["auto", "on", "off"] = "auto"
-    """One structured reply where one prompt can carry two answers: the feeling with its rating
-    (``prompts/feeling_rating.py``) and the memory's sensory summary with its importance
+    """One structured reply where one prompt can carry several answers: the feeling with its rating, and (when the
+    paper's memory scores importance) how memorable the movie was, so the feeling's memory note is stored as written
+    (``prompts/feeling_rating.py``); the memory's sensory summary with its importance
     (``prompts/memory_sensory_importance.py``); ``off``: a ``generate`` and a ``choose`` each, as the embedded
     model (whose ``choose`` scores options by likelihood) prefers. ``auto``: ``on`` for ``llm.backend: openai``."""
 

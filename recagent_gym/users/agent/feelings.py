@@ -1,8 +1,9 @@
 """Feelings (and ratings) after watching, for many watched items at once.
 
-``combined`` (remote models): ONE ``generate`` whose reply carries both (``prompts/feeling_rating.py``); otherwise
-one ``generate`` for the feeling and one ``choose`` for the rating (``prompts/feeling.py``, ``prompts/rating.py``).
-Each contract: validate, one re-ask, documented fallback (counted).
+``combined`` (remote models): ONE ``generate`` whose reply carries both (``prompts/feeling_rating.py``), and with
+``importance_levels`` also how memorable the movie was, so that the feeling's memory note needs no compression call
+(:attr:`FeelingResult.importance`); otherwise one ``generate`` for the feeling and one ``choose`` for the rating
+(``prompts/feeling.py``, ``prompts/rating.py``). Each contract: validate, one re-ask, documented fallback (counted).
 """
 
 from __future__ import annotations
@@ -36,15 +37,28 @@ class FeelingResult:
     feeling_fallback: bool = False
     rating_reasked: bool = False
     rating_fallback: bool = False
+    importance: float | None = None
+    """How memorable, in [0, 1], when the combined reply was asked for it and carried it (else None: the memory
+    compresses and scores the feeling's note itself)."""
+    importance_fallback: bool = False
+    """Asked for the importance, but the reply carried no usable level (counted)."""
 
 
 def write_feelings(
-    llm: LanguageModel, jobs: Sequence[FeelingJob], *, rate: bool, max_tokens: int, seed: int, combined: bool = False
+    llm: LanguageModel,
+    jobs: Sequence[FeelingJob],
+    *,
+    rate: bool,
+    max_tokens: int,
+    seed: int,
+    combined: bool = False,
+    importance_levels: int | None = None,
 ) -> list[FeelingResult]:
+    """``importance_levels``: with ``combined``, ask the same reply how memorable it was on ``1..levels``."""
     if not jobs:
         return []
     if rate and combined:
-        return _write_combined(llm, jobs, max_tokens=max_tokens, seed=seed)
+        return _write_combined(llm, jobs, max_tokens=max_tokens, seed=seed, levels=importance_levels)
     prompts = [feeling_prompt.build(profile=j.profile, name=j.name, item=j.item_text) for j in jobs]
     lines = generate_checked(
         llm, prompts, feeling_prompt.validate, seed=seed, max_tokens=max_tokens, stop=feeling_prompt.STOP
@@ -84,23 +98,30 @@ def write_feelings(
 
 
 def _write_combined(
-    llm: LanguageModel, jobs: Sequence[FeelingJob], *, max_tokens: int, seed: int
+    llm: LanguageModel, jobs: Sequence[FeelingJob], *, max_tokens: int, seed: int, levels: int | None = None
 ) -> list[FeelingResult]:
-    """Feeling and rating from one reply each; an unusable reply (after its re-ask) falls back on both, counted."""
-    prompts = [combined_prompt.build(profile=j.profile, name=j.name, item=j.item_text) for j in jobs]
-    # the rating prefix ("4 | ") costs a few tokens beyond the feeling's own cap
+    """Feeling and rating (and the level) from one reply each; an unusable reply (after its re-ask) falls back on
+    both, counted; a usable one without a level leaves the importance to the memory, counted."""
+    prompts = [combined_prompt.build(profile=j.profile, name=j.name, item=j.item_text, levels=levels) for j in jobs]
+    # the rating prefix ("4 | ") and the level (" | 3") cost a few tokens beyond the feeling's own cap
     replies = generate_checked(
-        llm, prompts, combined_prompt.validate, seed=seed, max_tokens=max_tokens + 8, stop=combined_prompt.STOP
+        llm,
+        prompts,
+        lambda text, prompt: combined_prompt.validate(text, prompt, levels),
+        seed=seed,
+        max_tokens=max_tokens + (8 if levels is None else 14),
+        stop=combined_prompt.STOP,
     )
     results = []
     for job, prompt, reply in zip(jobs, prompts, replies, strict=True):
-        parsed = None if reply.value is None else combined_prompt.parse(reply.value, prompt)
+        parsed = None if reply.value is None else combined_prompt.parse(reply.value, prompt, levels)
         failed = parsed is None
-        feeling, rating = (
-            (feeling_prompt.fallback(title=job.title, score=job.score), rating_prompt.fallback(job.score))
-            if parsed is None
-            else (parsed[1], parsed[0])
-        )
+        if parsed is None:
+            feeling = feeling_prompt.fallback(title=job.title, score=job.score)
+            rating = rating_prompt.fallback(job.score)
+        else:
+            feeling, rating = parsed.feeling, parsed.rating
+        importance = None if parsed is None or levels is None else parsed.importance(levels)
         results.append(
             FeelingResult(
                 feeling=feeling,
@@ -110,6 +131,8 @@ def _write_combined(
                 feeling_fallback=failed,
                 rating_reasked=reply.reasked,
                 rating_fallback=failed,
+                importance=importance,
+                importance_fallback=levels is not None and importance is None,
             )
         )
     return results

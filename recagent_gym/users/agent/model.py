@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Collection, Sequence
-from functools import cached_property
+from functools import cached_property, partial
 from typing import Any
 
 import numpy as np
@@ -26,6 +26,7 @@ import numpy as np
 from recagent_gym.llm.protocol import Usage
 from recagent_gym.llm.seeding import SEED_HIGH
 from recagent_gym.memory.agent_memory import AgentMemory
+from recagent_gym.memory.config import MemoryConfig
 from recagent_gym.memory.sensory import Observation
 from recagent_gym.memory.writer import precompress
 from recagent_gym.prompts import interview as interview_prompt
@@ -239,6 +240,15 @@ class LLMUserModel(Agents):
             for u, p in pending
         ]
 
+    @cached_property
+    def _feeling_levels(self) -> int | None:
+        """The importance levels a combined feeling reply also answers for the agent's memory (None: not asked):
+        only where the paper's memory scores importance, so that the feeling's note is stored as written."""
+        cfg = getattr(self.memory_backend, "config", None)
+        if not (self.combined and self.config.rate_after_watch and isinstance(cfg, MemoryConfig)):
+            return None
+        return cfg.importance_levels if cfg.score_importance and cfg.implementation != "none" else None
+
     def _compute_feelings(self, pending: Sequence[tuple[int, PendingFeeling]], seed: int) -> list[FeelingResult]:
         cfg = self.config
         return write_feelings(
@@ -248,6 +258,7 @@ class LLMUserModel(Agents):
             max_tokens=cfg.feeling_max_tokens,
             seed=seed,
             combined=self.combined,
+            importance_levels=self._feeling_levels,
         )
 
     def _apply_feelings(self, pending: Sequence[tuple[int, PendingFeeling]], results: Sequence[FeelingResult]) -> None:
@@ -259,7 +270,13 @@ class LLMUserModel(Agents):
                 agent.count("rating", reasked=result.rating_reasked, fallback=result.rating_fallback)
                 agent.ratings[p.item] = float(result.rating)
             agent.feelings[p.item] = result.feeling
-            self.memory(u).observe([self._feeling_note(u, p, result)], p.time_h, kind="feeling")
+            note, memory = self._feeling_note(u, p, result), self.memory(u)
+            if self._feeling_levels is not None:
+                agent.count("feeling_importance", fallback=result.importance_fallback)
+            if result.importance is not None and hasattr(memory, "observe_written"):
+                memory.observe_written(note, result.importance, p.time_h, kind="feeling")
+            else:
+                memory.observe([note], p.time_h, kind="feeling")
 
     def _feeling_note(self, user_id: int, p: PendingFeeling, result: FeelingResult) -> str:
         return memory_notes.feeling(
@@ -290,19 +307,20 @@ class LLMUserModel(Agents):
         for s in sessions:
             s.pending.clear()
 
-    def prefetch(self, user_id: int) -> Callable[[], None] | None:
+    def prefetch(self, user_id: int) -> list[Callable[[], None]]:
         """Work that this agent's session end will need, to run now beside its next page (per-agent pipelines):
-        the feeling of each new watch and its memory note, and the compression of the notes queued so far.
+        one job per new watch (its feeling, and the compression of its note unless the feeling's reply scored it),
+        and one job compressing the notes queued so far. The jobs are independent: they may run at once.
 
-        Seeds are drawn here, in the agent's own order; the returned job only calls the language model and keeps
-        the answers (:meth:`write_sessions_of` uses them), so results do not depend on when it runs.
+        Seeds and the notes each job takes are fixed here, in the agent's own order; the jobs only call the language
+        model and keep the answers (:meth:`write_sessions_of` uses them), so results do not depend on when they run.
         """
         session = self._sessions.get(user_id)
         if session is None:
             with self._ended_lock:
                 session = next((s for s in self._ended if s.user_id == user_id), None)
         if session is None:
-            return None
+            return []
         memory = self.memory(user_id)
         new = [p for p in session.pending if id(p) not in self._ready_feelings] if self.config.write_feelings else []
         seeds = [int(session.rng.integers(0, SEED_HIGH)) for _ in new]
@@ -311,17 +329,17 @@ class LLMUserModel(Agents):
         paper = isinstance(memory, AgentMemory) and memory.enabled  # only the paper's memory compresses notes
         queued = list(memory.sensory.pending) if paper else []
 
-        def job() -> None:
-            notes = []
-            for p, seed in zip(new, seeds, strict=True):
-                [result] = self._compute_feelings([(user_id, p)], seed)
-                self._ready_feelings[id(p)] = (p, result)
+        def feel(p: PendingFeeling, seed: int) -> None:
+            [result] = self._compute_feelings([(user_id, p)], seed)
+            self._ready_feelings[id(p)] = (p, result)
+            if paper and result.importance is None:  # else the note is stored as written (_apply_feelings)
                 note = self._feeling_note(user_id, p, result)
-                notes.append(Observation(" ".join(note.split()), p.time_h, "feeling"))
-            if paper and (queued or notes):
-                precompress(memory, [*queued, *notes])
+                precompress(memory, [Observation(" ".join(note.split()), p.time_h, "feeling")])
 
-        return job if new or queued else None
+        jobs: list[Callable[[], None]] = [partial(feel, p, seed) for p, seed in zip(new, seeds, strict=True)]
+        if queued:
+            jobs.append(partial(precompress, memory, queued))
+        return jobs
 
     def _inline_feelings(self, prepared: Sequence[Prepared], responses: list[Response]) -> list[Response]:
         watchers = [k for k, r in enumerate(responses) if r.action == Action.WATCH]
