@@ -2,8 +2,9 @@
 
     .venv/bin/python benchmarks/bench_llm_openai.py [--n 64] [--concurrency 8 16 32] [--latency 0.3]
 
-Compares the wall time with the ideal ``ceil(N / concurrency) * latency`` (target: within 1.5x). Prints figures;
-not a timed test. The server is the test suite's fault-injection server with no faults planned.
+Compares the wall time with the ideal ``ceil(N / concurrency) * latency`` (target: within 1.5x), and prints the
+process's CPU milliseconds per request (client and the in-process server together). Prints figures; not a timed
+test. The server is the test suite's fault-injection server with no faults planned.
 """
 
 from __future__ import annotations
@@ -33,15 +34,16 @@ def main() -> None:
             backend = OpenAIBackend(cfg)
             backend.choose(["<<warm>>"], [["yes", "no"]])  # connection set-up outside the timing
             prompts = [f"<<c{concurrency}-{i}>> PICK:no" for i in range(args.n)]
-            start = time.perf_counter()
+            start, cpu = time.perf_counter(), time.process_time()
             choices = backend.choose(prompts, [["yes", "no"]] * args.n)
-            wall = time.perf_counter() - start
+            wall, cpu = time.perf_counter() - start, time.process_time() - cpu
             backend.close()
             assert all(c.option == "no" for c in choices) and len(choices) == args.n
             ideal = math.ceil(args.n / concurrency) * args.latency
             print(
                 f"N={args.n:4d} concurrency={concurrency:3d}: wall {wall:6.2f} s, ideal {ideal:6.2f} s, "
-                f"ratio {wall / ideal:4.2f}, peak in flight {server.max_in_flight}"
+                f"ratio {wall / ideal if ideal else math.nan:4.2f}, peak in flight {server.max_in_flight}, "
+                f"CPU {1000 * cpu / args.n:5.2f} ms per request"
             )
             server.max_in_flight = 0
 

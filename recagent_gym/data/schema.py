@@ -34,6 +34,7 @@ social.relationship       str, e.g. ``friend``
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -78,6 +79,9 @@ class Dataset:
     social: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(SOCIAL_COLUMNS)))
     skipped_rows: int = 0
     """Malformed rows skipped while loading (only with ``on_bad_row='skip'``)."""
+    _item_lists: tuple[int, dict[str, list[Any]]] = field(
+        default_factory=lambda: (0, {}), init=False, repr=False, compare=False
+    )  # (id of the items table they were read from, its columns read as lists)
 
     @property
     def n_items(self) -> int:
@@ -110,13 +114,28 @@ class Dataset:
         rows = self.interactions[self.interactions["user_id"] == user_id]
         return rows.sort_values("timestamp", kind="stable")
 
+    def item_column(self, name: str) -> list[Any]:
+        """Column ``name`` of the items table as a list, read once per table: prompts quote items one by one, and
+        a list index costs far less than a pandas row (about 26 µs per ``iloc`` row on the bundled data)."""
+        table, lists = self._item_lists
+        if table != id(self.items):  # a new items table (``dataclasses.replace`` resets this anyway)
+            lists = {}
+            self._item_lists = (id(self.items), lists)
+        if name not in lists:
+            lists[name] = self.items[name].tolist()
+        return lists[name]
+
+    def title(self, item_id: int) -> str:
+        return str(self.item_column("title")[item_id])
+
     def item_text(self, item_id: int) -> str:
         """One line describing an item (:func:`recagent_gym.data.item_text.compose_item_text`)."""
         from recagent_gym.data.item_text import compose_item_text
 
-        row = self.items.iloc[item_id]
-        return compose_item_text(title=row.title, year=row.year or None, genres=row.genres,
-                                 description=row.description or "", tags=row.tags or "")  # fmt: skip
+        col = self.item_column
+        return compose_item_text(title=col("title")[item_id], year=col("year")[item_id] or None,
+                                 genres=col("genres")[item_id], description=col("description")[item_id] or "",
+                                 tags=col("tags")[item_id] or "")  # fmt: skip
 
     def validate(self) -> None:
         """Raise :class:`DataError` when a table misses columns or ids are not dense and consistent."""

@@ -30,8 +30,10 @@ class SensoryMemory:
         self.config = config
         self.pending: list[Observation] = []
         self.compressed: dict[Observation, tuple[str, float | None]] = {}
-        """Observations compressed ahead of their flush (:func:`~recagent_gym.memory.writer.precompress`): content
-        and importance (None: still to score). Transient: a flush without it asks the same prompts again."""
+        """Observations whose stored content is known before their flush: compressed ahead
+        (:func:`~recagent_gym.memory.writer.precompress`; transient: a flush without it asks the same prompts
+        again), or written by the agent's own reply (``AgentMemory.observe_written``). Content and importance (None:
+        still to score)."""
         self.claimed: set[Observation] = set()
         """Observations a :func:`~recagent_gym.memory.writer.precompress` is compressing now (the others skip them)."""
 

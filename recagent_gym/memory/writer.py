@@ -260,7 +260,10 @@ def precompress(memory: WritableMemory, observations: Sequence[Observation]) -> 
     Several of these may run at once on one memory (one per page of a session): each claims, under the memory's
     lock, the observations nobody has claimed yet, and asks the model OUTSIDE the lock, with its usage and counters
     kept apart until they are merged. Jobs of one session therefore overlap instead of queueing behind each other's
-    LLM calls, and which job compresses what is fixed by the order the jobs were made in, not by timing.
+    LLM calls. Which job takes an observation depends on which runs first, but not what the observation becomes:
+    every job before a flush uses that flush's seed, and a backend that seeds each prompt by itself (remote servers)
+    answers a prompt the same in any batch. (Per-agent pipelines, the only caller running jobs at once, are on for
+    remote backends only by default.)
     """
     lock = getattr(memory, "lock", None) or threading.RLock()
     sensory = memory.sensory
@@ -271,16 +274,16 @@ def precompress(memory: WritableMemory, observations: Sequence[Observation]) -> 
         sensory.claimed.update(mine)
         seed = memory.next_seed(STAGE_SENSORY)
     tally = _Tally(memory)
+    done: list[tuple[str, float | None]] = []
     try:
-        contents, known = _compress([(tally, o) for o in mine], seed, FlushReport())  # type: ignore[misc]
+        done = list(zip(*_compress([(tally, o) for o in mine], seed, FlushReport()), strict=True))  # type: ignore[misc]
     finally:
-        with lock:
+        with lock:  # results stored before the claims go, so no other job can take these observations meanwhile
+            if done:  # (none when the model call failed: the flush asks again)
+                sensory.compressed.update(zip(mine, done, strict=True))
             sensory.claimed.difference_update(mine)
             memory.usage += tally.usage
             memory.stats.update(tally.stats)
-    with lock:
-        for obs, content, level in zip(mine, contents, known, strict=True):
-            sensory.compressed[obs] = (content, level)
 
 
 class _Tally:

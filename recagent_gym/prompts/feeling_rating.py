@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from recagent_gym.prompts import feeling
+from recagent_gym.prompts import feeling, memory_importance
 from recagent_gym.prompts.template import load_template
 
 STOP: tuple[str, ...] = ("\n",)
@@ -35,11 +35,11 @@ class Reply:
     rating: float
     feeling: str
     level: int | None = None
-    """How memorable, ``1..levels`` (None: not asked, or no usable level in the reply)."""
+    """How memorable, as written (None: not asked, or no number at the end of the reply)."""
 
     def importance(self, levels: int) -> float | None:
-        """The level as the memory's importance in [0, 1]."""
-        return None if self.level is None else (self.level - 1) / (levels - 1)
+        """The level as the memory's importance in [0, 1]; None without a level in ``1..levels``."""
+        return None if self.level is None else memory_importance.from_level(self.level, levels)
 
 
 def build(*, profile: str, name: str, item: str, levels: int | None = None) -> str:
@@ -59,9 +59,8 @@ def parse(text: str, prompt: str, levels: int | None = None) -> Reply | None:
     if levels is not None:
         head, sep, tail = rest.rpartition("|")
         found = _LEVEL.match(tail) if sep else None
-        if found is not None:
-            rest = head
-            level = int(found.group(1)) if 1 <= int(found.group(1)) <= levels else None
+        if found is not None:  # a tail that is only a number; any other tail belongs to the sentence
+            rest, level = head, int(found.group(1))
     sentence = feeling.validate(rest.strip().rstrip("|").strip(), prompt)
     if sentence is None or sentence.rstrip(".") == EXAMPLE.rstrip("."):
         return None

@@ -41,3 +41,8 @@ def parse(choice: Choice, levels: int, baseline: Sequence[float] | None = None) 
     if not 0 <= index < levels:
         raise ValueError(f"importance choice index {index} outside 0..{levels - 1}")
     return index / (levels - 1)
+
+
+def from_level(level: int, levels: int) -> float | None:
+    """A level written in a reply (``1..levels``) as an importance in [0, 1]; None outside that range."""
+    return (level - 1) / (levels - 1) if 1 <= level <= levels else None

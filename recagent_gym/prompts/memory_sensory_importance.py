@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from recagent_gym.prompts import memory_sensory
+from recagent_gym.prompts import memory_importance, memory_sensory
 from recagent_gym.prompts.memory_common import REMINDER
 from recagent_gym.prompts.template import load_template
 
@@ -37,6 +37,4 @@ def parse(text: str, observation: str, max_chars: int, levels: int) -> tuple[str
     if memory_sensory.validate(sentence, observation, max_chars) is not None:
         return None
     match = _LEVEL.match(tail.strip())
-    level = int(match.group(1)) if match else 0
-    importance = (level - 1) / (levels - 1) if 1 <= level <= levels else None
-    return sentence, importance
+    return sentence, memory_importance.from_level(int(match.group(1)), levels) if match else None

@@ -25,7 +25,6 @@ from collections import Counter
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict
-from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -416,12 +415,8 @@ class Simulation:
             page[size - len(picks) :] = picks
         return page, set(picks)
 
-    @cached_property
-    def _titles(self) -> list[str]:
-        return [str(t) for t in self.dataset.items["title"].tolist()]
-
     def _title(self, item: int) -> str:
-        return self._titles[int(item)]
+        return self.dataset.title(int(item))
 
     def _seed(self) -> int:
         return int(np.random.SeedSequence([self.config.simulation.seed, self.clock.round]).generate_state(1)[0])

@@ -30,10 +30,8 @@ class Shared:
     def __init__(self, config: Config, dataset: Dataset, users: np.ndarray, trained_on: str = "distilled") -> None:
         from recagent_gym.policies.comparison import make_candidate_env
 
-        cfg = config.model_copy(deep=True)
-        cfg.user.model = trained_on  # type: ignore[assignment]
         self.trained_on = trained_on
-        self.env = make_candidate_env(cfg, dataset, users)
+        self.env = make_candidate_env(config, dataset, users, trained_on)
         self.retriever = self.env.retriever
         self.item_features = (self.env.item_features, self.env.latent_source)
 
@@ -43,11 +41,8 @@ class Shared:
 
         if user_model == self.trained_on:
             return self.env
-        cfg = config.model_copy(deep=True)
-        if isinstance(user_model, str):
-            cfg.user.model = user_model  # type: ignore[assignment]
         return make_candidate_env(
-            cfg, dataset, users, user_model, retriever=self.retriever, item_features=self.item_features
+            config, dataset, users, user_model, retriever=self.retriever, item_features=self.item_features
         )
 
 
