@@ -107,6 +107,12 @@ def test_v1_transfer_trains_item_scoring_ppo_and_shares_the_observation(tmp_path
         (m, name) for m in ("distilled", "recsim") for name in ("random", "popularity", "mf", POLICY)
     ]
     assert (tmp_path / "policy-seed0" / "policy.zip").is_file()
+    # sim2real: each recommender's real offline metric on the same held-out users, the same in every user model's row
+    assert all(0.0 <= r.real_hit <= 1.0 for r in rows)
+    assert {r.recommender: r.real_hit for r in rows if r.users == "distilled"} == {
+        r.recommender: r.real_hit for r in rows if r.users == "recsim"
+    }
+    assert "real hit rate" in (tmp_path / "transfer.md").read_text()
     assert '"env": "RecAgent-v1"' in (tmp_path / "policy-seed0" / "policy.json").read_text()
     assert "RecAgent-v1 (candidates)" in (tmp_path / "transfer.md").read_text()
     shared = Shared(config, dataset, held_out_users(dataset, config, 4))

@@ -98,10 +98,17 @@ def test_comparison_runs_every_recommender_on_held_out_users(tmp_path, dataset):
     )
     config.user.model = "recsim"
     config.env.social = False
+    dataset = make_dataset(per_user=24)  # users keep 10 items of history before their 4 real future items
     results = run_comparison(config, output_dir=tmp_path, dataset=dataset)
     by_name = {r.recommender: r for r in results}
-    assert set(by_name) == {"random", "popularity", "mf", "bandit", "slateq", "ppo", "oracle"}
+    assert set(by_name) == {"random", "popularity", "quality", "mf", "bandit", "slateq", "ppo", "oracle"}
     assert all(r.n_users == 10 for r in results)
+    # sim2real: every row but the oracle (it reads the simulated users' hidden state) has its real offline metric
+    assert all(
+        0.0 <= r.real_ci_low <= r.real_hit <= r.real_ci_high <= 1.0 for r in results if r.recommender != "oracle"
+    )
+    assert np.isnan(by_name["oracle"].real_hit)
+    assert "real hit rate" in (tmp_path / "policies.md").read_text()
     assert by_name["ppo"].seeds == 2 and by_name["oracle"].oracle_ratio == pytest.approx(1.0)
     rows = list(csv.DictReader((tmp_path / "policies.csv").open()))
     assert all(row["oracle_ratio"] != "" for row in rows)

@@ -82,8 +82,10 @@ class RecAgentCandidateEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
     DEFAULT_MIX`), ``latent_dim`` (8), ``history_length`` (H, 10), ``users`` (the pool ``reset`` draws from)
     and ``retriever`` (a :class:`~recagent_gym.envs.candidates.CandidateRetriever` to share between envs over the
     same dataset: its MF factorisation is the slowest part of building an env; ``candidate_mix`` is then the
-    retriever's) and ``item_features`` (another env's ``(item_features, latent_source)``, so that a policy
-    trained there sees the same observation here: a policy trained on distilled users, evaluated on LLM users).
+    retriever's; any object with ``k``, ``n_users`` and ``retrieve(user, excluded, rng)`` serves, e.g. the fixed
+    pools of ``evaluate agreement``) and ``item_features`` (another env's ``(item_features, latent_source)``, so
+    that a policy trained there sees the same observation here: a policy trained on distilled users, evaluated on
+    LLM users).
 
     ## Version History
 
@@ -141,9 +143,9 @@ class RecAgentCandidateEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         self.n_candidates, self.action_mode, self.render_mode = n_candidates, action_mode, render_mode
         if retriever is None:
             retriever = CandidateRetriever(self.dataset, self.tables, k=n_candidates, mix=candidate_mix)
-        elif retriever.k != n_candidates or retriever.user_factors.shape[0] != self.tables.n_users:
+        elif retriever.k != n_candidates or retriever.n_users != self.tables.n_users:
             raise ValueError(
-                f"retriever: built for K={retriever.k} and {retriever.user_factors.shape[0]} users, but the env has "
+                f"retriever: built for K={retriever.k} and {retriever.n_users} users, but the env has "
                 f"n_candidates={n_candidates} and {self.tables.n_users} users"
             )
         self.retriever = retriever

@@ -97,6 +97,10 @@ class CandidateRetriever:
             out.append(items[np.argsort(rank[items], kind="stable")][:200].astype(np.int64))
         return out
 
+    @property
+    def n_users(self) -> int:
+        return int(self.user_factors.shape[0])
+
     def _mf_order(self, user: int) -> np.ndarray:
         """The user's MF head (best ``4 * quota + 64`` items, best first), computed once per user: the scores are
         fixed, only the exclusions change from step to step."""

@@ -7,13 +7,18 @@ from typing import Any
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
-        "evaluate", help="evaluations: policies, discrimination, preference, rating, sequence, efficiency, social"
+        "evaluate",
+        help="evaluations: policies, agreement, discrimination, preference, rating, sequence, efficiency, social",
     )
     evaluate_subparsers = parser.add_subparsers(dest="evaluation", required=True)
 
     from recagent_gym.policies.commands import add_evaluate_policies
 
     add_evaluate_policies(evaluate_subparsers)
+
+    from recagent_gym.evaluation.agreement.command import add_evaluate_agreement
+
+    add_evaluate_agreement(evaluate_subparsers)
 
     from recagent_gym.evaluation.paper_commands import (
         add_evaluate_discrimination,

@@ -11,6 +11,10 @@ from recagent_gym.section import Section
 
 NegativeSampler = Literal["uniform", "popularity-matched"]
 NEGATIVE_SAMPLERS: tuple[str, ...] = ("uniform", "popularity-matched")
+AGREEMENT_RECOMMENDERS: tuple[str, ...] = (
+    "random", "popularity", "quality", "itemknn", "mf", "lightgcn", "oracle", "anti-oracle",
+)  # fmt: skip
+"""The agreement test's zoo (``evaluation/agreement/zoo.py``)."""
 
 Setting = Annotated[tuple[StrictInt, StrictInt], Strict(False)]
 """A discrimination setting ``(a, b)``; a YAML or JSON list ``[a, b]`` is accepted (strict sections want tuples)."""
@@ -130,6 +134,40 @@ class EvaluationConfig(Section):
 
     social_window: int = Field(1, ge=1, le=200)
     """Social study: genre entropy at round r is over the items a user watched in rounds ``r - window + 1 .. r``."""
+
+    agreement_users: int = Field(200, ge=2, le=100_000)
+    """Agreement: held-out users (each plays one session per recommender and user model)."""
+
+    agreement_pool: int = Field(50, ge=2, le=10_000)
+    """Agreement: candidates per user (RecAgent-v1's K): the user's real future items among never-seen negatives."""
+
+    agreement_future: int = Field(10, ge=1, le=1000)
+    """Agreement: each user's last items by time held out as its real future (all of them are in its pool)."""
+
+    agreement_min_history: int = Field(10, ge=1)
+    """Agreement: users keep at least this many items of history before the cut (others are not sampled)."""
+
+    agreement_pages: int = Field(4, ge=1, le=1000)
+    """Agreement: pages per session. A session shows at most ``pages x page_size`` of the pool (20 of 50 by
+    default), so what a recommender puts first matters; with the whole pool shown every ranking would look alike."""
+
+    agreement_user_models: list[Literal["recsim", "embedding", "distilled", "llm", "llm+prior"]] = Field(
+        default_factory=lambda: ["recsim", "embedding", "distilled", "llm", "llm+prior"]
+    )
+    """Agreement: simulated user models compared with the real users (``distilled`` needs a model for the dataset;
+    ``llm+prior`` uses ``user.prior_weights``, or calibrates on other users first)."""
+
+    agreement_recommenders: list[
+        Literal["random", "popularity", "quality", "itemknn", "mf", "lightgcn", "oracle", "anti-oracle"]
+    ] = Field(default_factory=lambda: list(AGREEMENT_RECOMMENDERS))
+    """Agreement: the recommender zoo (``evaluation/agreement/zoo.py``), each fitted on the history only."""
+
+    agreement_real_metric: Literal["hit", "ndcg", "session_ndcg", "recall"] = "hit"
+    """Agreement: the real side's metric whose ranking each user model's mean return is compared with. ``hit``
+    (default): hit@k per page averaged over the session, i.e. the replayed real users' watches per page, the real
+    counterpart of a simulated user's return under the same one-watch-per-page sessions; ``ndcg``: NDCG@k per page;
+    ``session_ndcg``: NDCG of the session's pages read as one list; ``recall``: the share of the future items shown
+    (``evaluation/agreement/run.py``)."""
 
     @field_validator("settings")
     @classmethod

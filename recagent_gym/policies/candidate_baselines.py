@@ -1,4 +1,5 @@
-"""Non-learning recommenders and the oracle on RecAgent-v1 (score actions): random, popularity, MF, oracle.
+"""Non-learning recommenders and the oracle on RecAgent-v1 (score actions): random, popularity, quality-greedy, MF,
+any history-fitted scorer (:mod:`recagent_gym.recommenders.history_scorers`), oracle.
 
 Each answers SB3's ``predict`` with a score per candidate; items already shown this session go to the bottom
 (the issue's re-shown skipped items: 73% of popularity's slots on v0). The oracle reads the user model's full
@@ -37,8 +38,12 @@ class _CandidateRecommender:
     def predict(
         self, observation: Any, state: Any = None, episode_start: Any = None, deterministic: bool = True
     ) -> tuple[np.ndarray, None]:
-        shown = observation["candidates"][:, SHOWN_COLUMN] * observation["candidate_mask"]
-        return rank_action(self.scores(observation), shown), None
+        mask = observation["candidate_mask"]
+        shown = observation["candidates"][:, SHOWN_COLUMN] * mask
+        scores = np.full(len(mask), -np.inf)  # fewer candidates than K (a short pool): the padding ranks last
+        found = np.asarray(self.scores(observation), dtype=np.float64)[: len(mask)]
+        scores[: len(found)] = found
+        return rank_action(scores, shown), None
 
 
 class RandomCandidates(_CandidateRecommender):
@@ -61,6 +66,51 @@ class PopularCandidates(_CandidateRecommender):
 
     def scores(self, observation: dict[str, np.ndarray]) -> np.ndarray:
         return self.env.tables.popularity[self.env.candidate_ids]
+
+
+class QualityCandidates(_CandidateRecommender):
+    """The candidates by their observed quality column (the item feature ``quality``, the shrunk mean rating's
+    quantile): no user information at all, the strongest simple baseline that reads the same features."""
+
+    def scores(self, observation: dict[str, np.ndarray]) -> np.ndarray:
+        return np.asarray(observation["candidates"][:, quality_column(self.env)], dtype=np.float64)
+
+
+def quality_column(env: Any) -> int:
+    """Column of the quality feature in RecAgent-v1's ``candidates`` (topics, year, popularity, quality, ...)."""
+    return int(env.unwrapped.tables.n_genres) + 2
+
+
+class ScoredCandidates(_CandidateRecommender):
+    """Candidates by a history-fitted scorer's ``scores(user, items)`` for the env's current user."""
+
+    def __init__(self, env: Any, scorer: Any) -> None:
+        super().__init__(env)
+        self.scorer = scorer
+
+    def scores(self, observation: dict[str, np.ndarray]) -> np.ndarray:
+        return np.asarray(self.scorer.scores(self.env.current_user, np.asarray(self.env.candidate_ids)), np.float64)
+
+
+class FutureOracleCandidates(_CandidateRecommender):
+    """Knows each user's real future (``future[u]``, in the order the user watched the items): every page leads with
+    the earliest future item not shown yet and holds back the others, so that each page of the session has one (a
+    user watches at most one item per page: stacking them on the first pages would waste them). The best a
+    recommender can do for the real users replayed (``evaluate agreement``); a reference row, not a recommender."""
+
+    def __init__(self, env: Any, future: Any) -> None:
+        super().__init__(env)
+        self.future = {int(u): tuple(int(i) for i in items) for u, items in future.items()}
+
+    def scores(self, observation: dict[str, np.ndarray]) -> np.ndarray:
+        ids = np.asarray(self.env.candidate_ids)
+        shown = observation["candidates"][: len(ids), SHOWN_COLUMN] > 0
+        order = {item: k for k, item in enumerate(self.future.get(int(self.env.current_user), ()))}
+        waiting = [(order[int(i)], k) for k, i in enumerate(ids) if int(i) in order and not shown[k]]
+        scores = np.array([-1.0 if int(i) in order else 0.0 for i in ids])  # future items held back
+        if waiting:
+            scores[min(waiting)[1]] = 1.0
+        return scores
 
 
 class MFCandidates(_CandidateRecommender):

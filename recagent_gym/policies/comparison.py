@@ -34,6 +34,7 @@ from recagent_gym.policies.candidate_baselines import (
     MFCandidates,
     OracleCandidates,
     PopularCandidates,
+    QualityCandidates,
     RandomCandidates,
 )
 from recagent_gym.policies.evaluate_policies import (
@@ -50,7 +51,10 @@ from recagent_gym.policies.slateq import train_slateq
 from recagent_gym.policies.threads import blas_threads
 
 LEARNERS: tuple[str, ...] = ("ppo", "a2c", "slateq", "bandit")
-KNOWN: tuple[str, ...] = ("random", "popularity", "mf", "oracle", *LEARNERS)
+KNOWN: tuple[str, ...] = ("random", "popularity", "quality", "mf", "oracle", *LEARNERS)
+REAL_BASELINES: tuple[str, ...] = ("random", "popularity", "quality", "mf")
+"""Rows whose real offline metric is measured by the agreement test's zoo under the same name (the oracle reads the
+simulated users' hidden state: it has no real counterpart)."""
 
 
 def make_candidate_env(
@@ -152,6 +156,8 @@ def _run_comparison(config: Config, *, output_dir: str | Path, dataset: Dataset 
             recommenders[name] = RandomCandidates(eval_env, seed=train.seeds[0])
         elif name == "popularity":
             recommenders[name] = PopularCandidates(eval_env)
+        elif name == "quality":
+            recommenders[name] = QualityCandidates(eval_env)
         elif name == "mf":
             recommenders[name] = MFCandidates(eval_env)
         elif name == "oracle":
@@ -195,6 +201,10 @@ def _run_comparison(config: Config, *, output_dir: str | Path, dataset: Dataset 
     oracle = "oracle" if "oracle" in recommenders else None
     results = evaluate_recommenders(recommenders, eval_env, protocol, oracle=oracle, progress=_say)
     timing["evaluate_s"] = time.perf_counter() - tick
+    if train.real_metric:
+        tick = time.perf_counter()
+        results = _with_real_metric(results, recommenders, config, dataset, test_users, eval_env, out)
+        timing["real_metric_s"] = time.perf_counter() - tick
     timing["total_s"] = time.perf_counter() - started
     learned = [n for n in recommenders if n in LEARNERS]
     title = (
@@ -202,6 +212,13 @@ def _run_comparison(config: Config, *, output_dir: str | Path, dataset: Dataset 
         f"{protocol.sessions_per_user} session(s); learners: {_steps_text(config)} steps x seeds {train.seeds}"
     )
     summary = summary_line(results, learned=learned, oracle=oracle)
+    if any(not np.isnan(r.real_hit) for r in results):
+        summary += (
+            " Real hit rate (sim2real): the share of a recommender's pages that hold one of the same held-out "
+            "users' real future items (their last items by time among never-seen negatives, every model fitted on "
+            "the history before them), the real users replayed (`evaluate agreement`'s real side); the oracle has "
+            "none (it reads the simulated users' hidden state)."
+        )
     write_results(results, out, title, summary)
     pooled = _write_curves(curves, out, train.n_bootstrap)
     (out / "timing.json").write_text(json.dumps(timing, indent=2), encoding="utf-8")
@@ -212,6 +229,21 @@ def _run_comparison(config: Config, *, output_dir: str | Path, dataset: Dataset 
         _say(f"learning curve {name}: " + ", ".join(f"{s}: {i}" for s, i in points))
     _say(f"total {timing['total_s']:.0f}s; written to {out}")
     return results
+
+
+def _with_real_metric(
+    results: list[PolicyMetrics], recommenders: dict[str, Any], config: Config, dataset: Dataset,
+    users: np.ndarray, eval_env: RecAgentCandidateEnv, out: Path,
+) -> list[PolicyMetrics]:  # fmt: skip
+    """Each row's real offline metric on the held-out users (sim2real), the learners as trained."""
+    from recagent_gym.evaluation.agreement.sim2real import attach, real_metrics
+
+    _say(f"real side: every recommender on the real future items of {len(users)} held-out users")
+    ready = {n: r if isinstance(r, list) else [r] for n, r in recommenders.items() if n in LEARNERS}
+    real = real_metrics(config, dataset, users, baselines={n: n for n in REAL_BASELINES if n in recommenders},
+                        ready=ready, item_features=(eval_env.item_features, eval_env.latent_source),
+                        out=out)  # fmt: skip
+    return attach(results, real)
 
 
 def _train_slateq(

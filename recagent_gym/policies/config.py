@@ -75,9 +75,14 @@ class TrainConfig(Section):
     """Training seeds of every learned policy in the comparison (one row per policy, seeds pooled per user)."""
 
     compare: list[str] = Field(
-        default_factory=lambda: ["random", "popularity", "mf", "bandit", "slateq", "ppo", "oracle"]
+        default_factory=lambda: ["random", "popularity", "quality", "mf", "bandit", "slateq", "ppo", "oracle"]
     )
-    """Recommenders of the comparison: random, popularity, mf, bandit (LinUCB), slateq, ppo, a2c, oracle."""
+    """Recommenders of the comparison: random, popularity, quality (the candidates' observed quality column: no
+    user information), mf, bandit (LinUCB), slateq, ppo, a2c, oracle."""
+
+    real_metric: bool = True
+    """Report each recommender's real offline metric beside its simulated return: hit@k per page against the
+    held-out users' real future items (``evaluate agreement``'s real side); a few seconds."""
 
     learner_timesteps: dict[str, int] = Field(default_factory=dict)
     """Env steps per seed for named learners of the comparison (e.g. ``{ppo: 15000}``: PPO's cheap updates need

@@ -105,6 +105,11 @@ class PolicyMetrics:
     """Entropy of the genres of recommended items, normalised by log(n_genres) to [0, 1]."""
     fallbacks: int
     """User-model fallbacks (LLM users) counted over the run."""
+    real_hit: float = math.nan
+    """Real offline metric: hit@k per page against the held-out users' real future items (``evaluate agreement``'s
+    real side, :mod:`recagent_gym.evaluation.agreement.sim2real`); empty where not measured (the oracle)."""
+    real_ci_low: float = math.nan
+    real_ci_high: float = math.nan
 
     @property
     def interval(self) -> Interval:
@@ -170,11 +175,13 @@ def run_sessions(
     *,
     swap_from: Mapping[int, Any] | None = None,
     partners: np.ndarray | None = None,
+    on_step: Callable[[int, dict[str, Any], float, bool], None] | None = None,
 ) -> RunRecord:
     """``protocol.sessions_per_user`` sessions of each held-out user, each user from the restored starting state.
 
     With ``swap_from`` (user -> first observation) and ``partners`` (index into ``protocol.users``), the
-    recommender sees the partner's encoding keys instead of the user's own.
+    recommender sees the partner's encoding keys instead of the user's own. ``on_step(k, info, reward, done)``
+    sees every step of user ``protocol.users[k]`` (per-page metrics of the agreement test).
     """
     users = protocol.users
     core = env.unwrapped
@@ -206,6 +213,8 @@ def run_sessions(
                     search_watches += int(from_search)
                     watches += int(not from_search)
                 record.fallbacks += int(info.get("fallbacks", 0))
+                if on_step is not None:
+                    on_step(k, info, float(reward), done)
                 if observe is not None:
                     observe(info, done)
                 if terminated:
@@ -345,6 +354,7 @@ def markdown_table(results: list[PolicyMetrics]) -> str:
         "coverage",
         "genre entropy",
         "fallbacks",
+        "real hit rate [95% CI]",
     ]
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     for r in results:
@@ -363,6 +373,7 @@ def markdown_table(results: list[PolicyMetrics]) -> str:
             _cell(r.coverage),
             _cell(r.genre_entropy),
             str(r.fallbacks),
+            _interval_cell(r.real_hit, r.real_ci_low, r.real_ci_high),
         ]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)

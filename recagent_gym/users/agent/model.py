@@ -133,6 +133,13 @@ class LLMUserModel(Agents):
             responses = self._inline_feelings(prepared, responses)
         return responses
 
+    def prefetch_scores(self, user_id: int, items: Sequence[int], time_h: float = 0.0) -> int:
+        """Score ``items`` for the user's open session in one LLM call, into the score cache, when the session's
+        scoring context does not depend on the page (no memory block); the candidates sent (0 otherwise)."""
+        ctx = Context(user_id, time_h=time_h)
+        block = self.memory_block(user_id, "; ".join(self.title(int(i)) for i in items), time_h)
+        return 0 if block else self._pages.prefetch(self._agent_input(ctx), block, items, seed=int(user_id))
+
     def _draw(self, page: Page, ctx: Context, rng: np.random.Generator) -> tuple[Context, list[int], Any, int]:
         """The page's shuffled order and the call's seed (drawn from the request's rng), session counters."""
         session = self.session(ctx.user_id)

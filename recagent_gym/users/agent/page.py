@@ -105,6 +105,25 @@ class PageDecider:
             self._llm_queries(prepared, outcomes)
         return [self._finish(p, o) for p, o in zip(prepared, outcomes, strict=True)]
 
+    def prefetch(self, agent: AgentInput, memory: str, items: Sequence[int], seed: int) -> int:
+        """Score ``items`` for the agent's open session in ONE call, in the context its page decisions use, into
+        the score cache (none without one, or with the direct strategy); returns the candidates sent to the LLM.
+
+        One long call scores a pool about twice as fast as page-sized calls (one shared prefix, larger batches);
+        it pays only when the context is the same for every page (no memory block in the prompt)."""
+        if self.score_cache is None or self.strategy != "few_shot":
+            return 0
+        lines = tuple(self.items.scoring_line(int(i)) for i in items if int(i) not in agent.session.watched)
+        request = ScoringRequest(
+            profile=agent.profile_text, memory=memory, name=agent.profile.name, shots=agent.session.shots,
+            candidates=lines,
+        )  # fmt: skip
+        missing = len(set(lines) - set(self.score_cache.entries(request)))
+        if missing:
+            with prefix_hint(self.llm, SESSION_PREFIX_PRIORITY):
+                cached_score_requests(self.score_cache, self.llm, [request], calibrate=self.config.calibrate, seed=seed)
+        return missing
+
     # -- few-shot scoring -----------------------------------------------------------------------------------------
 
     def _few_shot(self, prepared: Sequence[Prepared]) -> list[Outcome]:

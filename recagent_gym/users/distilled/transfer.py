@@ -36,6 +36,13 @@ from recagent_gym.users.distilled.user import BUNDLED_DIR
 logger = logging.getLogger(__name__)
 
 POLICY = "ppo (distilled-trained)"
+REAL_NOTE = (
+    "Real hit rate (sim2real): the share of a recommender's pages that hold one of the same held-out users' real "
+    "future items (their last items by time, in pools of the policy's K candidates with uniform negatives; every "
+    "model fitted on the history before them), the real users replayed (`evaluate agreement`'s real side): their "
+    "watches per page. The same in every user model's rows."
+    "\n\n"
+)
 BASELINES = ("random", "popularity", "mf")
 
 
@@ -56,6 +63,11 @@ class TransferRow:
     diff_high: float
     fallbacks: int
     seconds: float
+    real_hit: float = math.nan
+    """The recommender's real offline metric (hit@k per page against the users' real future items, the agreement
+    test's real side) on the same held-out users; NaN on RecAgent-v0."""
+    real_ci_low: float = math.nan
+    real_ci_high: float = math.nan
 
 
 def held_out_users(dataset: Dataset, config: Config, n_users: int) -> np.ndarray:
@@ -166,6 +178,19 @@ def evaluate_on(
     return rows
 
 
+def with_real_metric(
+    rows: list[TransferRow], config: Config, dataset: Dataset, users: np.ndarray, policies: Sequence[Path],
+    shared: Any, out: Path, say: Callable[[str], None],
+) -> list[TransferRow]:  # fmt: skip
+    """``rows`` with each recommender's real offline metric (:mod:`recagent_gym.evaluation.agreement.sim2real`)."""
+    from recagent_gym.evaluation.agreement.sim2real import attach, real_metrics
+
+    say(f"real side: {', '.join([*BASELINES, POLICY])} on the real future items of {len(users)} held-out users")
+    real = real_metrics(config, dataset, users, baselines={name: name for name in BASELINES},
+                        policies={POLICY: list(policies)}, item_features=shared.item_features, out=out)  # fmt: skip
+    return attach(rows, real)
+
+
 def verdict(rows: Sequence[TransferRow], user_model: str | None = None) -> str:
     """What the rows show about the policy on ``user_model`` users (default: the last evaluated, the LLM users in
     the default order), read off the paired intervals."""
@@ -226,7 +251,8 @@ def write_report(rows: Sequence[TransferRow], out: Path, title: str) -> dict[str
         for row in rows:
             writer.writerow({k: "" if isinstance(v, float) and math.isnan(v) else v for k, v in asdict(row).items()})
     verdicts = "\n\n".join(verdict(rows, m) for m in dict.fromkeys(r.users for r in rows))
-    text = f"# {title}\n\n{markdown(rows)}\n\n{verdicts}\n\nRanking of the recommenders:\n\n{ranking(rows)}\n"
+    real = REAL_NOTE if any(not math.isnan(r.real_hit) for r in rows) else ""
+    text = f"# {title}\n\n{markdown(rows)}\n\n{real}{verdicts}\n\nRanking of the recommenders:\n\n{ranking(rows)}\n"
     paths["markdown"].write_text(text, encoding="utf-8")
     models = list(dict.fromkeys(r.users for r in rows))
     recs = list(dict.fromkeys(r.recommender for r in rows))
@@ -249,12 +275,13 @@ def write_report(rows: Sequence[TransferRow], out: Path, title: str) -> dict[str
 
 
 def markdown(rows: Sequence[TransferRow]) -> str:
-    header = ["users", "recommender", "return [95% CI]", "policy - this [paired 95% CI]", "users (n)", "sessions",
-              "seeds", "fallbacks", "seconds"]  # fmt: skip
+    header = ["users", "recommender", "return [95% CI]", "policy - this [paired 95% CI]",
+              "real hit rate [95% CI]", "users (n)", "sessions", "seeds", "fallbacks", "seconds"]  # fmt: skip
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for r in rows:
         diff = "" if math.isnan(r.diff) else f"{r.diff:+.3f} [{r.diff_low:+.3f}, {r.diff_high:+.3f}]"
-        cells = [r.users, r.recommender, f"{r.mean_return:.3f} [{r.ci_low:.3f}, {r.ci_high:.3f}]", diff,
+        real = "" if math.isnan(r.real_hit) else f"{r.real_hit:.3f} [{r.real_ci_low:.3f}, {r.real_ci_high:.3f}]"
+        cells = [r.users, r.recommender, f"{r.mean_return:.3f} [{r.ci_low:.3f}, {r.ci_high:.3f}]", diff, real,
                  str(r.n_users), str(r.sessions), str(r.seeds), str(r.fallbacks), f"{r.seconds:.0f}"]  # fmt: skip
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
@@ -299,6 +326,8 @@ def run_transfer(
     rows: list[TransferRow] = []
     for model in user_models:
         rows += evaluate_on(model, config, dataset, policies, users, bootstrap=bootstrap, say=say, shared=shared)
+    if shared is not None:
+        rows = with_real_metric(rows, config, dataset, users, policies, shared, out, say)
     from recagent_gym.policies.evaluate_policies import load_meta
 
     steps = "/".join(str(load_meta(p).get("timesteps", "?")) for p in policies)

@@ -1,0 +1,104 @@
+"""Rank agreement between the real and a simulated ranking of recommenders, and the dose-response of return.
+
+Both are bootstrapped over users: a resample of users gives every recommender's mean on the real side and on the
+simulated side (the same users, so the two rankings stay paired), and the statistic is computed on those means.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.stats import kendalltau, spearmanr
+
+
+@dataclass(frozen=True)
+class Agreement:
+    """Kendall tau-b and Spearman between two rankings of the same recommenders, with 95% bootstrap intervals."""
+
+    tau: float
+    tau_low: float
+    tau_high: float
+    rho: float
+    rho_low: float
+    rho_high: float
+    n_recommenders: int
+    n_users: int
+
+
+def _corr(real: np.ndarray, sim: np.ndarray) -> tuple[float, float]:
+    if np.ptp(real) == 0 or np.ptp(sim) == 0:
+        return float("nan"), float("nan")
+    return float(kendalltau(real, sim).statistic), float(spearmanr(real, sim).statistic)
+
+
+def rank_agreement(
+    real: Mapping[str, np.ndarray],
+    sim: Mapping[str, np.ndarray],
+    *,
+    n_boot: int = 1000,
+    seed: int = 0,
+    confidence: float = 0.95,
+) -> Agreement:
+    """``real[r]`` and ``sim[r]``: per-user values of recommender ``r`` over the same users (same order)."""
+    names = [r for r in real if r in sim]
+    real_m = np.vstack([np.asarray(real[r], np.float64) for r in names])
+    sim_m = np.vstack([np.asarray(sim[r], np.float64) for r in names])
+    n = real_m.shape[1]
+    tau, rho = _corr(real_m.mean(axis=1), sim_m.mean(axis=1))
+    rng = np.random.default_rng(seed)
+    taus, rhos = [], []
+    for _ in range(n_boot if n > 1 else 0):
+        idx = rng.integers(0, n, size=n)
+        t, r = _corr(real_m[:, idx].mean(axis=1), sim_m[:, idx].mean(axis=1))
+        taus.append(t)
+        rhos.append(r)
+    alpha = (1.0 - confidence) / 2
+
+    def interval(values: list[float]) -> tuple[float, float]:
+        kept = np.asarray(values, dtype=np.float64)
+        kept = kept[np.isfinite(kept)]
+        if not len(kept):
+            return float("nan"), float("nan")
+        low, high = np.quantile(kept, [alpha, 1 - alpha])
+        return float(low), float(high)
+
+    return Agreement(tau, *interval(taus), rho, *interval(rhos), len(names), n)
+
+
+@dataclass(frozen=True)
+class DoseResponse:
+    """Least-squares slope of a step's reward on the real future items on its page, with a bootstrap interval over
+    users, and the mean reward per dose (0, 1, 2, ... future items on the page)."""
+
+    slope: float
+    low: float
+    high: float
+    by_dose: dict[int, tuple[float, int]]
+    """dose -> (mean reward, pages)."""
+
+
+def _slope(x: np.ndarray, y: np.ndarray) -> float:
+    if len(x) < 2 or np.ptp(x) == 0:
+        return float("nan")
+    xc = x - x.mean()
+    return float((xc * (y - y.mean())).sum() / (xc * xc).sum())
+
+
+def dose_response(rows: np.ndarray, n_users: int, *, n_boot: int = 1000, seed: int = 0) -> DoseResponse:
+    """``rows``: ``(steps, 3)`` of user index, dose, reward (the :class:`~.run.Arm` dose rows, pooled over
+    recommenders)."""
+    rows = np.asarray(rows, dtype=np.float64).reshape(-1, 3)
+    users, x, y = rows[:, 0].astype(np.int64), rows[:, 1], rows[:, 2]
+    slope = _slope(x, y)
+    by_user = [np.flatnonzero(users == u) for u in range(n_users)]
+    rng = np.random.default_rng(seed)
+    boots = []
+    for _ in range(n_boot if n_users > 1 else 0):
+        pick = np.concatenate([by_user[u] for u in rng.integers(0, n_users, size=n_users)])
+        boots.append(_slope(x[pick], y[pick]))
+    kept = np.asarray(boots)[np.isfinite(boots)] if boots else np.zeros(0)
+    low, high = np.quantile(kept, [0.025, 0.975]) if len(kept) else (np.nan, np.nan)
+    by_dose = {int(d): (float(y[x == d].mean()), int((x == d).sum())) for d in np.unique(x)}
+    return DoseResponse(slope, float(low), float(high), by_dose)

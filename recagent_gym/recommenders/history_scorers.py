@@ -1,0 +1,161 @@
+"""Recommenders fitted on a history (a training split): each scores any ``(user, items)``.
+
+They rank a candidate pool (``evaluate agreement``) through :class:`~recagent_gym.policies.candidate_baselines.
+ScoredCandidates`, which answers SB3's ``predict`` on RecAgent-v1. Higher scores come first.
+
+==============  =========================================================================================
+``popularity``  log interactions in the history (the same for every user)
+``itemknn``     item-based kNN: cosine between items' user columns, summed over the user's history items
+``mf``          rank-``dim`` SVD of the binary user x item matrix (RecAgent-v1's retrieval MF)
+``lightgcn``    LightGCN (He et al. 2020): ``layers`` rounds of neighbourhood averaging over the user-item graph,
+                embeddings trained with BPR (torch, one thread: a model this small is fastest on one)
+``anti-oracle`` the user's real future items last (:class:`FutureOracle` with ``sign=-1``; the agreement test's
+                oracle spreads the future over the pages instead, ``policies.candidate_baselines``)
+==============  =========================================================================================
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+from scipy import sparse
+
+from recagent_gym.data.schema import Dataset
+
+
+def interaction_matrix(dataset: Dataset) -> sparse.csr_matrix:
+    """Binary ``(n_users, n_items)`` matrix of the dataset's interactions."""
+    inter = dataset.interactions
+    rows, cols = inter["user_id"].to_numpy(np.int64), inter["item_id"].to_numpy(np.int64)
+    matrix = sparse.csr_matrix((np.ones(len(rows), np.float32), (rows, cols)), shape=(dataset.n_users, dataset.n_items))
+    matrix.data[:] = 1.0  # duplicates summed above: binary again
+    return matrix
+
+
+class PopularityScores:
+    def __init__(self, dataset: Dataset) -> None:
+        self._scores = np.log1p(dataset.item_popularity().astype(np.float64))
+
+    def scores(self, user: int, items: np.ndarray) -> np.ndarray:
+        return self._scores[items]
+
+
+class ItemKNN:
+    """``score(u, j) = sum_{h in H_u} cos(h, j)``, computed as ``X_j . (X @ (x_u / |X|)) / |X_j|`` (no item x item
+    matrix is ever formed)."""
+
+    def __init__(self, dataset: Dataset) -> None:
+        self._x = interaction_matrix(dataset)
+        self._xt = self._x.T.tocsr()
+        norms = np.sqrt(np.asarray(self._x.sum(axis=0)).reshape(-1))
+        self._inv_norm = np.where(norms > 0, 1.0 / np.maximum(norms, 1e-12), 0.0)
+
+    def scores(self, user: int, items: np.ndarray) -> np.ndarray:
+        row = self._x.getrow(user)
+        weights = row.multiply(self._inv_norm[None, :]).tocsr()  # (1, n_items)
+        per_user = np.asarray((self._x @ weights.T).todense()).reshape(-1)  # (n_users,)
+        sub = self._xt[items]  # (len(items), n_users)
+        return np.asarray(sub @ per_user).reshape(-1) * self._inv_norm[items]
+
+
+class SVDScores:
+    def __init__(self, dataset: Dataset, dim: int = 32) -> None:
+        from recagent_gym.envs.candidates import svd_factors
+
+        self.user_factors, self.item_factors = svd_factors(dataset, dim)
+
+    def scores(self, user: int, items: np.ndarray) -> np.ndarray:
+        return self.item_factors[items] @ self.user_factors[user]
+
+
+class LightGCN:
+    """LightGCN with BPR on the history; see the module docstring. Deterministic for a seed."""
+
+    def __init__(
+        self,
+        dataset: Dataset,
+        *,
+        dim: int = 64,
+        layers: int = 2,
+        epochs: int = 30,
+        batch: int = 8192,
+        lr: float = 0.005,
+        l2: float = 1e-4,
+        seed: int = 0,
+    ) -> None:
+        import torch
+
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            self.user_factors, self.item_factors = self._fit(dataset, dim, layers, epochs, batch, lr, l2, seed)
+        finally:
+            torch.set_num_threads(threads)
+
+    @staticmethod
+    def _fit(
+        dataset: Dataset, dim: int, layers: int, epochs: int, batch: int, lr: float, l2: float, seed: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        import torch
+
+        n_users, n_items = dataset.n_users, dataset.n_items
+        x = interaction_matrix(dataset).tocoo()
+        users, items = x.row.astype(np.int64), x.col.astype(np.int64)
+        deg = np.concatenate([np.asarray(x.sum(axis=1)).reshape(-1), np.asarray(x.sum(axis=0)).reshape(-1)])
+        inv = np.where(deg > 0, 1.0 / np.sqrt(np.maximum(deg, 1e-12)), 0.0)
+        rows = np.concatenate([users, items + n_users])
+        cols = np.concatenate([items + n_users, users])
+        values = inv[rows] * inv[cols]
+        adj = torch.sparse_coo_tensor(
+            torch.from_numpy(np.vstack([rows, cols])), torch.from_numpy(values.astype(np.float32)),
+            (n_users + n_items, n_users + n_items), check_invariants=False,
+        ).coalesce()  # fmt: skip
+        generator = torch.Generator().manual_seed(seed)
+        emb = torch.nn.Parameter(torch.randn(n_users + n_items, dim, generator=generator) * 0.1)
+        optimiser = torch.optim.Adam([emb], lr=lr)
+        seen = np.unique(users * n_items + items)
+        rng = np.random.default_rng(seed)
+        batch = max(batch, len(users) // 20)  # at most 20 propagations per epoch on large histories
+
+        def propagate() -> torch.Tensor:
+            out, layer = emb, emb
+            for _ in range(layers):
+                layer = torch.sparse.mm(adj, layer)
+                out = out + layer
+            return out / (layers + 1)
+
+        tu, ti = torch.from_numpy(users), torch.from_numpy(items)
+        for _ in range(epochs):
+            order = torch.randperm(len(users), generator=generator)
+            negatives = rng.integers(0, n_items, size=len(users))
+            clash = np.isin(users * n_items + negatives, seen)  # the few negatives that are positives: redrawn once
+            negatives[clash] = rng.integers(0, n_items, size=int(clash.sum()))
+            tn = torch.from_numpy(negatives)
+            for idx in order.split(batch):
+                final = propagate()
+                u, p, n = final[tu[idx]], final[n_users + ti[idx]], final[n_users + tn[idx]]
+                loss = -torch.nn.functional.logsigmoid((u * p).sum(-1) - (u * n).sum(-1)).mean()
+                reg = l2 * (emb[tu[idx]].pow(2).sum() + emb[n_users + ti[idx]].pow(2).sum()) / len(idx)
+                optimiser.zero_grad()
+                (loss + reg).backward()
+                optimiser.step()
+        with torch.no_grad():
+            final = propagate().numpy()
+        return final[:n_users].copy(), final[n_users:].copy()
+
+    def scores(self, user: int, items: np.ndarray) -> np.ndarray:
+        return self.item_factors[items] @ self.user_factors[user]
+
+
+class FutureOracle:
+    """Knows each user's real future: those items first (earliest first), the rest by ``tiebreak`` (or 0)."""
+
+    def __init__(self, future: Mapping[int, Sequence[int]], *, sign: float = 1.0) -> None:
+        self.future = {int(u): tuple(int(i) for i in f) for u, f in future.items()}
+        self.sign = sign
+
+    def scores(self, user: int, items: np.ndarray) -> np.ndarray:
+        future = self.future.get(int(user), ())
+        rank = {item: 1.0 + (len(future) - k) / (len(future) + 1) for k, item in enumerate(future)}
+        return self.sign * np.array([rank.get(int(i), 0.0) for i in items], dtype=np.float64)

@@ -1,0 +1,218 @@
+"""``evaluate agreement``: pools, the replay users, the real metrics, rank statistics, the whole run and the CLI."""
+
+from __future__ import annotations
+
+import csv
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from recagent_gym.config import load_config
+from recagent_gym.data.splits import popularity_bands, seen_items
+from recagent_gym.evaluation.agreement.evaluate import run_agreement
+from recagent_gym.evaluation.agreement.pools import PoolRetriever, build_pools, temporal_split
+from recagent_gym.evaluation.agreement.report import Report
+from recagent_gym.evaluation.agreement.run import REAL, PageScorer
+from recagent_gym.evaluation.agreement.stats import dose_response, rank_agreement
+from recagent_gym.evaluation.subjects import Resources
+from recagent_gym.llm.testing import HashingEmbedder, ScriptedLLM
+from recagent_gym.prompts.item_scoring import OPTIONS
+from recagent_gym.users.protocol import Action, Context, Page
+from recagent_gym.users.replay import ReplayUser
+from tests._eval_fixtures import movielens_dir, tiny_ml  # noqa: F401
+
+
+def _config(**evaluation: object):
+    base = {"evaluation.embedder": "hashing", "evaluation.agreement_pool": 20, "evaluation.agreement_future": 4,
+            "evaluation.agreement_pages": 2, "evaluation.agreement_min_history": 10, "evaluation.agreement_users": 8,
+            "memory.implementation": "none", "social.enabled": "false"}  # fmt: skip
+    base.update({f"evaluation.{k}": v for k, v in evaluation.items()})
+    return load_config(None, [f"{k}={v}" for k, v in base.items()])
+
+
+@pytest.mark.parametrize("sampler", ["uniform", "popularity-matched"])
+def test_pools_hold_the_future_among_unseen_negatives(tiny_ml, sampler):  # noqa: F811
+    split = temporal_split(tiny_ml, 4, 10)
+    users = sorted(split.held_out)[:6]
+    pools = build_pools(tiny_ml, split, users, sampler=sampler, size=20, seed=3)
+    bands = popularity_bands(split.train)
+    for user in users:
+        pool = pools[user]
+        assert len(pool.candidates) == 20 == len(set(pool.candidates.tolist()))
+        assert set(pool.future) == set(split.held_out[user]) <= set(pool.candidates.tolist())
+        negatives = set(pool.candidates.tolist()) - set(pool.future)
+        assert not negatives & set(seen_items(tiny_ml, user).tolist())  # never seen, before or after the cut
+        if sampler == "popularity-matched":
+            home = {int(bands[i]) for i in pool.future}
+            near = sum(min(abs(int(bands[i]) - b) for b in home) <= 1 for i in negatives)
+            assert near >= 0.8 * len(negatives)
+    again = build_pools(tiny_ml, split, users, sampler=sampler, size=20, seed=3)
+    assert all(np.array_equal(again[u].candidates, pools[u].candidates) for u in users)
+    other = build_pools(tiny_ml, split, users, sampler=sampler, size=20, seed=4)
+    assert any(not np.array_equal(other[u].candidates, pools[u].candidates) for u in users)
+    retriever = PoolRetriever(pools, 20, tiny_ml.n_users)
+    excluded = np.zeros(tiny_ml.n_items, dtype=bool)
+    excluded[pools[users[0]].future[0]] = True
+    assert pools[users[0]].future[0] not in retriever.retrieve(users[0], excluded, np.random.default_rng(0))
+
+
+def test_replay_user_watches_its_earliest_future_item_on_the_page():
+    user = ReplayUser({3: (11, 12, 13)}, {(3, 12): 4.5})
+    rng = np.random.default_rng(0)
+    watch = user.respond(Page((5, 13, 12, 7)), Context(3), rng)
+    assert (watch.action, watch.item, watch.rating) == (Action.WATCH, 12, 4.5)
+    assert user.respond(Page((5, 12)), Context(3, watched=(12,)), rng).action == Action.NEXT
+    assert user.respond(Page((5, 7)), Context(3), rng).action == Action.NEXT
+    assert user.respond(Page((11,)), Context(9), rng).action == Action.NEXT  # a user without a future
+
+
+def test_page_scorer_session_ndcg_rewards_the_future_first():
+    future = {0: (1, 2, 3, 4)}
+    first = PageScorer([0], future, k=2, pages=3)
+    last = PageScorer([0], future, k=2, pages=3)
+    for page_first, page_last in (((1, 2), (8, 9)), ((3, 4), (7, 6)), ((8, 9), (1, 2))):
+        first(0, {"page": page_first}, 1.0, False)
+        last(0, {"page": page_last}, 0.0, False)
+    hit_f, _, session_f, recall_f = first.per_user()
+    hit_l, _, session_l, recall_l = last.per_user()
+    assert session_f[0] == pytest.approx(1.0) and session_l[0] < 0.5
+    assert recall_f[0] == pytest.approx(1.0) and recall_l[0] == pytest.approx(0.5)
+    assert hit_f[0] == pytest.approx(2 / 3) and hit_l[0] == pytest.approx(1 / 3)
+    assert [d[1] for d in first.dose] == [2, 2, 0]
+
+
+def test_rank_agreement_and_dose_response():
+    rng = np.random.default_rng(0)
+    real = {f"r{k}": k + rng.normal(0, 0.1, 50) for k in range(6)}
+    same = {name: 2 * v + 1 for name, v in real.items()}
+    reversed_ = {name: -v for name, v in real.items()}
+    agree = rank_agreement(real, same, n_boot=200)
+    assert agree.tau == pytest.approx(1.0) and agree.tau_low > 0.9 and agree.n_recommenders == 6
+    assert rank_agreement(real, reversed_, n_boot=200).tau == pytest.approx(-1.0)
+    users = np.repeat(np.arange(40), 5)
+    dose = rng.integers(0, 3, size=len(users))
+    rows = np.column_stack([users, dose, 0.5 * dose + rng.normal(0, 0.1, len(users))])
+    d = dose_response(rows, 40, n_boot=200)
+    assert d.low < 0.5 < d.high and d.low > 0.3
+    flat = dose_response(np.column_stack([users, dose, rng.normal(0, 0.1, len(users))]), 40, n_boot=200)
+    assert flat.low < 0 < flat.high
+
+
+def _resources(dataset, config):
+    return Resources(dataset, config, config.evaluation, llm=ScriptedLLM(default="4 | A good film."),
+                     base_embedder=HashingEmbedder(),
+                     progress=False)  # fmt: skip
+
+
+@pytest.mark.slow
+def test_run_agreement_end_to_end(tiny_ml, tmp_path):  # noqa: F811
+    config = _config(agreement_user_models="[recsim,embedding,llm,distilled]",
+                     agreement_recommenders="[random,popularity,quality,itemknn,mf,oracle,anti-oracle]")  # fmt: skip
+    run = run_agreement(config, tiny_ml, out=tmp_path, resources=_resources(tiny_ml, config), progress=False)
+    assert run.user_models == [REAL, "recsim", "embedding", "llm"]  # no distilled model fits this dataset
+    assert any("distilled users left out" in note for note in run.notes)
+    assert len(set(run.users.tolist())) == len(run.users) == 8
+    for sampler in ("uniform", "popularity-matched"):
+        oracle, anti = run.arm(sampler, REAL, "oracle"), run.arm(sampler, REAL, "anti-oracle")
+        # the oracle shows one real future item on every page (4 future items, 2 pages): the replayed real users
+        # watch on every page; they never see one of the anti-oracle's
+        assert np.all(oracle.hit == 1.0) and oracle.watches == 2.0 and np.all(oracle.returns > 0.0)
+        assert np.all(anti.hit == 0.0) and np.all(anti.session_ndcg == 0.0) and np.all(anti.returns == 0.0)
+        assert np.all(oracle.recall == 0.5)  # two of the four future items were shown, one per page
+        random_hit = run.arm(sampler, REAL, "random").hit.mean()
+        assert 0.0 < random_hit < 1.0
+    report = Report(run, n_boot=100)
+    paths = report.write(tmp_path)
+    text = paths["markdown"].read_text()
+    assert "Kendall tau" in text and "What this shows:" in text and "8 held-out users" in text
+    with paths["csv"].open() as handle:
+        rows = list(csv.DictReader(handle))
+    assert len(rows) == 2 * 4 * 7  # samplers x (real + 3 models) x recommenders
+    assert {r["user_model"] for r in rows} == {REAL, "recsim", "embedding", "llm"}
+    with paths["rank_csv"].open() as handle:
+        ranks = list(csv.DictReader(handle))
+    assert len(ranks) == 2 * 3 and all(-1.0 <= float(r["kendall_tau"]) <= 1.0 for r in ranks)
+    assert paths["plot"].stat().st_size > 10_000
+
+
+@pytest.mark.slow
+def test_agreement_is_deterministic(tiny_ml, tmp_path):  # noqa: F811
+    config = _config(agreement_user_models="[recsim,embedding]", agreement_recommenders="[random,popularity,mf]",
+                     negatives="uniform")  # fmt: skip
+    runs = [run_agreement(config, tiny_ml, out=tmp_path, resources=_resources(tiny_ml, config), progress=False)
+            for _ in range(2)]  # fmt: skip
+    for a, b in zip(runs[0].arms, runs[1].arms, strict=True):
+        assert np.array_equal(a.returns, b.returns) and np.array_equal(a.hit, b.hit)
+
+
+@pytest.mark.slow
+def test_agreement_cli(movielens_dir, tmp_path):  # noqa: F811
+    out = tmp_path / "agreement"
+    cmd = [sys.executable, "-m", "recagent_gym.cli", "evaluate", "agreement", "--dataset", str(movielens_dir),
+           "--users", "6", "--user-model", "recsim", "--recommender", "random", "--recommender", "oracle",
+           "--recommender", "popularity", "--negatives", "uniform", "--out", str(out), "--no-progress",
+           "--set", "evaluation.embedder=hashing", "--set", "evaluation.agreement_pool=20",
+           "--set", "evaluation.agreement_future=4"]  # fmt: skip
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env={"HF_HUB_OFFLINE": "1",
+                          **__import__("os").environ})  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "What this shows:" in done.stdout
+    assert {p.name for p in out.iterdir()} >= {"agreement.md", "agreement.csv", "rank_agreement.csv",
+                                               "agreement.png", "config.yaml"}  # fmt: skip
+    bad = subprocess.run([*cmd[:-6], "--policy", "nameonly"], capture_output=True, text=True, timeout=300)
+    assert bad.returncode != 0 and "NAME=PATH" in bad.stderr
+
+
+ML_100K_GENRES = ("unknown", "Action", "Adventure", "Animation", "Children's", "Comedy", "Crime", "Documentary",
+                  "Drama", "Fantasy", "Film-Noir", "Horror", "Musical", "Mystery", "Romance", "Sci-Fi", "Thriller",
+                  "War", "Western")  # fmt: skip
+
+
+def _as_ml_100k(latest: Path, folder: Path) -> Path:
+    """The synthetic MovieLens-latest folder rewritten in MovieLens-100K's layout (u.data, u.item, u.user)."""
+    import pandas as pd
+
+    folder.mkdir(parents=True, exist_ok=True)
+    movies = pd.read_csv(latest / "movies.csv")
+    ratings = pd.read_csv(latest / "ratings.csv")
+    items = []
+    for row in movies.itertuples():
+        flags = ["1" if g in row.genres.split("|") else "0" for g in ML_100K_GENRES]
+        items.append(f"{row.movieId}|{row.title}|01-Jan-1995||http://x|" + "|".join(flags))
+    (folder / "u.item").write_text("\n".join(items) + "\n", encoding="latin-1")
+    users = sorted(ratings["userId"].unique())
+    (folder / "u.user").write_text("".join(f"{u}|30|M|other|00000\n" for u in users), encoding="latin-1")
+    lines = [f"{r.userId}\t{r.movieId}\t{round(r.rating)}\t{r.timestamp}" for r in ratings.itertuples()]
+    (folder / "u.data").write_text("\n".join(lines) + "\n", encoding="latin-1")
+    return folder
+
+
+def test_agreement_on_a_movielens_100k_folder(movielens_dir, tmp_path):  # noqa: F811
+    from recagent_gym.data.load import load_dataset
+
+    dataset = load_dataset(str(_as_ml_100k(movielens_dir, tmp_path / "ml-100k")))
+    config = _config(agreement_user_models="[recsim]", agreement_recommenders="[random,popularity,oracle]",
+                     negatives="uniform")  # fmt: skip
+    run = run_agreement(config, dataset, out=tmp_path, resources=_resources(dataset, config), progress=False)
+    means = {r: run.arm("uniform", REAL, r).hit.mean() for r in run.recommenders}
+    assert means["oracle"] == 1.0 and means["random"] < means["oracle"]
+    assert len(run.users) == 8 and run.user_models == [REAL, "recsim"]
+
+
+@pytest.mark.slow
+def test_llm_users_score_every_pool_item_once_before_the_sessions(tiny_ml, tmp_path):  # noqa: F811
+    """With the score cache, each user's pools (both samplers) are scored in one call in the sessions' own
+    context (the prefetch is seeded by the user id): the sessions of every recommender and sampler then never ask
+    the LLM again (searching is off here: search results come from the whole catalogue), nothing is invalidated."""
+    config = _config(agreement_user_models="[llm]", agreement_recommenders="[random,popularity,anti-oracle]")
+    config.user.score_cache = True
+    config.user.search_interest_probability = config.user.search_heard_probability = 0.0
+    resources = _resources(tiny_ml, config)
+    run = run_agreement(config, tiny_ml, out=tmp_path, resources=resources, progress=False)
+    scoring = [h for h in resources.llm.history if h["kind"] == "choose" and tuple(h["options"]) == OPTIONS]
+    assert scoring and {h["seed"] for h in scoring} <= {int(u) for u in run.users}
+    stats = next(note for note in run.notes if "score cache" in note)
+    assert "'invalidations': 0" in stats and "'hits': 0" not in stats
