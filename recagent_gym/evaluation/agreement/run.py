@@ -153,7 +153,7 @@ def run_arms(
 
     ``prefetch[u]``: items a user model that can (the LLM agents with a score cache) scores for user ``u`` in one
     call before the sessions, in the very session context the sessions will have (the same reset seed): every page
-    is then answered from the cache, at about half the LLM time of page-sized calls. Returns the arms and the
+    is then answered from the cache (one long batch instead of many page-sized ones). Returns the arms and the
     seconds each user model spent outside them (the prefetch)."""
     total = len(envs) * zoo.sessions_per_user() * len(users)
     arms: list[Arm] = []

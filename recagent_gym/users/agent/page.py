@@ -109,7 +109,7 @@ class PageDecider:
         """Score ``items`` for the agent's open session in ONE call, in the context its page decisions use, into
         the score cache (none without one, or with the direct strategy); returns the candidates sent to the LLM.
 
-        One long call scores a pool about twice as fast as page-sized calls (one shared prefix, larger batches);
+        One long call scores a pool with one shared prefix and larger batches than page-sized calls do;
         it pays only when the context is the same for every page (no memory block in the prompt)."""
         if self.score_cache is None or self.strategy != "few_shot":
             return 0
