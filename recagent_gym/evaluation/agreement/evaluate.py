@@ -136,7 +136,7 @@ def run_agreement(
         f"on average, pools of {ev.agreement_pool}, {ev.agreement_pages} pages of {config.env.page_size}")  # fmt: skip
 
     zoo = Zoo(ev.agreement_recommenders, history, future, policies=policies, ready=ready, seed=ev.seed, say=say)
-    built = _user_models(models, history, config, resources, artefact, prior, future, dataset, split)
+    built = _user_models(models, history, config, resources, artefact, prior, future, dataset)
     features = item_features or _item_features(history, config, built, resources)
     arms: list[Arm] = []
     pools_of = {
@@ -184,7 +184,7 @@ def run_agreement(
 
 def _user_models(
     models: Sequence[str], history: Dataset, config: Config, resources: Resources, artefact: Any,
-    prior: dict[str, Any], future: Mapping[int, Sequence[int]], dataset: Dataset, split: Any,
+    prior: dict[str, Any], future: Mapping[int, Sequence[int]], dataset: Dataset,
 ) -> dict[str, tuple[Any, dict[str, Any]]]:  # fmt: skip
     """``name -> (model built on the history, its starting state)``; ``real`` first."""
     from recagent_gym.users.factory import build_user_model
