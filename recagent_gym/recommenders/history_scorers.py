@@ -4,13 +4,12 @@ They rank a candidate pool (``evaluate agreement``) through :class:`~recagent_gy
 ScoredCandidates`, which answers SB3's ``predict`` on RecAgent-v1. Higher scores come first.
 
 ==============  =========================================================================================
-``popularity``  log interactions in the history (the same for every user)
 ``itemknn``     item-based kNN: cosine between items' user columns, summed over the user's history items
 ``mf``          rank-``dim`` SVD of the binary user x item matrix (RecAgent-v1's retrieval MF)
 ``lightgcn``    LightGCN (He et al. 2020): ``layers`` rounds of neighbourhood averaging over the user-item graph,
                 embeddings trained with BPR (torch, one thread: a model this small is fastest on one)
-``anti-oracle`` the user's real future items last (:class:`FutureOracle` with ``sign=-1``; the agreement test's
-                oracle spreads the future over the pages instead, ``policies.candidate_baselines``)
+``anti-oracle`` the user's real future items last (:class:`FutureLast`; the agreement test's oracle, which spreads
+                the future over the pages, and popularity read the env: ``policies.candidate_baselines``)
 ==============  =========================================================================================
 """
 
@@ -31,14 +30,6 @@ def interaction_matrix(dataset: Dataset) -> sparse.csr_matrix:
     matrix = sparse.csr_matrix((np.ones(len(rows), np.float32), (rows, cols)), shape=(dataset.n_users, dataset.n_items))
     matrix.data[:] = 1.0  # duplicates summed above: binary again
     return matrix
-
-
-class PopularityScores:
-    def __init__(self, dataset: Dataset) -> None:
-        self._scores = np.log1p(dataset.item_popularity().astype(np.float64))
-
-    def scores(self, user: int, items: np.ndarray) -> np.ndarray:
-        return self._scores[items]
 
 
 class ItemKNN:
@@ -148,14 +139,12 @@ class LightGCN:
         return self.item_factors[items] @ self.user_factors[user]
 
 
-class FutureOracle:
-    """Knows each user's real future: those items first (earliest first), the rest by ``tiebreak`` (or 0)."""
+class FutureLast:
+    """Knows each user's real future and ranks it last (the agreement test's anti-oracle)."""
 
-    def __init__(self, future: Mapping[int, Sequence[int]], *, sign: float = 1.0) -> None:
-        self.future = {int(u): tuple(int(i) for i in f) for u, f in future.items()}
-        self.sign = sign
+    def __init__(self, future: Mapping[int, Sequence[int]]) -> None:
+        self.future = {int(u): {int(i) for i in f} for u, f in future.items()}
 
     def scores(self, user: int, items: np.ndarray) -> np.ndarray:
-        future = self.future.get(int(user), ())
-        rank = {item: 1.0 + (len(future) - k) / (len(future) + 1) for k, item in enumerate(future)}
-        return self.sign * np.array([rank.get(int(i), 0.0) for i in items], dtype=np.float64)
+        future = self.future.get(int(user), set())
+        return np.array([-1.0 if int(i) in future else 0.0 for i in items], dtype=np.float64)

@@ -175,7 +175,8 @@ def run_agreement(
         "pool": ev.agreement_pool, "future": ev.agreement_future, "pages": ev.agreement_pages,
         "page_size": config.env.page_size, "min_history": ev.agreement_min_history, "seed": ev.seed,
         "real_metric": ev.agreement_real_metric, "item_features": features[1],
-        "llm": f"{config.llm.backend}" + (f" {config.llm.model}" if getattr(config.llm, "model", None) else ""),
+        "llm": (f"{config.llm.backend}" + (f" {config.llm.model}" if getattr(config.llm, "model", None) else ""))
+        if resources.llm is not None else "none",
         "embedder": ev.embedder, "memory": config.memory.implementation,
     }  # fmt: skip
     return AgreementRun(dataset.name, users, samplers, list(built), zoo.all_names(), arms, settings, per_user, notes,

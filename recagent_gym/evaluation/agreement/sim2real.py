@@ -33,10 +33,6 @@ class RealMetric:
     estimate: Estimate
     per_user: np.ndarray
 
-    def cell(self) -> str:
-        e = self.estimate
-        return f"{e.mean:.3f} [{e.low:.3f}, {e.high:.3f}]" if np.isfinite(e.low) else f"{e.mean:.3f}"
-
 
 def real_metrics(
     config: Config,

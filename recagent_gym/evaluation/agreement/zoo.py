@@ -17,9 +17,6 @@ from recagent_gym.data.schema import Dataset
 from recagent_gym.evaluation.config import AGREEMENT_RECOMMENDERS
 
 RECOMMENDERS: tuple[str, ...] = AGREEMENT_RECOMMENDERS
-REFERENCES: tuple[str, ...] = ("oracle", "anti-oracle")
-"""Rows that read the real future: sanity checks of the harness, not recommenders (kept out of nothing: the rank
-agreement includes them, as a simulator should rank an oracle first too)."""
 
 
 class Zoo:
@@ -48,11 +45,10 @@ class Zoo:
         """Recommenders already built (trained learners of ``rl-comparison``), answering ``predict`` on any
         RecAgent-v1 observation of the same shape."""
         builders: dict[str, Callable[[], Any]] = {
-            "popularity": lambda: hs.PopularityScores(history),
             "itemknn": lambda: hs.ItemKNN(history),
             "mf": lambda: hs.SVDScores(history),
             "lightgcn": lambda: hs.LightGCN(history, seed=seed),
-            "anti-oracle": lambda: hs.FutureOracle(future, sign=-1.0),
+            "anti-oracle": lambda: hs.FutureLast(future),
         }
         self.future = future
         self.scorers: dict[str, Any] = {}
@@ -72,6 +68,7 @@ class Zoo:
         """Every recommender bound to ``env`` (a list per name: a policy given for several seeds)."""
         from recagent_gym.policies.candidate_baselines import (
             FutureOracleCandidates,
+            PopularCandidates,
             QualityCandidates,
             RandomCandidates,
             ScoredCandidates,
@@ -81,6 +78,8 @@ class Zoo:
         for name in self.names:
             if name == "random":
                 out[name] = [RandomCandidates(env, seed=self.seed)]
+            elif name == "popularity":  # the env is built on the history: its popularity is the history's
+                out[name] = [PopularCandidates(env)]
             elif name == "quality":
                 out[name] = [QualityCandidates(env)]
             elif name == "oracle":
