@@ -216,3 +216,25 @@ def test_llm_users_score_every_pool_item_once_before_the_sessions(tiny_ml, tmp_p
     assert scoring and {h["seed"] for h in scoring} <= {int(u) for u in run.users}
     stats = next(note for note in run.notes if "score cache" in note)
     assert "'invalidations': 0" in stats and "'hits': 0" not in stats
+
+
+def test_the_llm_ablations_reuse_the_llm_rows_scores(tiny_ml, tmp_path):  # noqa: F811
+    """``llm-only`` and ``llm-embedding-term`` are the ``llm`` row's agents with one weight of the item score at 0:
+    they add rows but no LLM scoring call, and the embedding term alone differs from the LLM alone."""
+    models = "[llm,llm-only,llm-embedding-term]"
+    config = _config(agreement_user_models=models, agreement_recommenders="[random,popularity]", negatives="uniform")
+    config.user.score_cache = True
+    config.user.search_interest_probability = config.user.search_heard_probability = 0.0
+    resources = _resources(tiny_ml, config)
+    run = run_agreement(config, tiny_ml, out=tmp_path, resources=resources, progress=False)
+    assert run.user_models == [REAL, "llm", "llm-only", "llm-embedding-term"]
+    alone = _config(agreement_user_models="[llm]", agreement_recommenders="[random,popularity]", negatives="uniform")
+    alone.user.score_cache = True
+    alone.user.search_interest_probability = alone.user.search_heard_probability = 0.0
+    single = _resources(tiny_ml, alone)
+    run_agreement(alone, tiny_ml, out=tmp_path / "alone", resources=single, progress=False)
+    scoring = [h for h in resources.llm.history if h["kind"] == "choose" and tuple(h["options"]) == OPTIONS]
+    scoring_alone = [h for h in single.llm.history if h["kind"] == "choose" and tuple(h["options"]) == OPTIONS]
+    assert len(scoring) == len(scoring_alone)
+    only, term = run.arm("uniform", "llm-only", "random"), run.arm("uniform", "llm-embedding-term", "random")
+    assert not np.array_equal(only.returns, term.returns)

@@ -151,11 +151,14 @@ class EvaluationConfig(Section):
     """Agreement: pages per session. A session shows at most ``pages x page_size`` of the pool (20 of 50 by
     default), so what a recommender puts first matters; with the whole pool shown every ranking would look alike."""
 
-    agreement_user_models: list[Literal["recsim", "embedding", "distilled", "llm", "llm+prior"]] = Field(
-        default_factory=lambda: ["recsim", "embedding", "distilled", "llm", "llm+prior"]
-    )
+    agreement_user_models: list[
+        Literal["recsim", "embedding", "distilled", "llm", "llm+prior", "llm-only", "llm-embedding-term"]
+    ] = Field(default_factory=lambda: ["recsim", "embedding", "distilled", "llm", "llm+prior"])
     """Agreement: simulated user models compared with the real users (``distilled`` needs a model for the dataset;
-    ``llm+prior`` uses ``user.prior_weights``, or calibrates on other users first)."""
+    ``llm+prior`` uses ``user.prior_weights``, or calibrates on other users first). The ablations of the LLM agent's
+    item score share the ``llm`` row's scores (no LLM call of their own): ``llm-only`` is the LLM's score alone
+    (``user.score_embedding_weight=0``), ``llm-embedding-term`` the agent's embedding relevance alone
+    (``user.score_llm_weight=0``)."""
 
     agreement_recommenders: list[
         Literal["random", "popularity", "quality", "itemknn", "mf", "lightgcn", "oracle", "anti-oracle"]

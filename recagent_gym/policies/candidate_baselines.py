@@ -95,7 +95,9 @@ class ScoredCandidates(_CandidateRecommender):
 class FutureOracleCandidates(_CandidateRecommender):
     """Knows each user's real future (``future[u]``, in the order the user watched the items): every page leads with
     the earliest future item not shown yet and holds back the others, so that each page of the session has one (a
-    user watches at most one item per page: stacking them on the first pages would waste them). The best a
+    user watches at most one item per page: stacking them on the first pages would waste them); the page's other
+    slots go to the most popular candidates, as the popularity row's (with random filler the oracle's pages would
+    be four fifths random: the best only by a metric blind to everything but the future item). The best a
     recommender can do for the real users replayed (``evaluate agreement``); a reference row, not a recommender."""
 
     def __init__(self, env: Any, future: Any) -> None:
@@ -107,7 +109,9 @@ class FutureOracleCandidates(_CandidateRecommender):
         shown = observation["candidates"][: len(ids), SHOWN_COLUMN] > 0
         order = {item: k for k, item in enumerate(self.future.get(int(self.env.current_user), ()))}
         waiting = [(order[int(i)], k) for k, i in enumerate(ids) if int(i) in order and not shown[k]]
-        scores = np.array([-1.0 if int(i) in order else 0.0 for i in ids])  # future items held back
+        popularity = np.asarray(self.env.tables.popularity, dtype=np.float64)[ids]
+        filler = 0.5 * popularity / max(float(np.abs(popularity).max(initial=0.0)), 1e-12)  # in [-0.5, 0.5]
+        scores = np.where([int(i) in order for i in ids], -1.0, filler)  # future items held back
         if waiting:
             scores[min(waiting)[1]] = 1.0
         return scores

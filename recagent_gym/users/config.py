@@ -66,7 +66,14 @@ class UserConfig(Section):
     data, (1,5) discrimination with 30 users, the 270M model's score alone hit .20 with genres and .33 without."""
 
     calibrate: bool = True
-    """Subtract the score of a content-free candidate (same prefix, same call) from every item's LLM score."""
+    """Subtract the score of a content-free candidate (same prefix, same call) from every item's LLM score; with
+    ``llm_item_score: continuation`` the mean score of the session's negative examples."""
+
+    llm_item_score: Literal["yes_no", "continuation"] = "yes_no"
+    """What the LLM's item score reads (few-shot strategy). ``yes_no``: ``logp(Yes) - logp(No)`` after Yes/No
+    examples (``templates/item_scoring.txt``). ``continuation``: the log-likelihood of the candidate's title as the
+    next line of the user's own watch list (``templates/title_continuation.txt``), which needs a backend that
+    scores options (the embedded model); see ``prompts/title_continuation.py``."""
 
     watch_threshold: float = Field(1.5, ge=-20.0, le=20.0)
     """Item score at which the best item on the page is watched with probability 1/2 (before behaviour offsets).
@@ -120,8 +127,25 @@ class UserConfig(Section):
     interview_max_tokens: int = Field(96, ge=4, le=1024)
     """Token cap of one interview answer."""
 
-    recsim_quality_weight: float = Field(0.5, ge=0.0)
+    recsim_quality_weight: float = Field(0.5, ge=-10.0, le=10.0)
     """Weight of item quality (shrunk mean rating, in [-1, 1]) in the RecSim-style utility, beside genre affinity."""
+
+    recsim_interest_weight: float = Field(1.0, ge=-10.0, le=10.0)
+    """Weight of the genre interest term ``interest . topic_i`` in the RecSim-style utility."""
+
+    recsim_popularity_weight: float = Field(0.0, ge=-10.0, le=10.0)
+    """Weight of the item's popularity (log interaction count in [-1, 1], ``users/recsim_features.py``)."""
+
+    recsim_item_latents: Literal["random", "collaborative"] = "random"
+    """Item vectors of the latent taste: ``random`` unit vectors (an invented taste), or ``collaborative``: a
+    truncated SVD of the dataset's user x item matrix, so that a taste built from the history scores items the way
+    collaborative filtering does."""
+
+    recsim_fitted: str | None = None
+    """A fit of the RecSim-style user on real choices (``recagent-gym users fit-recsim``): ``bundled`` (shipped, fitted
+    on the bundled dataset), ``auto`` (the bundled fit on the bundled dataset, none on any other) or the path of a
+    ``recsim_fit.json``. Its values (weights, no-click mass, the latent
+    settings it assumes) replace the defaults of those fields; a field the config sets explicitly wins."""
 
     recsim_page_minutes: float = Field(1.0, ge=0.0)
     """Time budget (minutes) a RecSim-style user spends browsing one page."""
@@ -137,7 +161,7 @@ class UserConfig(Section):
     item a unit vector (``RecSimUser.item_latents``); their dot product enters the utility. Only the user's
     responses reveal it: no feature of the observation derives it."""
 
-    recsim_hidden_weight: float = Field(1.0, ge=0.0)
+    recsim_hidden_weight: float = Field(1.0, ge=-10.0, le=10.0)
     """Weight of the hidden affinity in the utility (0: the interest is fully observable from the dataset)."""
 
     recsim_interest_noise: float = Field(0.3, ge=0.0)

@@ -45,6 +45,7 @@ import numpy as np
 from recagent_gym.data.schema import Dataset
 from recagent_gym.users.config import UserConfig
 from recagent_gym.users.protocol import Action, Context, Page, Response
+from recagent_gym.users.recsim_features import apply_fit, collaborative_item_latents, item_popularity
 
 _QUALITY_PRIOR_COUNT = 10.0
 """Pseudo-ratings at the global mean that shrink an item's mean rating (few ratings say little about quality)."""
@@ -141,8 +142,11 @@ def hidden_state(
     noisy = interest + config.recsim_interest_noise * interest_rng.standard_normal(interest.shape)
     dims = config.recsim_hidden_dims
     latent = user_rng.standard_normal((dataset.n_users, dims)) / math.sqrt(max(dims, 1))
-    items = item_rng.standard_normal((dataset.n_items, dims))
-    items /= np.maximum(np.linalg.norm(items, axis=1, keepdims=True), 1e-12)
+    if config.recsim_item_latents == "collaborative":
+        items = collaborative_item_latents(dataset, dims, config.recsim_seed)
+    else:
+        items = item_rng.standard_normal((dataset.n_items, dims))
+        items /= np.maximum(np.linalg.norm(items, axis=1, keepdims=True), 1e-12)
     share = config.recsim_latent_from_history
     if share > 0 and dims:
         # The taste the user's dataset history points at (unit norm, as the noise's expected norm), plus noise.
@@ -158,22 +162,31 @@ class RecSimUser:
     """RecSim interest-evolution users over a dataset's catalogue (implements :class:`UserModel`)."""
 
     def __init__(self, dataset: Dataset, config: UserConfig | None = None) -> None:
-        cfg = self.config = user_config(config)
+        cfg = self.config = apply_fit(user_config(config), dataset)
+        self.fitted_from: str | None = cfg.recsim_fitted
+        """The fit whose weights this population uses (``user.recsim_fitted``), or None (hand-set weights)."""
         self.genres = dataset.genres
         topics = item_topics(dataset)
         self._quality = item_quality(dataset)
+        self._popularity = item_popularity(dataset)
         self._nutrition = item_nutrition(self._quality)
         interest, latent, self._item_latents = hidden_state(
             dataset, cfg, initial_interests(user_genre_shares(dataset, topics))
         )
         self._n_genres, dims = topics.shape[1], latent.shape[1]
+        self._item_topics = topics
         # One state row per user (interest, latent taste, then a constant 1) and one item matrix (topics, weighted
         # latents, then the item's base appeal): a page's appeals are one take and one matvec.
-        self._base_utility = cfg.recsim_quality_weight * self._quality - cfg.recsim_allure * self._nutrition
+        self._base_utility = (
+            cfg.recsim_quality_weight * self._quality
+            + cfg.recsim_popularity_weight * self._popularity
+            - cfg.recsim_allure * self._nutrition
+        )
         self._state = np.concatenate([interest, latent, np.ones((len(interest), 1))], axis=1)
         self._item_matrix = np.concatenate(
-            [topics, cfg.recsim_hidden_weight * self._item_latents, self._base_utility[:, None]], axis=1
-        )
+            [cfg.recsim_interest_weight * topics, cfg.recsim_hidden_weight * self._item_latents,
+             self._base_utility[:, None]], axis=1,
+        )  # fmt: skip
         self._watch_cost = (cfg.recsim_watch_minutes * (1.0 - cfg.recsim_budget_restore * self._nutrition)).tolist()
         # Per item, the drift of a watch as whole-row arrays (a few vector ops beat fancy indexing): the step on the
         # columns it moves (its genres and every latent column, 0 elsewhere) and where it moves them when liked
@@ -212,6 +225,15 @@ class RecSimUser:
         view = self._item_latents.view()
         view.flags.writeable = False
         return view
+
+    def features(self, user_id: int, items: np.ndarray) -> np.ndarray:
+        """``(len(items), 4)`` unweighted utility terms for the user now: genre interest, latent affinity, quality,
+        popularity (what ``users fit-recsim`` weighs; fatigue and allure left out)."""
+        items = np.asarray(items, dtype=np.int64)
+        row = self._state[user_id]
+        genre = self._item_topics.take(items, axis=0) @ row[: self._n_genres]
+        affinity = self._item_latents.take(items, axis=0) @ row[self._n_genres : -1]
+        return np.stack([genre, affinity, self._quality[items], self._popularity[items]], axis=1)
 
     @property
     def nutrition(self) -> np.ndarray:

@@ -15,7 +15,7 @@ from typing import Any
 
 from recagent_gym.cli import add_config_arguments
 
-USER_MODELS = ("recsim", "embedding", "distilled", "llm", "llm+prior")
+USER_MODELS = ("recsim", "embedding", "distilled", "llm", "llm+prior", "llm-only", "llm-embedding-term")
 
 
 def add_evaluate_agreement(evaluate_subparsers: Any) -> None:
@@ -29,7 +29,8 @@ def add_evaluate_agreement(evaluate_subparsers: Any) -> None:
     parser.add_argument("--dataset", default=None, help="'bundled' or a dataset folder (default: data.dataset)")
     parser.add_argument("--users", type=int, default=None, help="held-out users (default 200)")
     parser.add_argument("--user-model", dest="user_models", action="append", choices=USER_MODELS, default=None,
-                        help="simulated user model (repeatable; default all five)")  # fmt: skip
+                        help="simulated user model (repeatable; default the first five; the last two "
+                        "are ablations of the llm row)")  # fmt: skip
     parser.add_argument("--recommender", dest="recommenders", action="append", choices=RECOMMENDERS, default=None,
                         help="recommender of the zoo (repeatable; default all)")  # fmt: skip
     parser.add_argument("--policy", action="append", default=[], metavar="NAME=PATH",

@@ -20,6 +20,12 @@ from recagent_gym.evaluation.subjects import Resources, child_rng
 logger = logging.getLogger(__name__)
 
 LLM_PRIOR = "llm+prior"
+ABLATIONS: dict[str, dict[str, float]] = {
+    "llm-only": {"score_embedding_weight": 0.0},
+    "llm-embedding-term": {"score_llm_weight": 0.0},
+}
+"""The LLM agent's item score taken apart: the LLM's score alone, the embedding relevance alone (both share the
+``llm`` row's score cache: no LLM call of their own)."""
 CALIBRATION_USERS = 40
 
 
@@ -177,10 +183,23 @@ def run_agreement(
         "real_metric": ev.agreement_real_metric, "item_features": features[1],
         "llm": (f"{config.llm.backend}" + (f" {config.llm.model}" if getattr(config.llm, "model", None) else ""))
         if resources.llm is not None else "none",
-        "embedder": ev.embedder, "memory": config.memory.implementation,
+        "embedder": ev.embedder, "memory": config.memory.implementation, "recsim": _recsim_line(built),
     }  # fmt: skip
     return AgreementRun(dataset.name, users, samplers, list(built), zoo.all_names(), arms, settings, per_user, notes,
                         prior)  # fmt: skip
+
+
+def _recsim_line(built: Mapping[str, Any]) -> str:
+    """How the RecSim users were made: hand-set weights, or which fit (and its weights)."""
+    model = built.get("recsim", (None,))[0]
+    if model is None:
+        return "none"
+    cfg = model.config
+    where = getattr(model, "fitted_from", None)
+    weights = (f"interest {cfg.recsim_interest_weight:+.3f}, affinity {cfg.recsim_hidden_weight:+.3f}, quality "
+               f"{cfg.recsim_quality_weight:+.3f}, popularity {cfg.recsim_popularity_weight:+.3f}, no-click mass "
+               f"{cfg.recsim_no_click_mass:.1f}")  # fmt: skip
+    return f"fitted on real choices ({where}: {weights})" if where else f"hand-set ({weights})"
 
 
 def _user_models(
@@ -208,15 +227,19 @@ def _user_models(
                                   rating_timing=config.user.feeling_timing)  # fmt: skip
         elif name == "embedding":
             model = resources.build("embedding", history)
-        elif name in ("llm", LLM_PRIOR):
+        elif name in ("llm", LLM_PRIOR, *ABLATIONS):
             cfg = config.model_copy(deep=True)
             cfg.user.prior_weights = prior["file"] if name == LLM_PRIOR else None  # the llm row: the LLM alone
+            for field, value in ABLATIONS.get(name, {}).items():
+                setattr(cfg.user, field, value)
             model = build_user_model("llm", history, **cfg.user_model_sections(), llm=resources.language_model(),
                                      embedder=resources.embedder())  # fmt: skip
-            if "llm" in out and getattr(out["llm"][0], "score_cache", None) is not None:
-                # The same agents in the same contexts (the prior acts after the LLM's score): their raw item scores
-                # are the LLM row's, so one cache serves both and the prior row costs no LLM call of its own.
-                model.score_cache = out["llm"][0].score_cache
+            shared = [out[n][0].score_cache for n in ("llm", LLM_PRIOR, *ABLATIONS)
+                      if n in out and getattr(out[n][0], "score_cache", None) is not None]  # fmt: skip
+            if shared:
+                # The same agents in the same contexts (the prior and the weights act after the LLM's score): their
+                # raw item scores are the first LLM row's, so one cache serves all and the others cost no LLM call.
+                model.score_cache = shared[0]
         else:
             model = resources.build(name, history)
         out[name] = (model, model.get_state())

@@ -67,7 +67,8 @@ class Report:
             f"interval over users].",
             "",
             f"Ran with: LLM `{st['llm']}`, embedder `{st['embedder']}`, memory `{st['memory']}`, item features "
-            f"`{st['item_features']}`, seed {st['seed']}; the real ranking is by `{st['real_metric']}`.",
+            f"`{st['item_features']}`, RecSim users `{st.get('recsim', 'hand-set')}`, seed {st['seed']}; the real "
+            f"ranking is by `{st['real_metric']}`.",
             "",
         ]
         for note in run.notes:

@@ -15,7 +15,7 @@ from recagent_gym.data.schema import Dataset
 from recagent_gym.llm.protocol import LanguageModel
 from recagent_gym.memory.agent_memory import AgentMemory
 from recagent_gym.memory.config import MemoryConfig
-from recagent_gym.prompts import item_scoring
+from recagent_gym.prompts import item_scoring, title_continuation
 from recagent_gym.social.config import SocialConfig
 from recagent_gym.social.titles import TitleMatcher
 from recagent_gym.users.agent.item_texts import ItemTexts
@@ -164,9 +164,18 @@ class Agents:
         return found
 
     def shots(self, positives: Sequence[int], negatives: Sequence[int], rng: np.random.Generator) -> str:
+        """The scoring prompt's examples: Yes/No lines, or the user's list (``llm_item_score: continuation``)."""
+        if self.config.llm_item_score == "continuation":
+            return title_continuation.build_shots([self.scoring_line(i) for i in positives])
         return item_scoring.build_shots(
             [self.scoring_line(i) for i in positives], [self.scoring_line(i) for i in negatives], rng
         )
+
+    def references(self, negatives: Sequence[int]) -> tuple[str, ...]:
+        """The lines calibrating a ``continuation`` score (the negative examples); none in ``yes_no`` mode."""
+        if self.config.llm_item_score != "continuation":
+            return ()
+        return tuple(self.scoring_line(i) for i in negatives)
 
     def memory_block(self, user_id: int, query: str, time_h: float) -> str:
         return self.memory_blocks([(user_id, query, time_h)])[0]

@@ -223,11 +223,13 @@ class LLMUserModel(Agents):
             name=self.profiles[user_id].name,
             shots=self.shots(positives, negatives, rng),
             candidates=tuple(self.scoring_line(i) for i in items),
+            references=self.references(negatives),
         )
         seed = int(rng.integers(0, SEED_HIGH))
         result = cached_score_requests(
-            self.score_cache, self.llm, [request], calibrate=self.config.calibrate, seed=seed
-        )[0]
+            self.score_cache, self.llm, [request], calibrate=self.config.calibrate, seed=seed,
+            mode=self.config.llm_item_score,
+        )[0]  # fmt: skip
         agent = self.agent(user_id)
         agent.usage = agent.usage + result.usage
         agent.count("item_scoring", reasked=result.reasked > 0, fallback=result.fallbacks > 0)

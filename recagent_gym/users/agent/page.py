@@ -116,15 +116,22 @@ class PageDecider:
         lines = tuple(self.items.scoring_line(int(i)) for i in items if int(i) not in agent.session.watched)
         request = ScoringRequest(
             profile=agent.profile_text, memory=memory, name=agent.profile.name, shots=agent.session.shots,
-            candidates=lines,
+            candidates=lines, references=self._references(agent.session.negatives),
         )  # fmt: skip
         missing = len(set(lines) - set(self.score_cache.entries(request)))
         if missing:
             with prefix_hint(self.llm, SESSION_PREFIX_PRIORITY):
-                cached_score_requests(self.score_cache, self.llm, [request], calibrate=self.config.calibrate, seed=seed)
+                cached_score_requests(self.score_cache, self.llm, [request], calibrate=self.config.calibrate,
+                                      seed=seed, mode=self.config.llm_item_score)  # fmt: skip
         return missing
 
     # -- few-shot scoring -----------------------------------------------------------------------------------------
+
+    def _references(self, negatives: Sequence[int]) -> tuple[str, ...]:
+        """The lines calibrating a ``continuation`` score (the session's negative examples); none for Yes/No."""
+        if self.config.llm_item_score != "continuation":
+            return ()
+        return tuple(self.items.scoring_line(int(i)) for i in negatives)
 
     def _few_shot(self, prepared: Sequence[Prepared]) -> list[Outcome]:
         cfg, items = self.config, self.items
@@ -141,6 +148,7 @@ class PageDecider:
                         candidates=tuple(
                             items.scoring_line(i) for i, ok in zip(p.shown, eligible[k], strict=True) if ok
                         ),
+                        references=self._references(p.agent.session.negatives),
                     )
                 )
                 owners.append(k)
@@ -150,7 +158,12 @@ class PageDecider:
             # before their next page (embedded backend), so those do not push them out of the prefix cache.
             with prefix_hint(self.llm, SESSION_PREFIX_PRIORITY):
                 results = cached_score_requests(
-                    self.score_cache, self.llm, requests, calibrate=cfg.calibrate, seed=prepared[owners[0]].seed
+                    self.score_cache,
+                    self.llm,
+                    requests,
+                    calibrate=cfg.calibrate,
+                    seed=prepared[owners[0]].seed,
+                    mode=cfg.llm_item_score,
                 )
             scored = dict(zip(owners, results, strict=True))
         # One embedder call for every item the batch needs (cached afterwards).

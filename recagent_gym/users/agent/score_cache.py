@@ -64,18 +64,22 @@ class ScoreCache:
 
 
 def cached_score_requests(
-    cache: ScoreCache | None, llm: LanguageModel, requests: Sequence[ScoringRequest], *, calibrate: bool, seed: int
-) -> list[ScoringResult]:
+    cache: ScoreCache | None, llm: LanguageModel, requests: Sequence[ScoringRequest], *, calibrate: bool, seed: int,
+    mode: str = "yes_no",
+) -> list[ScoringResult]:  # fmt: skip
     """:func:`~recagent_gym.users.agent.scoring.score_requests` through ``cache``: one LLM batch for the candidates
-    (and baselines) not cached, none if everything is; the results as ``score_requests`` would give them."""
+    (and baselines) not cached, none if everything is; the results as ``score_requests`` would give them. In
+    ``continuation`` mode the references are cached like candidates and the baseline is their mean."""
     if cache is None:
-        return score_requests(llm, requests, calibrate=calibrate, seed=seed)
+        return score_requests(llm, requests, calibrate=calibrate, seed=seed, mode=mode)
+    continuation = mode == "continuation"
     stores = [cache.entries(r) for r in requests]
     reduced: list[ScoringRequest] = []
     owners: list[int] = []
     hits: list[int] = []
     for k, (req, store) in enumerate(zip(requests, stores, strict=True)):
-        wanted = list(dict.fromkeys(req.candidates)) + ([_BASELINE] if calibrate and req.candidates else [])
+        extra = (list(req.references) if continuation else [_BASELINE]) if calibrate and req.candidates else []
+        wanted = list(dict.fromkeys([*req.candidates, *extra]))
         missing = [item_scoring.CONTENT_FREE if c == _BASELINE else c for c in wanted if c not in store]
         hits.append(len(wanted) - len(missing))
         cache.hits += hits[-1]
@@ -86,7 +90,7 @@ def cached_score_requests(
     fresh: dict[int, ScoringResult] = {}
     if reduced:
         # calibration is done here from the (possibly cached) baseline, so the LLM scores raw candidates only
-        fresh = dict(zip(owners, score_requests(llm, reduced, calibrate=False, seed=seed), strict=True))
+        fresh = dict(zip(owners, score_requests(llm, reduced, calibrate=False, seed=seed, mode=mode), strict=True))
     results: list[ScoringResult] = []
     for k, (req, store) in enumerate(zip(requests, stores, strict=True)):
         got = fresh.get(k)
@@ -101,7 +105,12 @@ def cached_score_requests(
             if got.fallbacks == 0:
                 store.update(new)
         raw = np.array([values[c] for c in req.candidates], dtype=float)
-        baseline = values[_BASELINE] if calibrate and req.candidates else 0.0
+        if not (calibrate and req.candidates):
+            baseline = 0.0
+        elif continuation:
+            baseline = float(np.mean([values[r] for r in req.references])) if req.references else 0.0
+        else:
+            baseline = values[_BASELINE]
         results.append(
             CachedResult(
                 scores=raw - baseline,

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from recagent_gym.llm.protocol import LanguageModel, Usage
-from recagent_gym.prompts import item_scoring
+from recagent_gym.prompts import item_scoring, title_continuation
 from recagent_gym.prompts.checked import choose_checked
 
 
@@ -24,6 +24,8 @@ class ScoringRequest:
     name: str
     shots: str
     candidates: tuple[str, ...]
+    references: tuple[str, ...] = ()
+    """Titles whose mean score calibrates a ``continuation`` request (the session's negative examples)."""
 
 
 @dataclass
@@ -39,9 +41,12 @@ class ScoringResult:
 
 
 def score_requests(
-    llm: LanguageModel, requests: Sequence[ScoringRequest], *, calibrate: bool, seed: int
+    llm: LanguageModel, requests: Sequence[ScoringRequest], *, calibrate: bool, seed: int, mode: str = "yes_no"
 ) -> list[ScoringResult]:
-    """Scores for every request's candidates, from one batched ``choose`` (plus one re-ask batch if needed)."""
+    """Scores for every request's candidates, from one batched ``choose`` (plus one re-ask batch if needed).
+    ``mode``: ``yes_no`` or ``continuation`` (``user.llm_item_score``)."""
+    if mode == "continuation":
+        return score_continuations(llm, requests, calibrate=calibrate, seed=seed)
     prompts: list[str] = []
     spans: list[tuple[int, int]] = []
     for req in requests:
@@ -75,4 +80,31 @@ def score_requests(
                 fallbacks=sum(c.value is None for c in part),
             )
         )
+    return results
+
+
+def score_continuations(
+    llm: LanguageModel, requests: Sequence[ScoringRequest], *, calibrate: bool, seed: int
+) -> list[ScoringResult]:
+    """``continuation`` scores: one prompt per request (the user's list), its candidates and references as the
+    options of one ``choose`` call (``prompts/title_continuation.py``)."""
+    prompts, options = [], []
+    for req in requests:
+        lines = list(req.candidates) + (list(req.references) if calibrate else [])
+        prompts.append(title_continuation.build(name=req.name, shots=req.shots))
+        options.append([title_continuation.option(line) for line in lines])
+    checked = choose_checked(
+        llm, prompts, options, lambda c: title_continuation.parse(c, len(c.scores or ())), seed=seed
+    )
+    results = []
+    for req, check in zip(requests, checked, strict=True):
+        n = len(req.candidates)
+        if check.value is None:
+            values = np.full(n, title_continuation.FALLBACK_SCORE)
+            results.append(ScoringResult(values, values.copy(), 0.0, check.usage, 1, int(check.reasked), n))
+            continue
+        raw = np.asarray(check.value[:n], dtype=float) / title_continuation.SCALE
+        refs = np.asarray(check.value[n:], dtype=float) / title_continuation.SCALE
+        baseline = float(refs.mean()) if calibrate and len(refs) else 0.0
+        results.append(ScoringResult(raw - baseline, raw, baseline, check.usage, 1, int(check.reasked), 0))
     return results

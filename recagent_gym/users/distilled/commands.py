@@ -59,6 +59,10 @@ def register(subparsers: Any) -> None:
     fidelity.add_argument("--seed", type=int, default=0)
     fidelity.set_defaults(func=run_fidelity)
 
+    from recagent_gym.evaluation.recsim_fit_command import add_fit_recsim
+
+    add_fit_recsim(sub)
+
     transfer = sub.add_parser(
         "transfer", help="train PPO on distilled users, evaluate it on held-out LLM users vs random/popularity/MF"
     )

@@ -1,0 +1,51 @@
+"""Contract of ``templates/title_continuation.txt``: how likely the language model finds each candidate's title as
+the next line of the user's own watch list (``user.llm_item_score: continuation``).
+
+Build: the user's ``history_shots`` most recent titles, oldest first, one ``- title`` line each, then an open
+``-`` line. Options: each candidate as ``" title\\n"`` (the newline ends the title, so a title that merely starts
+like a likely one does not score as it). One prompt carries every candidate of a request: the embedded backend
+evaluates the shared list once and each title after it.
+Parse: the log-likelihood of each option (a backend without option scores gives none: every candidate falls back).
+Calibration: the mean log-likelihood of the session's negative examples (titles the user never watched, drawn at
+random) after the same list is subtracted, so a score says how much more likely than an arbitrary unseen title the
+candidate is for this user; without calibration the raw log-likelihood, divided by :data:`SCALE` in both cases.
+Fallback: score ``0.0`` (no opinion), counted.
+
+Why: a Yes/No answer after twenty example titles barely carries signal in a small base model (its LLM-only
+discrimination is near chance); the likelihood of a title continuing the user's list reads what the model knows
+of the titles and of which films go together.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from recagent_gym.llm.protocol import Choice
+from recagent_gym.prompts.template import load_template
+
+SCALE = 4.0
+"""Nats per unit of score: log-likelihood differences between titles span about -20..+20 nats, the Yes/No score
+about -5..+5, so that ``score_llm_weight`` means about the same in both modes."""
+FALLBACK_SCORE = 0.0
+
+
+def build_shots(titles: Sequence[str]) -> str:
+    """The user's list: ``- title`` per line, in the order given (oldest first)."""
+    return "\n".join(f"- {title}" for title in titles)
+
+
+def build(*, name: str, shots: str) -> str:
+    return load_template("title_continuation").render(name=name, shots=shots)
+
+
+def option(candidate: str) -> str:
+    return f" {candidate}\n"
+
+
+def parse(choice: Choice, n_options: int) -> list[float] | None:
+    """Every option's log-likelihood, or None when the backend gave none (or a non-finite one)."""
+    if choice.scores is None or len(choice.scores) != n_options:
+        return None
+    values = [float(s) for s in choice.scores]
+    return values if all(math.isfinite(v) for v in values) else None

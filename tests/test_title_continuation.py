@@ -1,0 +1,76 @@
+"""The LLM item score as the likelihood of a title continuing the user's own list (``llm_item_score``)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from recagent_gym.llm.testing import ScriptedLLM
+from recagent_gym.prompts import title_continuation
+from recagent_gym.users.agent.score_cache import ScoreCache, cached_score_requests
+from recagent_gym.users.agent.scoring import ScoringRequest, score_requests
+
+LIKED = {" Alien (1979)\n": -8.0, " Aliens (1986)\n": -6.0, " Heat (1995)\n": -20.0, " Ref A\n": -16.0,
+         " Ref B\n": -12.0}  # fmt: skip
+
+
+def _chooser(prompt: str, options: list[str]) -> list[float]:
+    assert prompt.endswith("\n-") and "- Alien (1979)" in prompt
+    return [LIKED[o] for o in options]
+
+
+def _request() -> ScoringRequest:
+    return ScoringRequest(profile="p", memory="", name="Ann", shots=title_continuation.build_shots(["Alien (1979)"]),
+                          candidates=("Aliens (1986)", "Heat (1995)"), references=("Ref A", "Ref B"))  # fmt: skip
+
+
+def test_scores_are_log_likelihoods_against_the_references_mean():
+    llm = ScriptedLLM(chooser=_chooser)
+    [result] = score_requests(llm, [_request()], calibrate=True, seed=0, mode="continuation")
+    scale = title_continuation.SCALE
+    assert np.allclose(result.raw, np.array([-6.0, -20.0]) / scale)
+    assert result.baseline == -14.0 / scale
+    assert np.allclose(result.scores, np.array([8.0, -6.0]) / scale) and result.fallbacks == 0
+    assert llm.calls == 1  # one prompt: the list once, every candidate and reference an option of it
+    [raw] = score_requests(llm, [_request()], calibrate=False, seed=0, mode="continuation")
+    assert raw.baseline == 0.0 and np.allclose(raw.scores, raw.raw)
+
+
+def test_a_backend_without_option_scores_falls_back_and_counts_it():
+    llm = ScriptedLLM(chooser=lambda prompt, options: 0)  # picks an option, gives no scores
+    [result] = score_requests(llm, [_request()], calibrate=True, seed=0, mode="continuation")
+    assert result.fallbacks == 2 and np.all(result.scores == title_continuation.FALLBACK_SCORE)
+
+
+def test_the_cache_keeps_candidates_and_references():
+    llm = ScriptedLLM(chooser=_chooser)
+    cache = ScoreCache()
+    first = cached_score_requests(cache, llm, [_request()], calibrate=True, seed=0, mode="continuation")[0]
+    calls = llm.calls
+    again = cached_score_requests(cache, llm, [_request()], calibrate=True, seed=0, mode="continuation")[0]
+    assert llm.calls == calls and np.allclose(first.scores, again.scores) and again.cache_hits == 4
+    direct = score_requests(llm, [_request()], calibrate=True, seed=0, mode="continuation")[0]
+    assert np.allclose(first.scores, direct.scores)
+
+
+def test_llm_users_in_continuation_mode_score_their_list(tiny_ml):  # noqa: F811
+    from recagent_gym.config import load_config
+    from recagent_gym.llm.testing import HashingEmbedder
+    from recagent_gym.users.factory import build_user_model
+
+    prompts: list[str] = []
+
+    def chooser(prompt: str, options: list[str]) -> list[float]:
+        prompts.append(prompt)
+        return [-float(len(o)) for o in options]
+
+    config = load_config(overrides=["user.llm_item_score=continuation", "memory.implementation=none",
+                                    "social.enabled=false"])  # fmt: skip
+    model = build_user_model("llm", tiny_ml, **config.user_model_sections(), llm=ScriptedLLM(chooser=chooser),
+                             embedder=HashingEmbedder())  # fmt: skip
+    llm_scores, _ = model.score_components(0, [1, 2, 3], np.random.default_rng(0))
+    assert len(llm_scores) == 3 and np.all(np.isfinite(llm_scores))
+    assert prompts and prompts[-1].startswith("Movies ") and prompts[-1].endswith("\n-")
+    assert "Watched:" not in prompts[-1]
+
+
+from tests._eval_fixtures import movielens_dir, tiny_ml  # noqa: E402, F401
