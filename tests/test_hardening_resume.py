@@ -80,7 +80,11 @@ def profile_edits(data: dict) -> None:
 def log_folder(run: Path) -> None:
     (run / "events.jsonl").unlink()
     (run / "events.jsonl").mkdir()
-    (run / "events.jsonl" / "big").write_bytes(b"x" * 100_000)  # the folder "holds" more than the offset
+    for i in range(400):  # a folder's size grows with its entries: past the offset, so the size check passes it
+        (run / "events.jsonl" / f"{i:04d}-{'x' * 40}").touch()
+    assert (run / "events.jsonl").stat().st_size > json.loads(ckpt.checkpoint_path(run, 1).read_text())["state"][
+        "log_offsets"
+    ]["jsonl"]
 
 
 @pytest.mark.parametrize(
@@ -97,7 +101,7 @@ def log_folder(run: Path) -> None:
     ids=["offset-abc", "offset-negative", "offset-bool", "edits-list", "edit-type", "interaction-row", "round"],
 )
 def test_a_checkpoint_with_wrong_values_is_refused_in_one_line(
-    run: Path, capsys: pytest.CaptureFixture[str], edit: Callable[[dict], None], says: str
+    run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], edit: Callable[[dict], None], says: str
 ) -> None:
     edit_checkpoint(run, edit)
     before = snapshot(tmp_path)
