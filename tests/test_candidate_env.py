@@ -1,4 +1,5 @@
-"""``recagent_gym/RecAgent-v1``: candidate retrieval, item-feature observation, candidate-index actions."""
+"""``recagent_gym/RecAgentCandidates-v0`` (formerly ``RecAgent-v1``): candidate retrieval, item-feature observation,
+candidate-index actions."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import recagent_gym  # noqa: F401  (registers the envs)
+from recagent_gym.envs import CANDIDATES_ENV_ID
 from recagent_gym.envs.candidate_env import RecAgentCandidateEnv
 from recagent_gym.envs.candidates import DEFAULT_MIX, CandidateRetriever
 from recagent_gym.envs.tables import EnvTables
@@ -112,11 +114,11 @@ def test_reset_draws_from_the_user_pool_and_is_deterministic(dataset):
 
 
 def test_registered_make_and_make_vec(dataset):
-    env = gym.make("recagent_gym/RecAgent-v1", dataset=dataset, user_model="recsim", social=False, n_candidates=10)
+    env = gym.make(CANDIDATES_ENV_ID, dataset=dataset, user_model="recsim", social=False, n_candidates=10)
     obs, _ = env.reset(seed=0)
     assert obs["candidates"].shape[0] == 10 and env.spec.max_episode_steps == 10
     venv = gym.make_vec(
-        "recagent_gym/RecAgent-v1", num_envs=2, dataset=dataset, user_model="recsim", social=False, n_candidates=10
+        CANDIDATES_ENV_ID, num_envs=2, dataset=dataset, user_model="recsim", social=False, n_candidates=10
     )
     obs, _ = venv.reset(seed=0)
     assert obs["candidates"].shape == (2, 10, env.unwrapped.item_features.shape[1] + 2)

@@ -13,11 +13,20 @@ from recagent_gym.simulator import checkpoint as ckpt
 from recagent_gym.simulator import runner
 from tests._sim_fixtures import make_config, make_embedder, make_llm
 
+MINIMAL_STATE = {
+    "rng": {}, "activation": {}, "clock": {"interval_hours": 1.0, "round": 2}, "user_model": {},
+    "profile_edits": {}, "graph": None, "recommender": {"model": "random", "state": None}, "interactions": [],
+    "rounds": [], "usage": {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0},
+    "log_offsets": {"jsonl": 0, "text": 0},
+}  # fmt: skip
+"""The least state the checkpoint schema accepts (checkpoint_schema.py); tests add their own keys."""
+
 
 def payload(**state: object) -> dict:
     return {
-        "format": ckpt.FORMAT, "version": ckpt.VERSION, "round": 2, "config": {}, "dataset": {},
-        "llm_cache": {"path": None, "mode": "off"}, "state": state,
+        "format": ckpt.FORMAT, "version": ckpt.VERSION, "round": 2, "config": {},
+        "dataset": {"name": "t", "n_users": 3, "n_items": 5, "n_interactions": 0},
+        "llm_cache": {"path": None, "mode": "off"}, "state": {**MINIMAL_STATE, **state},
     }  # fmt: skip
 
 
@@ -93,7 +102,7 @@ def test_corrupt_state_gives_a_checkpoint_error(tmp_path: Path) -> None:
     data = json.loads(path.read_text())
     del data["state"]["clock"]
     path.write_text(json.dumps(data))
-    with pytest.raises(ckpt.CheckpointError, match="state does not load"):
+    with pytest.raises(ckpt.CheckpointError, match=r"state\.clock: missing"):
         runner.resume(path, llm=make_llm(), embedder=make_embedder())
 
 

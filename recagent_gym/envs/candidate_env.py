@@ -1,4 +1,5 @@
-"""``recagent_gym/RecAgent-v1``: each step the policy ranks K retrieved candidates; the user answers the page."""
+"""``recagent_gym/RecAgentCandidates-v0`` (formerly ``RecAgent-v1``): each step the policy ranks K retrieved
+candidates; the user answers the page."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""``recagent_gym/RecAgent-v0``: the recommender is the policy, the user answers page by page."""
+"""``recagent_gym/RecAgentCatalogue-v0`` (formerly ``RecAgent-v0``): the recommender is the policy, the user answers
+page by page."""
 
 from __future__ import annotations
 

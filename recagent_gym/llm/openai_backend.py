@@ -14,12 +14,19 @@ unanswered :class:`~recagent_gym.llm.protocol.Choice`, so the caller's documente
 ``generate``/``choose`` are the synchronous facade: they run the coroutine on a private event loop in a background
 thread, so they work from plain code and also from a thread that already runs an event loop (a notebook), where
 they block that loop while they wait. The HTTP clients belong to the loop that first used them: use one backend
-either through the synchronous facade or by awaiting the ``a``-methods from one event loop, not both.
+either through the synchronous facade or by awaiting the ``a``-methods from one event loop, not both. Call
+:meth:`OpenAIBackend.close` when done; a backend still open when the interpreter exits is closed then (its HTTP
+sessions would otherwise end in ``Unclosed client session`` lines on stderr).
+
+Every reply's text is passed through :func:`~recagent_gym.llm.secrets.redact` where it enters: a server (or a model
+prompted to) that quotes the configured API key back never hands it to the caller, a log or a saved output.
 """
 
 from __future__ import annotations
 
 import asyncio
+import atexit
+import contextlib
 import email.utils
 import json
 import threading
@@ -55,6 +62,20 @@ REASK_INSTRUCTION = (
 
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
+
+_OPEN: set[OpenAIBackend] = set()
+"""Backends whose event loop runs (held here until closed, so none is collected with its sessions still open)."""
+_open_lock = threading.Lock()
+
+
+@atexit.register
+def _close_open_backends() -> None:
+    """Close what a command left open, while the loops' daemon threads still run (before interpreter teardown)."""
+    with _open_lock:
+        backends = list(_OPEN)
+    for backend in backends:
+        with contextlib.suppress(Exception):
+            backend.close()
 
 
 def server_label(base_url: str | None) -> str:
@@ -156,6 +177,8 @@ class OpenAIBackend:
                 thread = threading.Thread(target=loop.run_forever, name="recagent-openai", daemon=True)
                 thread.start()
                 self._loop, self._thread = loop, thread
+                with _open_lock:
+                    _OPEN.add(self)
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
 
     def _ensure_pool(self) -> EndpointPool:
@@ -208,6 +231,8 @@ class OpenAIBackend:
             self._thread.join(timeout=10)
         self._loop.close()
         self._loop, self._thread, self._pool = None, None, None
+        with _open_lock:
+            _OPEN.discard(self)
 
     # -- one request with retries ---------------------------------------------------------------------------------
 
@@ -274,9 +299,11 @@ class OpenAIBackend:
         except OSError as exc:  # no complete reply (ConnectionError and the socket's own errors)
             raise _Retryable(f"connection failed ({type(exc).__name__})") from exc
         try:
-            return parse_completion(body)
+            reply = parse_completion(body)
         except MalformedReply as exc:
             raise _Retryable(f"malformed reply: {exc}") from exc
+        # The text as it enters: a reply quoting the key (an echoing proxy, a prompted model) never passes it on.
+        return replace(reply, content=redact(reply.content), refusal=reply.refusal and redact(reply.refusal))
 
     async def _post(self, client: Any, messages: list[dict[str, str]], params: dict[str, Any]) -> bytes:
         """The raw body of one completion request (read whole; the caller checks its shape)."""

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from recagent_gym.errors import RecAgentError
+from recagent_gym.simulator.checkpoint_schema import validate_checkpoint
 from recagent_gym.simulator.files import atomic_write_text
 
 FORMAT = "recagent-gym-simulation-checkpoint"
@@ -130,7 +131,7 @@ def resolve_checkpoint(spec: str | Path) -> Path:
 
 
 def load_checkpoint(spec: str | Path) -> tuple[Path, dict[str, Any]]:
-    """Read and validate a checkpoint; returns its path and payload."""
+    """Read and validate a checkpoint (:mod:`.checkpoint_schema`); returns its path and payload."""
     path = resolve_checkpoint(spec)
     try:
         text = path.read_text(encoding="utf-8")
@@ -151,6 +152,8 @@ def load_checkpoint(spec: str | Path) -> tuple[Path, dict[str, Any]]:
     missing = [k for k in REQUIRED_KEYS if k not in payload]
     if missing:
         raise CheckpointError(f"checkpoint {path} misses keys {missing}")
-    if not isinstance(payload["round"], int) or payload["round"] < 0:
-        raise CheckpointError(f"checkpoint {path}: round must be a non-negative integer, got {payload['round']!r}")
+    try:
+        validate_checkpoint(payload)  # every part the simulator reads, typed (checkpoint_schema.py)
+    except ValueError as exc:
+        raise CheckpointError(f"checkpoint {path}: {exc}") from None
     return path, payload

@@ -109,7 +109,6 @@ def run_simulate(
 
 def run_intervene(args: argparse.Namespace, *, llm: Any = None, embedder: Any = None) -> int:
     from recagent_gym.simulator import runner
-    from recagent_gym.simulator.social_step import deliver_message, deliver_post
 
     edits = {k: v for k, v in (("traits", args.traits), ("career", args.career)) if v is not None}
     if args.interests is not None:
@@ -121,6 +120,19 @@ def run_intervene(args: argparse.Namespace, *, llm: Any = None, embedder: Any = 
     overrides = list(args.overrides) + ([f"recommender.model={args.recommender}"] if args.recommender else [])
     # Validate everything against the loaded world before anything is written.
     sim = runner.resume(args.checkpoint, None, overrides, llm=llm, embedder=embedder, dry=True)
+    try:
+        path = _intervene(sim, args, edits)
+    finally:
+        sim.close()  # the language model: a remote backend's HTTP sessions, the cache's connection
+    print(f"intervention saved: {path}")
+    return 0
+
+
+def _intervene(sim: Any, args: argparse.Namespace, edits: dict[str, Any]) -> Path:
+    """Apply the edits of ``sim-intervene`` to the loaded world and save it; returns the checkpoint written."""
+    from recagent_gym.simulator import runner
+    from recagent_gym.simulator.social_step import deliver_message, deliver_post
+
     if args.profile:
         sim.edit_profile(args.profile, **edits)
     t, r = sim.clock.time_h, sim.clock.round
@@ -141,9 +153,7 @@ def run_intervene(args: argparse.Namespace, *, llm: Any = None, embedder: Any = 
                 text=f"injected message to {sim.names[receiver]}: {args.message[2]}",
             )
         )
-    path = runner.save_intervention(sim, args.checkpoint, Path(args.out) if args.out else None)
-    print(f"intervention saved: {path}")
-    return 0
+    return runner.save_intervention(sim, args.checkpoint, Path(args.out) if args.out else None)
 
 
 def run_interview(
@@ -152,10 +162,10 @@ def run_interview(
     from recagent_gym.simulator import runner
 
     sim = runner.resume(args.checkpoint, None, args.overrides, llm=llm, embedder=embedder, dry=True)
-    user = sim.find_agent(args.agent)
-    questions = list(args.question) or [line.strip() for line in (stdin or sys.stdin) if line.strip()]
-    rng = np.random.default_rng(np.random.SeedSequence([sim.config.simulation.seed, sim.clock.round, user]))
     try:
+        user = sim.find_agent(args.agent)
+        questions = list(args.question) or [line.strip() for line in (stdin or sys.stdin) if line.strip()]
+        rng = np.random.default_rng(np.random.SeedSequence([sim.config.simulation.seed, sim.clock.round, user]))
         for question in questions:
             answer = sim.model.interview(user, question, rng, sim.clock.time_h)
             print(f"Interviewer: {question}\n{sim.names[user]}: {answer}")

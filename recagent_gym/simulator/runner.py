@@ -36,10 +36,12 @@ from recagent_gym.config.loader import apply_overrides
 from recagent_gym.llm.protocol import Usage
 from recagent_gym.llm.secrets import resolve_api_keys
 from recagent_gym.llm.seeding import SEED_HIGH
+from recagent_gym.llm.wrapping import close_model
 from recagent_gym.recommenders.search import CatalogueSearch
 from recagent_gym.session import SessionKernel, SessionRules, SessionTables
 from recagent_gym.session.activation import Activation
 from recagent_gym.simulator import checkpoint as ckpt
+from recagent_gym.simulator import run_paths
 from recagent_gym.simulator.clock import SimClock
 from recagent_gym.simulator.errors import SimulationError
 from recagent_gym.simulator.events import Event, EventLog
@@ -458,18 +460,23 @@ class Simulation:
         return path
 
     def payload(self) -> dict[str, Any]:
+        cache = self.config.llm.cache_path
         return {
             "format": ckpt.FORMAT,
             "version": ckpt.VERSION,
             "round": self.clock.round,
-            "config": self.config.redacted(),
+            "config": run_paths.portable(self.config.redacted(), self.out),
             "dataset": {
                 "name": self.dataset.name,
                 "n_users": self.dataset.n_users,
                 "n_items": self.dataset.n_items,
                 "n_interactions": len(self.dataset.interactions),
             },
-            "llm_cache": {"path": self.config.llm.cache_path, "mode": self.config.llm.cache_mode},
+            "llm_cache": {
+                "path": cache and run_paths.portable_path(cache, self.out),
+                "mode": self.config.llm.cache_mode,
+            },
+            "paths": run_paths.MARK,
             "state": self.get_state(),
         }
 
@@ -575,6 +582,8 @@ def resume(
         )
     if not in_place and holds_run(target):
         raise SimulationError(f"{target} already holds a simulation; a branch needs an empty --out")
+    if not dry:  # what the run keeps of its log must be whole (a dry load neither reads nor writes it)
+        EventLog(source).verify(payload["state"]["log_offsets"])
     sim = _load(path, payload, target, overrides, llm, embedder)
     if human is not None:
         sim.human = human.bind(sim)
@@ -602,6 +611,7 @@ def save_intervention(sim: Simulation, spec: str | Path, out: Path | None) -> Pa
         return sim.checkpoint()
     if holds_run(Path(out)):
         raise SimulationError(f"{out} already holds a simulation; a branch needs an empty --out")
+    EventLog(source).verify(payload["state"]["log_offsets"])  # the branch copies it
     sim.out, sim.log = Path(out), EventLog(Path(out))
     return _start_branch(sim, source, payload)
 
@@ -616,8 +626,20 @@ def _start_branch(sim: Simulation, source: Path, payload: dict[str, Any]) -> Pat
 def _load(
     path: Path, payload: dict[str, Any], out: Path, overrides: Sequence[str], llm: Any, embedder: Any
 ) -> Simulation:
-    config = resume_config(payload["config"], overrides, str(path))
-    world = build_world(config, llm=llm, embedder=embedder)
+    legacy = payload.get("paths") != run_paths.MARK
+    saved = run_paths.placed(payload["config"], path.parent.parent, legacy=legacy)
+    config = resume_config(saved, overrides, str(path), out)
+    # The run files (cache, record) a refused resume would create are removed again: it leaves nothing behind.
+    with run_paths.removed_on_failure(run_paths.run_files(config.model_dump())):
+        world = build_world(config, llm=llm, embedder=embedder)
+        try:
+            return _loaded(world, path, payload, out)
+        except BaseException:
+            close_model(world.llm)
+            raise
+
+
+def _loaded(world: World, path: Path, payload: dict[str, Any], out: Path) -> Simulation:
     expected = payload["dataset"]
     actual = {"name": world.dataset.name, "n_users": world.dataset.n_users, "n_items": world.dataset.n_items}
     for key, value in actual.items():
@@ -626,13 +648,15 @@ def _load(
     sim = Simulation(world, out)
     try:
         sim.set_state(payload["state"])
-    except (KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+        # the components' own states: the schema checked their outer shape only
         raise ckpt.CheckpointError(f"checkpoint {path}: state does not load ({type(exc).__name__}: {exc})") from exc
     return sim
 
 
-def resume_config(saved: dict[str, Any], overrides: Sequence[str], source: str) -> Config:
-    """The checkpoint's configuration with ``overrides``; only run-control keys may change.
+def resume_config(saved: dict[str, Any], overrides: Sequence[str], source: str, out: Path) -> Config:
+    """The checkpoint's configuration with ``overrides``; only run-control keys may change. Relative run files an
+    override names lie in the run folder ``out``, as for a fresh run.
 
     API keys are never taken from the checkpoint (it holds them redacted): they come from ``--set llm.api_keys=...``
     or the environment variable ``llm.api_key_env``, as for a fresh run. A run started with keys in
@@ -661,4 +685,4 @@ def resume_config(saved: dict[str, Any], overrides: Sequence[str], source: str) 
             f"this run used {saved_keys} API key(s) from llm.api_keys, which checkpoints never store: pass them "
             f"again with --set llm.api_keys=[...] or set the environment variable {changed.llm.api_key_env}"
         )
-    return changed
+    return changed.in_run_folder(out)
