@@ -140,6 +140,10 @@ def test_swapped_encoding_hurts_a_personalised_recommender_not_popularity(datase
     by_name = {r.recommender: r for r in results}
     assert by_name["fav"].swapped_interval.excludes_zero() and by_name["fav"].swapped_drop > 0
     assert by_name["popularity"].swapped_ci_low <= 0 <= by_name["popularity"].swapped_ci_high
+    # the control freezes the user's own session-start encoding the same way: the drop against it is the part that
+    # depends on whose encoding it is (popularity reads only which items the history holds, to skip them)
+    assert by_name["fav"].frozen_drop > 0 and by_name["fav"].frozen_ci_low > 0
+    assert by_name["fav"].frozen_drop > 3 * abs(by_name["popularity"].frozen_drop)
 
 
 def test_each_held_out_user_starts_from_the_same_state_for_every_recommender(dataset):
@@ -163,7 +167,7 @@ def test_summary_line_reads_the_intervals():
     def row(name, mean, low, high):
         nan = float("nan")
         return PolicyMetrics(
-            name, mean, low, high, 30, 30, 1, nan, nan, nan, nan, nan, nan, nan, 1, 0, 3, 0.3, 0.1, 0.5, 0
+            name, mean, low, high, 30, 30, 1, nan, nan, nan, nan, nan, nan, nan, nan, nan, nan, 1, 0, 3, 0.3, 0.1, 0.5, 0
         )
 
     line = summary_line([row("ppo", 0.5, 0.2, 0.8), row("popularity", 1.0, 0.7, 1.3)], learned=["ppo"])

@@ -9,7 +9,10 @@ is one row: per user, the mean over its seeds.
 Personalisation check: the same sessions again, with the observation's user encoding (``encoding_keys``) replaced
 by another held-out user's (a fixed derangement, the partner's encoding at its first session start). A recommender
 that uses who the user is loses return (``swapped_drop`` > 0, paired bootstrap over users); one that ignores it
-(popularity) loses nothing.
+(popularity) loses nothing. The swap also freezes the encoding for the session, which discards what the session's
+own watches add to it; the control (``frozen_drop``) therefore runs the sessions a third time with the user's OWN
+session-start encoding frozen the same way, and reports the frozen own run minus the swapped run: the return that
+depends on whose encoding it is, and nothing else.
 
 Every recommender answers SB3's ``predict`` on the env's observation; a trained v0 policy is adapted by
 :class:`PolicyRecommender`. An optional ``observe(info, done)`` lets a recommender see each step's outcome (MF's
@@ -89,6 +92,10 @@ class PolicyMetrics:
     """Return lost when another user's encoding is swapped into the observation (> 0: the policy personalises)."""
     swapped_ci_low: float
     swapped_ci_high: float
+    frozen_drop: float
+    """The control: return with the user's own session-start encoding frozen minus with the partner's (same freeze)."""
+    frozen_ci_low: float
+    frozen_ci_high: float
     oracle_ratio: float
     """mean_return / the oracle's mean_return (empty without an oracle row)."""
     oracle_ratio_ci_low: float
@@ -243,9 +250,10 @@ def evaluate_recommenders(
     per_user: dict[str, np.ndarray] = {}
     records: dict[str, list[RunRecord]] = {}
     drops: dict[str, np.ndarray] = {}
+    frozen_drops: dict[str, np.ndarray] = {}
     for name, value in recommenders.items():
         models = list(value) if isinstance(value, list | tuple) else [value]
-        runs, swapped_runs = [], []
+        runs, swapped_runs, frozen_runs = [], [], []
         for model in models:
             if progress is not None:
                 progress(f"evaluating {name}: {len(protocol.users)} held-out users")
@@ -260,15 +268,20 @@ def evaluate_recommenders(
                 swapped_runs.append(
                     run_sessions(model, env, protocol, swap_from=run.first_obs, partners=partners).returns
                 )
+                if state is not None:
+                    model.set_state(state)
+                own = np.arange(len(protocol.users))  # the control: the user's own encoding, frozen the same way
+                frozen_runs.append(run_sessions(model, env, protocol, swap_from=run.first_obs, partners=own).returns)
         records[name] = runs
         per_user[name] = np.mean([r.returns.mean(axis=1) for r in runs], axis=0)
         if swapped_runs:
-            drops[name] = per_user[name] - np.mean([s.mean(axis=1) for s in swapped_runs], axis=0)
+            swapped_mean = np.mean([s.mean(axis=1) for s in swapped_runs], axis=0)
+            drops[name] = per_user[name] - swapped_mean
+            frozen_drops[name] = np.mean([f.mean(axis=1) for f in frozen_runs], axis=0) - swapped_mean
     results = []
     for i, (name, runs) in enumerate(records.items()):
-        results.append(
-            _metrics(name, runs, per_user[name], drops.get(name), per_user.get(oracle or ""), env, protocol, i)
-        )
+        drop = (drops.get(name), frozen_drops.get(name))
+        results.append(_metrics(name, runs, per_user[name], drop, per_user.get(oracle or ""), env, protocol, i))
     return results
 
 
@@ -276,7 +289,7 @@ def _metrics(
     name: str,
     runs: list[RunRecord],
     per_user: np.ndarray,
-    drop: np.ndarray | None,
+    drop: tuple[np.ndarray | None, np.ndarray | None],
     oracle_per_user: np.ndarray | None,
     env: Any,
     protocol: EvalProtocol,
@@ -285,7 +298,8 @@ def _metrics(
     seed = protocol.seed + 7919 * (index + 1)
     interval = bootstrap_mean(per_user, n_boot=protocol.n_boot, seed=seed)
     nan = float("nan")
-    swapped = bootstrap_mean(drop, n_boot=protocol.n_boot, seed=seed + 1) if drop is not None else None
+    swapped, frozen = (bootstrap_mean(d, n_boot=protocol.n_boot, seed=seed + k) if d is not None else None
+                       for k, d in ((1, drop[0]), (3, drop[1])))  # fmt: skip
     ratio = corr = None
     if oracle_per_user is not None:
         ratio = bootstrap_ratio(per_user, oracle_per_user, n_boot=protocol.n_boot, seed=seed + 2)
@@ -308,6 +322,9 @@ def _metrics(
         swapped_drop=swapped.mean if swapped else nan,
         swapped_ci_low=swapped.low if swapped else nan,
         swapped_ci_high=swapped.high if swapped else nan,
+        frozen_drop=frozen.mean if frozen else nan,
+        frozen_ci_low=frozen.low if frozen else nan,
+        frozen_ci_high=frozen.high if frozen else nan,
         oracle_ratio=ratio.mean if ratio else nan,
         oracle_ratio_ci_low=ratio.low if ratio else nan,
         oracle_ratio_ci_high=ratio.high if ratio else nan,
@@ -346,6 +363,7 @@ def markdown_table(results: list[PolicyMetrics]) -> str:
         "sessions",
         "seeds",
         "swapped drop [95% CI]",
+        "vs frozen own [95% CI]",
         "/ oracle [95% CI]",
         "corr w/ oracle",
         "watches",
@@ -365,6 +383,7 @@ def markdown_table(results: list[PolicyMetrics]) -> str:
             str(r.sessions),
             str(r.seeds),
             _interval_cell(r.swapped_drop, r.swapped_ci_low, r.swapped_ci_high),
+            _interval_cell(r.frozen_drop, r.frozen_ci_low, r.frozen_ci_high),
             _interval_cell(r.oracle_ratio, r.oracle_ratio_ci_low, r.oracle_ratio_ci_high),
             _cell(r.oracle_corr),
             _cell(r.watches_per_session),
