@@ -11,6 +11,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from recagent_gym.config.bounded_yaml import MAX_DEPTH, BoundedLoader, YamlLimitError
 from recagent_gym.config.named import find_config
 from recagent_gym.config.redact import redact_override, redact_value, secret_paths
 from recagent_gym.config.root import Config
@@ -20,9 +21,10 @@ SECRETS = secret_paths(Config)
 """Configuration keys holding secrets: their values never appear in a message."""
 
 
-class _Yaml12Loader(yaml.SafeLoader):
+class _Yaml12Loader(BoundedLoader):
     """YAML 1.2 booleans and floats: only true/false are booleans (YAML 1.1 would read ``cache_mode: off`` as the
-    boolean False), and ``3e-4`` is a float (YAML 1.1 wants ``3.0e-4`` and would give the string "3e-4")."""
+    boolean False), and ``3e-4`` is a float (YAML 1.1 wants ``3.0e-4`` and would give the string "3e-4"); bounded
+    in depth and size (:class:`~recagent_gym.config.bounded_yaml.BoundedLoader`)."""
 
 
 _Yaml12Loader.yaml_implicit_resolvers = {
@@ -40,8 +42,15 @@ _Yaml12Loader.add_implicit_resolver(  # after the int resolver, so "3" stays an 
 
 
 def read_yaml(text: str) -> Any:
-    """Parse YAML with 1.2 booleans (``on``/``off``/``yes``/``no`` stay strings)."""
-    return yaml.load(text, Loader=_Yaml12Loader)
+    """Parse YAML with 1.2 booleans (``on``/``off``/``yes``/``no`` stay strings), bounded in depth and size.
+
+    Every failure is a :class:`yaml.YAMLError`: a scalar its tag cannot build (``2001-02-30``, ``!!int x``, an
+    integer of 5,000 digits) raises ``ValueError`` inside PyYAML, turned here into a YAML error.
+    """
+    try:
+        return yaml.load(text, Loader=_Yaml12Loader)
+    except (ValueError, OverflowError) as exc:
+        raise yaml.YAMLError(f"a value cannot be read ({exc})") from None
 
 
 def _format_validation_error(err: ValidationError, source: str) -> str:
@@ -74,8 +83,12 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     path = [part for part in key.strip().split(".") if part]
     if not path:
         raise ConfigError(f"override {shown!r} has an empty key")
+    if len(path) > MAX_DEPTH:
+        raise ConfigError(f"override key {key[:60]!r}...: nested deeper than {MAX_DEPTH} levels")
     try:
         value = read_yaml(raw) if raw.strip() else ""
+    except YamlLimitError as exc:
+        raise ConfigError(f"override {'.'.join(path)}: {exc}") from None
     except yaml.YAMLError as exc:
         detail = "" if shown != text else f" ({exc})"  # the parser's message quotes the value
         raise ConfigError(f"override {shown!r}: value is not valid YAML{detail}") from None
@@ -116,6 +129,8 @@ def read_config_file(path: str | Path) -> tuple[dict[str, Any], str]:
     source = str(file)
     try:
         loaded = read_yaml(file.read_text(encoding="utf-8"))
+    except YamlLimitError as exc:
+        raise ConfigError(f"{source}: {exc}") from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"{source} is not valid YAML: {exc}") from exc
     except (OSError, UnicodeDecodeError) as exc:
