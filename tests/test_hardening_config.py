@@ -98,7 +98,10 @@ def test_an_alias_bomb_in_an_override_and_a_recursive_alias(capsys: pytest.Captu
         load_config(None, ["evaluation.preference_ratios=&a [*a]"])
 
 
-@pytest.mark.parametrize("value", ["2001-02-30", "!!int x", "!!float abc", "9" * 5000, "!!timestamp 2001-13-01"])
+@pytest.mark.parametrize(
+    "value",
+    ["2001-02-30", "!!int x", "!!float abc", "9" * 5000, "!!timestamp 2001-13-01", "!!int", "!!timestamp", "!!bool x"],
+)
 def test_yaml_scalars_that_cannot_be_built_are_one_line(capsys: pytest.CaptureFixture[str], value: str) -> None:
     config_error(capsys, "llm", "check", "--set", f"llm.model={value}")
 

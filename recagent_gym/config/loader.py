@@ -10,11 +10,14 @@ from typing import Any
 
 import yaml
 from pydantic import ValidationError
+from yaml.constructor import ConstructorError
+from yaml.nodes import Node
 
 from recagent_gym.config.bounded_yaml import MAX_DEPTH, BoundedLoader, YamlLimitError
 from recagent_gym.config.named import find_config
 from recagent_gym.config.redact import redact_override, redact_value, secret_paths
 from recagent_gym.config.root import Config
+from recagent_gym.errors import RecAgentError
 from recagent_gym.section import ConfigError
 
 SECRETS = secret_paths(Config)
@@ -25,6 +28,17 @@ class _Yaml12Loader(BoundedLoader):
     """YAML 1.2 booleans and floats: only true/false are booleans (YAML 1.1 would read ``cache_mode: off`` as the
     boolean False), and ``3e-4`` is a float (YAML 1.1 wants ``3.0e-4`` and would give the string "3e-4"); bounded
     in depth and size (:class:`~recagent_gym.config.bounded_yaml.BoundedLoader`)."""
+
+    def construct_object(self, node: Node, deep: bool = False) -> Any:
+        """A value its tag cannot build (``2001-02-30``, ``!!int x``, a bare ``!!int``, an integer of 5,000 digits)
+        makes PyYAML's constructors raise plain Python errors: each becomes a YAML error naming the line."""
+        try:
+            return super().construct_object(node, deep=deep)
+        except yaml.YAMLError:
+            raise
+        except (ValueError, TypeError, LookupError, AttributeError, OverflowError) as exc:
+            problem = f"cannot read this {node.tag.rsplit(':', 1)[-1]} value ({exc})"
+            raise ConstructorError(None, None, problem, node.start_mark) from None
 
 
 _Yaml12Loader.yaml_implicit_resolvers = {
@@ -42,15 +56,9 @@ _Yaml12Loader.add_implicit_resolver(  # after the int resolver, so "3" stays an 
 
 
 def read_yaml(text: str) -> Any:
-    """Parse YAML with 1.2 booleans (``on``/``off``/``yes``/``no`` stay strings), bounded in depth and size.
-
-    Every failure is a :class:`yaml.YAMLError`: a scalar its tag cannot build (``2001-02-30``, ``!!int x``, an
-    integer of 5,000 digits) raises ``ValueError`` inside PyYAML, turned here into a YAML error.
-    """
-    try:
-        return yaml.load(text, Loader=_Yaml12Loader)
-    except (ValueError, OverflowError) as exc:
-        raise yaml.YAMLError(f"a value cannot be read ({exc})") from None
+    """Parse YAML with 1.2 booleans (``on``/``off``/``yes``/``no`` stay strings), bounded in depth and size; every
+    failure is a :class:`yaml.YAMLError`."""
+    return yaml.load(text, Loader=_Yaml12Loader)
 
 
 def _format_validation_error(err: ValidationError, source: str) -> str:
@@ -117,9 +125,26 @@ def _deep_copy(data: Mapping[str, Any]) -> dict[str, Any]:
 def config_from_dict(data: Mapping[str, Any], source: str = "<dict>") -> Config:
     """Validate a plain mapping into a :class:`Config`, raising :class:`ConfigError` naming ``source``."""
     try:
-        return Config.model_validate(dict(data))
+        config = Config.model_validate(dict(data))
     except ValidationError as err:
         raise ConfigError(_format_validation_error(err, source)) from None
+    _check_setting_files(config, source)
+    return config
+
+
+def _check_setting_files(config: Config, source: str) -> None:
+    """Files that hold settings rather than data (``user.prior_weights``) are checked whole with the configuration,
+    so that a missing or malformed one stops a command before it creates anything. The sections cannot do it: they
+    import nothing but the base (``tests/test_config_assembly.py``), and the reader needs the data layer."""
+    path = config.user.prior_weights
+    if path is None:
+        return
+    from recagent_gym.users.prior_file import read_prior_file
+
+    try:
+        read_prior_file(path)
+    except RecAgentError as exc:
+        raise ConfigError(f"invalid configuration in {source}:\n  user.prior_weights: {exc}") from None
 
 
 def read_config_file(path: str | Path) -> tuple[dict[str, Any], str]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, model_validator
 
 from recagent_gym.section import Section
 
@@ -179,16 +179,7 @@ class UserConfig(Section):
     (``users/agent/prior.py``): the LLM agent's page decision then scores items ``w_llm * score + prior`` (popularity
     weighted by conformity, trend, recency, the user's rating scale), with any backend: it needs item scores, so
     ``decision_strategy: auto`` then means ``few_shot`` for remote backends too. The whole file is checked when the
-    configuration is read (``users/prior_file.py``). None (default): the LLM's judgement alone."""
-
-    @field_validator("prior_weights")
-    @classmethod
-    def _prior_weights_file_is_usable(cls, value: str | None) -> str | None:
-        if value is not None:
-            from recagent_gym.users.prior_file import read_prior_file  # the data layer, only when a file is named
-
-            read_prior_file(value)
-        return value
+    configuration is loaded (``users/prior_file.py``). None (default): the LLM's judgement alone."""
 
     @model_validator(mode="after")
     def _prior_has_scores_to_adjust(self) -> UserConfig:

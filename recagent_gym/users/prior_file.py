@@ -1,10 +1,10 @@
 """The schema of a behavioural-prior weights file (``prior.json`` of ``recagent-gym calibrate``), checked whole, once.
 
-``user.prior_weights`` is checked when the configuration is parsed (:class:`~recagent_gym.users.config.UserConfig`),
+``user.prior_weights`` is checked when the configuration is loaded (:func:`recagent_gym.config.config_from_dict`),
 so a missing file, a weight that is NaN or infinite, or a ``window_days`` that is no positive number stops every
 command before it creates a run folder, instead of ending a run with 0 watches or failing mid-round. The prior itself
-(``users/agent/prior.py``) reads its weights through :func:`read_prior_file` too. This module imports nothing heavy:
-the configuration imports it.
+(``users/agent/prior.py``) reads its weights through :func:`read_prior_file` too. Kept apart from the prior so that
+the configuration's loader can check a file without importing the LLM agent.
 """
 
 from __future__ import annotations
@@ -56,6 +56,8 @@ def _check_fit(file: Path, name: str, block: Any) -> dict[str, float]:
 def read_prior_file(path: str | Path) -> PriorFile:
     """The whole file checked (see the module docstring); a :class:`DataError` naming the file and the field."""
     file = Path(path)
+    if file.exists() and not file.is_file():  # a folder, or a pipe or device that would block the read
+        raise DataError(f"prior weights {file}: not a file")
     try:
         data = json.loads(file.read_text(encoding="utf-8"))
     except FileNotFoundError:
