@@ -31,8 +31,6 @@ import numpy as np
 from recagent_gym.data.schema import DataError, Dataset
 from recagent_gym.users.prior_file import DEFAULT_WINDOW_DAYS, FEATURES, LLM, read_prior_file
 
-__all__ = ["FEATURES", "LLM", "BehaviouralPrior", "PagePrior", "PriorWeights", "combine", "load_weights"]
-
 SECONDS_PER_DAY = 86_400.0
 SHRINK = 10.0
 """Pseudo-ratings pulling an item's mean rating towards the global mean (few ratings say little)."""
