@@ -154,6 +154,7 @@ def test_good_base_urls_are_kept() -> None:
         (["train", "--output-dir", "/proc/nope"], "/proc/nope"),
         (["train", "--set", "train.output_dir=/proc/nope/deeper"], "/proc/nope/deeper"),
         (["evaluate", "policies", "--output-dir", "/proc/nope"], "/proc/nope"),
+        (["evaluate", "policies", "--set", "train.output_dir=/proc/nope"], "/proc/nope/evaluation"),
         (["serve", "--out", "/etc/passwd"], "/etc/passwd"),
     ],
 )
