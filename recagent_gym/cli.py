@@ -114,9 +114,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     return dispatch(args)
 
 
+OUTPUT_OPTIONS: dict[str, str] = {"out": "--out", "output_dir": "--output-dir"}
+"""The options naming a command's output folder, checked before the command runs (:func:`check_outputs`)."""
+
+
+def check_outputs(args: argparse.Namespace) -> None:
+    """Every output folder given on the command line can be written, before the command loads anything."""
+    from recagent_gym.output_folder import check_output_folder
+
+    for dest, option in OUTPUT_OPTIONS.items():
+        value = getattr(args, dest, None)
+        if value is not None:
+            check_output_folder(value, option)
+
+
 def dispatch(args: argparse.Namespace) -> int:
     """Run the parsed command; a typed error becomes one line on stderr and :data:`EXIT_ERROR`."""
     try:
+        check_outputs(args)
         return int(args.func(args) or 0)
     except RecAgentError as exc:
         if args.verbose:

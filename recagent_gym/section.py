@@ -21,12 +21,14 @@ class Section(BaseModel):
     """A typed, documented, strict block of configuration.
 
     Strict: ``true`` is not the integer 1 and ``1`` is not a boolean (``simulation.rounds=true`` is an error, not one
-    round); integers are still accepted where a float is expected.
+    round); integers are still accepted where a float is expected. No setting is NaN or infinite (``.nan``, ``.inf``
+    and ``1e999`` would pass range checks such as ``gt=0`` or none at all, and spread silently).
     """
 
     model_config = ConfigDict(
         extra="forbid",
         strict=True,
+        allow_inf_nan=False,
         validate_assignment=True,
         use_attribute_docstrings=True,
         frozen=False,

@@ -387,6 +387,7 @@ def test_serve_command(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
         seen["other_port"] = client.get("/api/state", headers={"Host": "127.0.0.1:8001"}).status_code
 
     monkeypatch.setattr(uvicorn, "run", fake_run)
+    monkeypatch.setattr(commands, "check_address", lambda host, port: None)  # port 8000 may be taken here
     assert commands.run_serve(args, llm=make_llm(), embedder=make_embedder()) == 0
     assert seen["host"] == "127.0.0.1" and seen["port"] == 8000 and len(seen["state"]["agents"]) == 4
     assert (seen["mode"], seen["foreign"], seen["other_port"]) == (200, 403, 403), "the app guards the bound address"

@@ -10,19 +10,35 @@ from typing import Any
 
 import yaml
 from pydantic import ValidationError
+from yaml.constructor import ConstructorError
+from yaml.nodes import Node
 
+from recagent_gym.config.bounded_yaml import MAX_DEPTH, BoundedLoader, YamlLimitError
 from recagent_gym.config.named import find_config
 from recagent_gym.config.redact import redact_override, redact_value, secret_paths
 from recagent_gym.config.root import Config
+from recagent_gym.errors import RecAgentError
 from recagent_gym.section import ConfigError
 
 SECRETS = secret_paths(Config)
 """Configuration keys holding secrets: their values never appear in a message."""
 
 
-class _Yaml12Loader(yaml.SafeLoader):
+class _Yaml12Loader(BoundedLoader):
     """YAML 1.2 booleans and floats: only true/false are booleans (YAML 1.1 would read ``cache_mode: off`` as the
-    boolean False), and ``3e-4`` is a float (YAML 1.1 wants ``3.0e-4`` and would give the string "3e-4")."""
+    boolean False), and ``3e-4`` is a float (YAML 1.1 wants ``3.0e-4`` and would give the string "3e-4"); bounded
+    in depth and size (:class:`~recagent_gym.config.bounded_yaml.BoundedLoader`)."""
+
+    def construct_object(self, node: Node, deep: bool = False) -> Any:
+        """A value its tag cannot build (``2001-02-30``, ``!!int x``, a bare ``!!int``, an integer of 5,000 digits)
+        makes PyYAML's constructors raise plain Python errors: each becomes a YAML error naming the line."""
+        try:
+            return super().construct_object(node, deep=deep)
+        except yaml.YAMLError:
+            raise
+        except (ValueError, TypeError, LookupError, AttributeError, OverflowError) as exc:
+            problem = f"cannot read this {node.tag.rsplit(':', 1)[-1]} value ({exc})"
+            raise ConstructorError(None, None, problem, node.start_mark) from None
 
 
 _Yaml12Loader.yaml_implicit_resolvers = {
@@ -40,7 +56,8 @@ _Yaml12Loader.add_implicit_resolver(  # after the int resolver, so "3" stays an 
 
 
 def read_yaml(text: str) -> Any:
-    """Parse YAML with 1.2 booleans (``on``/``off``/``yes``/``no`` stay strings)."""
+    """Parse YAML with 1.2 booleans (``on``/``off``/``yes``/``no`` stay strings), bounded in depth and size; every
+    failure is a :class:`yaml.YAMLError`."""
     return yaml.load(text, Loader=_Yaml12Loader)
 
 
@@ -74,8 +91,12 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     path = [part for part in key.strip().split(".") if part]
     if not path:
         raise ConfigError(f"override {shown!r} has an empty key")
+    if len(path) > MAX_DEPTH:
+        raise ConfigError(f"override key {key[:60]!r}...: nested deeper than {MAX_DEPTH} levels")
     try:
         value = read_yaml(raw) if raw.strip() else ""
+    except YamlLimitError as exc:
+        raise ConfigError(f"override {'.'.join(path)}: {exc}") from None
     except yaml.YAMLError as exc:
         detail = "" if shown != text else f" ({exc})"  # the parser's message quotes the value
         raise ConfigError(f"override {shown!r}: value is not valid YAML{detail}") from None
@@ -104,9 +125,26 @@ def _deep_copy(data: Mapping[str, Any]) -> dict[str, Any]:
 def config_from_dict(data: Mapping[str, Any], source: str = "<dict>") -> Config:
     """Validate a plain mapping into a :class:`Config`, raising :class:`ConfigError` naming ``source``."""
     try:
-        return Config.model_validate(dict(data))
+        config = Config.model_validate(dict(data))
     except ValidationError as err:
         raise ConfigError(_format_validation_error(err, source)) from None
+    _check_setting_files(config, source)
+    return config
+
+
+def _check_setting_files(config: Config, source: str) -> None:
+    """Files that hold settings rather than data (``user.prior_weights``) are checked whole with the configuration,
+    so that a missing or malformed one stops a command before it creates anything. The sections cannot do it: they
+    import nothing but the base (``tests/test_config_assembly.py``), and the reader needs the data layer."""
+    path = config.user.prior_weights
+    if path is None:
+        return
+    from recagent_gym.users.prior_file import read_prior_file
+
+    try:
+        read_prior_file(path)
+    except RecAgentError as exc:
+        raise ConfigError(f"invalid configuration in {source}:\n  user.prior_weights: {exc}") from None
 
 
 def read_config_file(path: str | Path) -> tuple[dict[str, Any], str]:
@@ -116,6 +154,8 @@ def read_config_file(path: str | Path) -> tuple[dict[str, Any], str]:
     source = str(file)
     try:
         loaded = read_yaml(file.read_text(encoding="utf-8"))
+    except YamlLimitError as exc:
+        raise ConfigError(f"{source}: {exc}") from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"{source} is not valid YAML: {exc}") from exc
     except (OSError, UnicodeDecodeError) as exc:

@@ -4,7 +4,10 @@ dashboard."""
 from __future__ import annotations
 
 import argparse
+import errno
+import ipaddress
 import logging
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +45,7 @@ def run_serve(args: argparse.Namespace, *, llm: Any = None, embedder: Any = None
 
     if not 0 < args.port < 65536:
         raise ConfigError(f"--port must be in 1..65535, got {args.port}")
+    check_address(args.host, args.port)
     try:
         allowed_hosts(args.host, args.port, args.allow_host)
     except ValueError as exc:
@@ -61,3 +65,30 @@ def run_serve(args: argparse.Namespace, *, llm: Any = None, embedder: Any = None
     finally:
         dashboard.close()
     return 0
+
+
+def check_address(host: str, port: int) -> None:
+    """A :class:`ConfigError` unless ``host:port`` can be bound now, checked before the run folder is made.
+
+    Binds (and closes) a socket the way uvicorn will: an address that is no IP address (``256.1.1.1``), a name that
+    does not resolve, an address of another machine and a port in use each get one line instead of uvicorn's own
+    message after the dashboard's run folder exists.
+    """
+    bare = host.strip("[]")
+    looks_numeric = bool(bare) and all(c.isdigit() or c == "." for c in bare)
+    if looks_numeric or ":" in bare:
+        try:
+            ipaddress.ip_address(bare)
+        except ValueError:
+            raise ConfigError(f"--host {host!r} is not an IP address") from None
+    family = socket.AF_INET6 if ":" in bare else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((bare, port))
+        except socket.gaierror as exc:
+            raise ConfigError(f"--host {host!r}: no such address ({exc.strerror})") from None
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise ConfigError(f"--port {port} is in use on {host} (choose another with --port)") from None
+            raise ConfigError(f"--host {host!r}, --port {port}: cannot listen there ({exc.strerror})") from None

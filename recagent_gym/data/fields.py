@@ -10,7 +10,7 @@ NO_GENRES = frozenset({"", "(no genres listed)", "unknown"})
 """Genre labels that mean "none": they give an empty genre tuple."""
 
 # "Title (1995)", "Title (2006–2007)" (series), "Title (1995) " (trailing space in some MovieLens rows).
-_TITLE_YEAR = re.compile(r"^(?P<title>.*?)\s*\((?P<year>\d{4})(?:\s*[–-]\s*\d{0,4})?\)\s*$")
+_TITLE_YEAR = re.compile(r"^(?P<title>.*?)\s*\((?P<year>[0-9]{4})(?:\s*[–-]\s*[0-9]{0,4})?\)\s*$")
 
 # "Usual Suspects, The" -> "The Usual Suspects" (also before an alternative title in parentheses), as RecAgent's
 # item file writes titles and as people (and language models) read them.

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import logging
+import re
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -24,6 +25,11 @@ logger = logging.getLogger(__name__)
 
 BadRowMode = Literal["error", "skip"]
 _EXAMPLES_KEPT = 5
+
+NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+"""A number as the data files write it: ASCII digits, optional sign, decimal point and exponent."""
+_PLAIN_CHARS = re.compile(r"[0-9+\-.eE \t]*")
+"""Characters of a column that holds only such numbers (and blanks), which numpy then parses as they are meant."""
 
 TIMESTAMP_RANGE: tuple[int, int] = (0, 4_102_444_800)
 """Plausible interaction times, seconds since the epoch: 1970-01-01 to 2100-01-01 (anything else is a broken row)."""
@@ -97,22 +103,28 @@ class RawTable:
         return np.array([v.strip() for v in values], dtype=object) if strip else values
 
     def numbers(self, name: str, *, kind: Literal["int", "float"], allow_empty: bool = False) -> np.ndarray:
-        """The column parsed as numbers; rows that do not parse are rejected (empty gives NaN if allowed)."""
+        """The column parsed as numbers; rows that do not parse are rejected (empty gives NaN if allowed).
+
+        Only plain ASCII numbers count (:data:`NUMBER`): Python and numpy would also read other scripts' digits
+        (``١٢``, fullwidth ``１``) and ``1_000``, so such ids and ratings would load as numbers, unlike ``²``.
+        """
         values = self.columns[name]
-        try:  # fast path: numpy parses clean columns in C; any problem falls through to the row-by-row check
-            parsed = np.asarray(values, dtype=str).astype(np.float64)
-            if np.isfinite(parsed).all() and (kind == "float" or (parsed == np.round(parsed)).all()):
-                return parsed
+        try:  # fast path: numpy parses clean ASCII columns in C; anything else gets the row-by-row check
+            if _PLAIN_CHARS.fullmatch("".join(values)):
+                parsed = np.asarray(values, dtype=str).astype(np.float64)
+                if np.isfinite(parsed).all() and (kind == "float" or (parsed == np.round(parsed)).all()):
+                    return parsed
         except ValueError:
             pass
         raw = pd.Series(values, dtype=object).str.strip()
-        parsed = pd.to_numeric(raw, errors="coerce").to_numpy(dtype=np.float64)
+        plain = raw.str.fullmatch(NUMBER, na=False).to_numpy(dtype=bool)
+        parsed = pd.to_numeric(raw.where(plain, "x"), errors="coerce").to_numpy(dtype=np.float64)
         empty = (raw == "").to_numpy()
         invalid = ~np.isfinite(parsed) & ~(empty & allow_empty)
         if kind == "int":
             invalid |= np.isfinite(parsed) & (parsed != np.round(parsed))
         what = "an integer" if kind == "int" else "a number"
-        self.reject(invalid, lambda r: f"column {name!r}: {values[r]!r} is not {what}")
+        self.reject(invalid, lambda r: f"column {name!r}: {values[r]!r} is not {what}{_ascii_hint(values[r])}")
         return np.where(invalid, np.nan, parsed)
 
     def ints(self, name: str, *, low: float = -(2.0**53), high: float = 2.0**53) -> np.ndarray:
@@ -151,6 +163,10 @@ class RawTable:
             else:
                 first[key] = int(self.lines[row])
         self.reject(dup, lambda r: f"duplicate {what} {_show(values[r])} (first on line {first[values[r]]})")
+
+
+def _ascii_hint(text: str) -> str:
+    return "" if text.isascii() else " (numbers are written with the ASCII digits 0-9)"
 
 
 def _show(value: object) -> str:

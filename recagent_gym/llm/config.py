@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import urllib.parse
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 
 from recagent_gym.section import Section
 
@@ -127,6 +128,16 @@ class LLMConfig(Section):
     cost_per_1k_completion: float = Field(0.0, ge=0.0)
     """USD per 1,000 completion tokens, for the cost estimate."""
 
+    @field_validator("base_url")
+    @classmethod
+    def _base_url_is_usable(cls, value: str | None) -> str | None:
+        return None if value is None else check_base_url(value)
+
+    @field_validator("base_urls")
+    @classmethod
+    def _base_urls_are_usable(cls, value: list[str]) -> list[str]:
+        return [check_base_url(url) for url in value]
+
     @model_validator(mode="after")
     def _remote_model_is_named(self) -> LLMConfig:
         if self.backend != "embedded" and self.model is None:
@@ -157,3 +168,32 @@ class LLMConfig(Section):
 
 RUN_FILES: tuple[str, ...] = ("cache_path", "record_path")
 """The files an LLM stack writes during a run (response cache, request record)."""
+
+
+def check_base_url(url: str) -> str:
+    """``url`` if a client can reach a server with it (http or https, a host, a numeric port if any); otherwise a
+    ``ValueError`` saying what is wrong, checked when the configuration is parsed so that every command (not only
+    the first request) says so. Credentials in the URL are not repeated in the message."""
+    shown = repr(_without_credentials(url))
+    if any(c.isspace() or not c.isprintable() for c in url):
+        raise ValueError(f"{shown} contains a space or control character")
+    try:
+        parts = urllib.parse.urlsplit(url)
+        port = parts.port
+    except ValueError as exc:  # "Invalid IPv6 URL", "Port out of range 0-65535", "Port could not be cast ..."
+        what = "bad port" if "Port" in str(exc) else f"not a URL ({exc})"
+        raise ValueError(f"{shown}: {what}") from None
+    if parts.scheme.lower() not in ("http", "https"):
+        raise ValueError(f"{shown}: a base URL starts with http:// or https://, e.g. http://127.0.0.1:8080/v1")
+    if not parts.hostname:
+        raise ValueError(f"{shown} has no host, e.g. http://127.0.0.1:8080/v1")
+    if port == 0:
+        raise ValueError(f"{shown}: bad port 0")
+    return url
+
+
+def _without_credentials(url: str) -> str:
+    head, at, tail = url.rpartition("@")
+    if not at or "//" not in head:
+        return url
+    return head.split("//", 1)[0] + "//***@" + tail

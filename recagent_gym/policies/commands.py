@@ -10,6 +10,7 @@ from typing import Any
 from recagent_gym.cli import add_config_arguments
 from recagent_gym.config import Config, ConfigError, load_config
 from recagent_gym.config.loader import read_config_file
+from recagent_gym.output_folder import check_output_folder
 
 logger = logging.getLogger(__name__)
 
@@ -145,7 +146,7 @@ def run_rl_comparison(args: argparse.Namespace) -> int:
     from recagent_gym.policies.comparison import run_comparison
 
     config = _config(args, _user_model_override(args))
-    out = Path(args.output_dir or Path(config.train.output_dir) / "comparison")
+    out = check_output_folder(args.output_dir or Path(config.train.output_dir) / "comparison", "train.output_dir")
     run_comparison(config.in_run_folder(out), output_dir=out)
     return 0
 
@@ -170,7 +171,7 @@ def run_evaluate_policies(args: argparse.Namespace) -> int:
     if args.sessions_per_user is not None:
         overrides.append(f"train.eval_sessions_per_user={args.sessions_per_user}")
     config = _config(args, overrides)
-    out = Path(args.output_dir or Path(config.train.output_dir) / "evaluation")
+    out = check_output_folder(args.output_dir or Path(config.train.output_dir) / "evaluation", "train.output_dir")
     config = config.in_run_folder(out)
     train = config.train
     env = RecAgentEnv(config.data.dataset, config.user.model, config=config)

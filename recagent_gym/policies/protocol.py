@@ -14,6 +14,7 @@ import numpy as np
 
 from recagent_gym.data.schema import Dataset
 from recagent_gym.evaluation.metrics import summarize
+from recagent_gym.section import ConfigError
 
 CONFIDENCE = 0.95
 
@@ -28,8 +29,11 @@ class UserSplit:
 
 def split_users(n_users: int, *, test_fraction: float, seed: int) -> UserSplit:
     """A fixed seeded split: ``round(test_fraction * n_users)`` held-out users (at least one, and one left to train)."""
-    if n_users < 2:
-        raise ValueError(f"a train / held-out split needs at least 2 users, got {n_users}")
+    if n_users < 2:  # a configuration error: data.max_users or data.min_user_interactions left too few users
+        raise ConfigError(
+            f"a train / held-out split of users needs at least 2 users, the dataset has {n_users}: "
+            "raise data.max_users (or lower data.min_user_interactions)"
+        )
     if not 0.0 < test_fraction < 1.0:
         raise ValueError(f"test_fraction must be in (0, 1), got {test_fraction}")
     n_test = min(max(round(test_fraction * n_users), 1), n_users - 1)

@@ -24,6 +24,7 @@ from recagent_gym.envs.recagent_env import RecAgentEnv
 from recagent_gym.envs.resolve import resolve_dataset
 from recagent_gym.envs.vector import RecAgentVectorEnv, SB3VecEnv
 from recagent_gym.envs.wrappers import page_adapter
+from recagent_gym.output_folder import check_output_folder
 from recagent_gym.policies.artefacts import ALGORITHMS, META_FILE, POLICY_FILE
 from recagent_gym.policies.callbacks import HeldOutEval, ProgressLine
 from recagent_gym.policies.evaluate_policies import EvalProtocol, PolicyRecommender, run_sessions
@@ -67,17 +68,18 @@ def train_policy(
 ) -> TrainResult:
     """Train ``config.train.algorithm`` on ``config.train.n_envs`` concurrent sessions; save policy and config."""
     train = config.train
-    out = Path(output_dir if output_dir is not None else train.output_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    out = check_output_folder(output_dir if output_dir is not None else train.output_dir, "train.output_dir")
 
     # Seeding: one seed for SB3 (policy init, exploration) and the env (activation, users, LLM seeds).
     torch.set_num_threads(train.torch_threads)
     seed = train.seed
 
     # Users: a fixed split (its own seed, shared by every training seed); training never meets a held-out user.
+    # Both are checked before the output folder is made, so a dataset too small to split leaves nothing behind.
     dataset = resolve_dataset(dataset, config)
     split = split_users(dataset.n_users, test_fraction=train.test_fraction, seed=train.split_seed)
     train_data = training_dataset(dataset, split.train)
+    out.mkdir(parents=True, exist_ok=True)
 
     # Environment: the vector env steps all sessions together (one batch per step for LLM users).
     venv = RecAgentVectorEnv(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from recagent_gym.section import Section
 
@@ -50,7 +50,8 @@ class UserConfig(Section):
     """How the LLM agent decides on a page. ``few_shot``: one batched ``choose`` scoring every page item Yes/No after
     a few-shot prefix built from the user's own history, combined with embedding relevance, then the documented
     rule (threshold, patience). ``direct``: one ``choose`` over ``watch <title>`` / ``next page`` / ``search`` /
-    ``leave`` (for capable remote models). ``auto``: ``direct`` for ``llm.backend: openai``, else ``few_shot``."""
+    ``leave`` (for capable remote models). ``auto``: ``direct`` for ``llm.backend: openai`` (``few_shot`` when
+    ``prior_weights`` is set), else ``few_shot``."""
 
     score_llm_weight: float = Field(1.0, ge=0.0)
     """Weight of the calibrated LLM score ``logp(Yes) - logp(No) - baseline`` in the few-shot item score."""
@@ -200,4 +201,15 @@ class UserConfig(Section):
     prior_weights: str | None = None
     """JSON file of behavioural-prior weights fitted by ``recagent-gym calibrate`` on train users' real choices
     (``users/agent/prior.py``): the LLM agent's page decision then scores items ``w_llm * score + prior`` (popularity
-    weighted by conformity, trend, recency, the user's rating scale). None (default): the LLM's judgement alone."""
+    weighted by conformity, trend, recency, the user's rating scale), with any backend: it needs item scores, so
+    ``decision_strategy: auto`` then means ``few_shot`` for remote backends too. The whole file is checked when the
+    configuration is loaded (``users/prior_file.py``). None (default): the LLM's judgement alone."""
+
+    @model_validator(mode="after")
+    def _prior_has_scores_to_adjust(self) -> UserConfig:
+        if self.prior_weights is not None and self.decision_strategy == "direct":
+            raise ValueError(
+                "user.prior_weights adjusts item scores, which user.decision_strategy=direct does not produce "
+                "(the LLM picks an action): set user.decision_strategy to few_shot or auto"
+            )
+        return self

@@ -20,7 +20,7 @@ from recagent_gym.data.reader import BadRows, read_table
 
 ENCODING = "latin-1"
 _ITEM_FIELDS = ("movie_id", "title", "release_date", "video_release_date", "url", *ML100K_GENRES)
-_DATE_YEAR = re.compile(r"(\d{4})\s*$")
+_DATE_YEAR = re.compile(r"([0-9]{4})\s*$")
 
 
 def parse_ml_100k(folder: Path, name: str, bad: BadRows) -> Parsed:

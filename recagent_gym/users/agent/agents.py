@@ -28,10 +28,11 @@ from recagent_gym.users.config import UserConfig
 from recagent_gym.users.profiles import Profile
 
 
-def resolve_strategy(strategy: str, backend: str) -> str:
-    """``auto`` means ``direct`` for remote (``openai``) backends and ``few_shot`` otherwise."""
+def resolve_strategy(strategy: str, backend: str, *, prior: bool = False) -> str:
+    """``auto`` means ``direct`` for remote (``openai``) backends and ``few_shot`` otherwise, or with a behavioural
+    ``prior`` (``user.prior_weights``), which adjusts the item scores only ``few_shot`` produces."""
     if strategy == "auto":
-        return "direct" if backend == "openai" else "few_shot"
+        return "direct" if backend == "openai" and not prior else "few_shot"
     return strategy
 
 
@@ -73,7 +74,7 @@ class Agents:
         self.graph = graph
         self.profiles: list[Profile] = agent_profiles(dataset, profiles)
         self.profile_text = ProfileTexts(self.profiles)
-        self.strategy = resolve_strategy(config.decision_strategy, llm_backend)
+        self.strategy = resolve_strategy(config.decision_strategy, llm_backend, prior=config.prior_weights is not None)
         self.combined = resolve_combined(config.combined_replies, llm_backend)
         memory_config = memory or MemoryConfig()
         if self.combined and not memory_config.importance_with_summary:

@@ -21,7 +21,6 @@ file, and is unchanged otherwise (:class:`PagePrior`).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,10 +29,8 @@ from typing import Any
 import numpy as np
 
 from recagent_gym.data.schema import DataError, Dataset
+from recagent_gym.users.prior_file import DEFAULT_WINDOW_DAYS, FEATURES, LLM, read_prior_file
 
-FEATURES: tuple[str, ...] = ("popularity", "popularity_x_mainstream", "trend", "recency", "rating_scale")
-LLM = "llm"
-"""Key of the LLM score's weight in a weights file."""
 SECONDS_PER_DAY = 86_400.0
 SHRINK = 10.0
 """Pseudo-ratings pulling an item's mean rating towards the global mean (few ratings say little)."""
@@ -139,23 +136,15 @@ def combine(llm_scores: np.ndarray, features: np.ndarray, weights: PriorWeights)
 
 
 def load_weights(path: str | Path, *, which: str = "both") -> PriorWeights:
-    """The ``both`` (LLM + prior) or ``prior_only`` weights of a ``recagent-gym calibrate`` file."""
-    file = Path(path)
-    try:
-        data = json.loads(file.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise DataError(f"prior weights {file}: not a calibrate file ({exc})") from exc
-    block = data.get(which) if isinstance(data, dict) else None
-    if not isinstance(block, dict):
-        raise DataError(f"prior weights {file}: no {which!r} weights (a calibrate file; 'both' needs the LLM)")
-    unknown = set(block) - {LLM, *FEATURES}
-    if unknown:
-        raise DataError(f"prior weights {file}: unknown weights {sorted(unknown)}")
-    try:
-        return PriorWeights(float(block.get(LLM, 0.0)), {k: float(block.get(k, 0.0)) for k in FEATURES},
-                            meta={k: v for k, v in data.items() if k not in ("both", "prior_only")})  # fmt: skip
-    except (TypeError, ValueError) as exc:
-        raise DataError(f"prior weights {file}: a weight is not a number ({exc})") from exc
+    """The ``both`` (LLM + prior) or ``prior_only`` weights of a ``recagent-gym calibrate`` file, the whole file
+    checked first (:func:`~recagent_gym.users.prior_file.read_prior_file`); ``meta`` holds its other fields, with
+    ``window_days`` checked (a number > 0)."""
+    checked = read_prior_file(path)
+    block = checked.fits.get(which)
+    if block is None:
+        raise DataError(f"prior weights {checked.path}: no {which!r} weights (a calibrate file; 'both' needs the LLM)")
+    meta = {**checked.meta, "window_days": checked.window_days}
+    return PriorWeights(block.get(LLM, 0.0), {k: block.get(k, 0.0) for k in FEATURES}, meta=meta)
 
 
 @dataclass(frozen=True)
@@ -169,7 +158,8 @@ class PagePrior:
     def load(cls, path: str | Path, dataset: Dataset) -> PagePrior:
         """From a ``recagent-gym calibrate`` file (``user.prior_weights``), built once per population."""
         weights = load_weights(path)
-        return cls(BehaviouralPrior(dataset, window_days=float(weights.meta.get("window_days", 180.0))), weights)
+        window = float(weights.meta.get("window_days", DEFAULT_WINDOW_DAYS))
+        return cls(BehaviouralPrior(dataset, window_days=window), weights)
 
     def adjust(self, user: int, items: Sequence[int], scores: np.ndarray) -> np.ndarray:
         """``scores`` of ``user``'s page ``items`` combined with the prior (:func:`combine`)."""

@@ -1,0 +1,76 @@
+"""The schema of a behavioural-prior weights file (``prior.json`` of ``recagent-gym calibrate``), checked whole, once.
+
+``user.prior_weights`` is checked when the configuration is loaded (:func:`recagent_gym.config.config_from_dict`),
+so a missing file, a weight that is NaN or infinite, or a ``window_days`` that is no positive number stops every
+command before it creates a run folder, instead of ending a run with 0 watches or failing mid-round. The prior itself
+(``users/agent/prior.py``) reads its weights through :func:`read_prior_file` too. Kept apart from the prior so that
+the configuration's loader can check a file without importing the LLM agent.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from recagent_gym.data.schema import DataError
+
+FEATURES: tuple[str, ...] = ("popularity", "popularity_x_mainstream", "trend", "recency", "rating_scale")
+"""The prior's features, in the order of its feature rows."""
+LLM = "llm"
+"""Key of the LLM score's weight in a weights file."""
+BLOCKS: tuple[str, ...] = ("both", "prior_only")
+"""The fits a calibrate file holds: ``both`` (LLM + prior; absent when calibrated without the LLM), ``prior_only``."""
+DEFAULT_WINDOW_DAYS = 180.0
+
+
+@dataclass(frozen=True)
+class PriorFile:
+    """A checked weights file: each fit present (weight name to finite number), the trend window, the rest."""
+
+    path: Path
+    fits: Mapping[str, Mapping[str, float]]
+    window_days: float
+    meta: Mapping[str, Any]
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _check_fit(file: Path, name: str, block: Any) -> dict[str, float]:
+    if not isinstance(block, dict):
+        raise DataError(f"prior weights {file}: {name!r} must map weight names to numbers, got {type(block).__name__}")
+    unknown = sorted(set(block) - {LLM, *FEATURES})
+    if unknown:
+        raise DataError(f"prior weights {file}: unknown weights {unknown} in {name!r} (known: {[LLM, *FEATURES]})")
+    for key, value in block.items():
+        if not _is_number(value) or not math.isfinite(value):
+            raise DataError(f"prior weights {file}: {name}.{key} is {value!r}, not a finite number")
+    return {key: float(value) for key, value in block.items()}
+
+
+def read_prior_file(path: str | Path) -> PriorFile:
+    """The whole file checked (see the module docstring); a :class:`DataError` naming the file and the field."""
+    file = Path(path)
+    if file.exists() and not file.is_file():  # a folder, or a pipe or device that would block the read
+        raise DataError(f"prior weights {file}: not a file")
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise DataError(f"prior weights {file}: no such file (write one with `recagent-gym calibrate`)") from None
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise DataError(f"prior weights {file}: not a calibrate file ({exc})") from None
+    if not isinstance(data, dict):
+        raise DataError(f"prior weights {file}: not a calibrate file (a JSON object with {list(BLOCKS)})")
+    fits = {name: _check_fit(file, name, data[name]) for name in BLOCKS if name in data}
+    if not fits:
+        raise DataError(f"prior weights {file}: no weights (a calibrate file holds {' and/or '.join(BLOCKS)})")
+    window = data.get("window_days", DEFAULT_WINDOW_DAYS)
+    if not _is_number(window) or not math.isfinite(window) or window <= 0:
+        raise DataError(f"prior weights {file}: window_days is {window!r}, not a number of days > 0")
+    meta = {key: value for key, value in data.items() if key not in BLOCKS}
+    return PriorFile(file, fits, float(window), meta)
