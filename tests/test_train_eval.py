@@ -166,9 +166,7 @@ def test_each_held_out_user_starts_from_the_same_state_for_every_recommender(dat
 def test_summary_line_reads_the_intervals():
     def row(name, mean, low, high):
         nan = float("nan")
-        return PolicyMetrics(
-            name, mean, low, high, 30, 30, 1, nan, nan, nan, nan, nan, nan, nan, nan, nan, nan, 1, 0, 3, 0.3, 0.1, 0.5, 0
-        )
+        return PolicyMetrics(name, mean, low, high, 30, 30, 1, *[nan] * 10, 1, 0, 3, 0.3, 0.1, 0.5, 0)
 
     line = summary_line([row("ppo", 0.5, 0.2, 0.8), row("popularity", 1.0, 0.7, 1.3)], learned=["ppo"])
     assert "popularity" in line and "not separable from ppo" in line and "30 held-out users" in line
