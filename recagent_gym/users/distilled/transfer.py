@@ -124,6 +124,19 @@ def _v0_arena(config: Config, dataset: Dataset, policies: Sequence[Path], user_m
     return env, candidates
 
 
+def check_v0_policies(policies: Sequence[Path]) -> None:
+    """Each given RecAgent-v0 policy's ``policy.json`` and zip (its spaces are checked against each env later)."""
+    from recagent_gym.policies.artefacts import PolicyError, check_zip, read_meta, trained_env
+
+    for path in policies:
+        if trained_env(read_meta(path)) != "RecAgent-v0":
+            raise PolicyError(
+                f"{path}: trained on {trained_env(read_meta(path))}, but this transfer runs RecAgent-v0 "
+                "(train.transfer_env=v0); give a policy of 'train', or set train.transfer_env=v1"
+            )
+        check_zip(path)
+
+
 def evaluate_on(
     user_model: str,
     config: Config,
@@ -312,9 +325,13 @@ def run_transfer(
     shared = None
     if config.train.transfer_env == "v1":
         from recagent_gym.policies.protocol import split_users
-        from recagent_gym.users.distilled.transfer_v1 import Shared, train_v1
+        from recagent_gym.users.distilled.transfer_v1 import Shared, load_v1, train_v1
 
         shared = Shared(config, dataset, users)
+        for path in policies:  # each given policy checked before anything runs or is written
+            load_v1(path, shared.env)
+    else:
+        check_v0_policies(policies)
     if not policies:
         start = time.perf_counter()
         if shared is None:
