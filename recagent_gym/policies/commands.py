@@ -152,6 +152,7 @@ def run_rl_comparison(args: argparse.Namespace) -> int:
 
 def run_evaluate_policies(args: argparse.Namespace) -> int:
     from recagent_gym.envs.recagent_env import RecAgentEnv
+    from recagent_gym.policies.artefacts import check_zip
     from recagent_gym.policies.evaluate_policies import (
         EvalProtocol,
         PolicyRecommender,
@@ -173,6 +174,8 @@ def run_evaluate_policies(args: argparse.Namespace) -> int:
     out = Path(args.output_dir or Path(config.train.output_dir) / "evaluation")
     config = config.in_run_folder(out)
     train = config.train
+    for spec in args.policy:  # a missing, damaged or foreign zip fails before the env is built
+        check_zip(spec.rpartition("=")[2])
     env = RecAgentEnv(config.data.dataset, config.user.model, config=config)
     seed = train.seed if args.seed is None else args.seed
     recommenders: dict[str, Any] = {}

@@ -124,15 +124,19 @@ def _v0_arena(config: Config, dataset: Dataset, policies: Sequence[Path], user_m
     return env, candidates
 
 
-def check_v0_policies(policies: Sequence[Path]) -> None:
-    """Each given RecAgent-v0 policy's ``policy.json`` and zip (its spaces are checked against each env later)."""
+def check_policies(policies: Sequence[Path], transfer_env: str) -> None:
+    """Each given policy's ``policy.json`` (trained on this transfer's env) and zip, before anything is built; the
+    spaces are checked against the env where it is loaded."""
     from recagent_gym.policies.artefacts import PolicyError, check_zip, read_meta, trained_env
 
+    expected = "RecAgent-v1" if transfer_env == "v1" else "RecAgent-v0"
     for path in policies:
-        if trained_env(read_meta(path)) != "RecAgent-v0":
+        trained = trained_env(read_meta(path))
+        if trained != expected:
+            other = "v0" if transfer_env == "v1" else "v1"
             raise PolicyError(
-                f"{path}: trained on {trained_env(read_meta(path))}, but this transfer runs RecAgent-v0 "
-                "(train.transfer_env=v0); give a policy of 'train', or set train.transfer_env=v1"
+                f"{path}: trained on {trained}, but this transfer runs {expected} (train.transfer_env={transfer_env});"
+                f" give a policy trained on {expected}, or set train.transfer_env={other}"
             )
         check_zip(path)
 
@@ -318,6 +322,7 @@ def run_transfer(
     from recagent_gym.envs.resolve import resolve_dataset
 
     out = Path(out)
+    check_policies(policies, config.train.transfer_env)
     dataset = resolve_dataset(dataset, config)
     users = held_out_users(dataset, config, n_users)
     if len(users) == 0:
@@ -328,10 +333,8 @@ def run_transfer(
         from recagent_gym.users.distilled.transfer_v1 import Shared, load_v1, train_v1
 
         shared = Shared(config, dataset, users)
-        for path in policies:  # each given policy checked before anything runs or is written
+        for path in policies:  # each given policy's spaces checked before anything runs or is written
             load_v1(path, shared.env)
-    else:
-        check_v0_policies(policies)
     if not policies:
         start = time.perf_counter()
         if shared is None:
