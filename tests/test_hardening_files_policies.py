@@ -17,7 +17,6 @@ import pytest
 
 pytest.importorskip("pyarrow")
 
-from recagent_gym.policies.artefacts import PolicyError, load_policy
 from recagent_gym.users.distilled.errors import DistillError
 from tests._hardening_files import one_error_line, truncate
 from tests._scripted_cli import use_scripted_backend
@@ -147,6 +146,8 @@ def test_collect_source_refuses_a_v0_policy(tmp_path, v0_policy):
 
 def test_load_policy_checks_spaces_and_loads_a_good_zip(v0_policy):
     from gymnasium import spaces
+
+    from recagent_gym.policies.artefacts import PolicyError, load_policy
 
     model = load_policy(v0_policy, "ppo")
     assert load_policy(v0_policy, "ppo", observation_space=model.observation_space).observation_space.shape
