@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import tokenize
 import zipfile
 import zlib
 from dataclasses import dataclass
@@ -27,9 +28,9 @@ TABLES = ("user_table", "item_table", "item_offset", "threshold", "search_intere
 RULE = ("patience", "temperature", "search_heard_probability", "noise_std", "rating_intercept", "rating_slope")
 """The decision rule's numbers in ``model.json``'s ``rule``."""
 _NPZ_ERRORS = (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile, zlib.error, NotImplementedError,
-               RuntimeError, MemoryError)  # fmt: skip
+               RuntimeError, MemoryError, SyntaxError, tokenize.TokenError)  # fmt: skip
 """What reading a damaged ``.npz`` raises (zip and npy headers, compressed data, CRCs; a header may declare a huge
-array or an encrypted member)."""
+array or an encrypted member; numpy parses the npy header as a Python literal, hence the tokenizer's errors)."""
 
 
 @dataclass

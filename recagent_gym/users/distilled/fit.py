@@ -283,9 +283,9 @@ def _train(
         optimiser.step()
 
     for _ in range(settings.epochs):
-        for batch in torch.randperm(len(ty), generator=generator).split(settings.batch):
+        for batch in torch.randperm(len(ty), generator=generator).split(settings.batch) if len(ty) else ():
             step(torch.nn.functional.mse_loss(net(u_all[tu[batch]], i_all[ti[batch]]), ty[batch]))
-        for batch in torch.randperm(len(pl), generator=generator).split(PAGE_BATCH):
+        for batch in torch.randperm(len(pl), generator=generator).split(PAGE_BATCH) if len(pl) else ():
             users, items = pu[batch], pi[batch]
             width = items.shape[1]
             scores = net(u_all[users].repeat_interleave(width, 0), i_all[items.reshape(-1)]).reshape(-1, width)

@@ -63,9 +63,10 @@ def read_part(path: Path) -> pa.Table:
     """The part at ``path``, checked against :data:`COLUMNS` and cast to one type per kind."""
     try:
         table = pq.read_table(path)
+        table.validate(full=True)  # offsets, lengths and UTF-8 of the data, which reading alone does not check
+        names = table.schema.names
     except _READ_ERRORS as exc:
         raise DistillError(f"{path}: not a readable Parquet decision log ({_reason(exc)})") from exc
-    names = table.schema.names
     missing = [c for c in COLUMNS if c not in names and c not in OPTIONAL]
     if missing:
         raise DistillError(f"{path}: not a decision log of 'users collect' (no column {', '.join(missing)})")
@@ -88,7 +89,8 @@ def read_part(path: Path) -> pa.Table:
 
 
 def _check_values(path: Path, table: pa.Table) -> None:
-    """What the readers index with: actions known, ids non-negative, per-item lists aligned, positions on the page."""
+    """What the readers index with and compute on: actions known, ids non-negative, per-item lists aligned, positions
+    on the page, no infinite number (NaN is a missing value)."""
     if not table.num_rows:
         return
     actions = set(table.column("action").unique().to_pylist())
@@ -105,6 +107,11 @@ def _check_values(path: Path, table: pa.Table) -> None:
     for name in ALIGNED:
         if name in table.column_names and not pc.all(pc.equal(pc.list_value_length(table.column(name)), width)).as_py():
             raise DistillError(f"{path}: column {name!r} is not aligned with 'shown' (one entry per shown item)")
+    for name, kind in COLUMNS.items():
+        if kind in (FLOAT, FLOATS) and name in table.column_names:
+            values = pc.list_flatten(table.column(name)) if kind == FLOATS else table.column(name)
+            if len(values) and pc.any(pc.is_inf(values)).as_py():
+                raise DistillError(f"{path}: column {name!r} holds an infinite value")
     position, item = table.column("position"), table.column("item")
     watch = pc.equal(table.column("action"), "watch")
     on_page = pc.and_(pc.greater_equal(position, 0), pc.less(position, width))
