@@ -65,6 +65,8 @@ class PolicySessions:
         meta = read_meta(path, required=False)  # optional here: the zip's spaces say what the policy needs
         if meta and trained_env(meta) != "RecAgent-v1":
             raise DistillError(f"--policy {path}: trained on {trained_env(meta)}; the policy source needs RecAgent-v1")
+        if not isinstance(meta.get("user_model", ""), str) or not isinstance(meta.get("candidate_mix"), dict | None):
+            raise DistillError(f"--policy {path}: its policy.json's user_model or candidate_mix is not a name / mix")
         self.policy = load_policy(path, "ppo")
         space = getattr(self.policy.observation_space, "spaces", {})
         if "candidates" not in space or len(getattr(space["candidates"], "shape", ())) != 2:
