@@ -153,6 +153,7 @@ def run_rl_comparison(args: argparse.Namespace) -> int:
 
 def run_evaluate_policies(args: argparse.Namespace) -> int:
     from recagent_gym.envs.recagent_env import RecAgentEnv
+    from recagent_gym.policies.artefacts import check_zip
     from recagent_gym.policies.evaluate_policies import (
         EvalProtocol,
         PolicyRecommender,
@@ -174,6 +175,8 @@ def run_evaluate_policies(args: argparse.Namespace) -> int:
     out = check_output_folder(args.output_dir or Path(config.train.output_dir) / "evaluation", "train.output_dir")
     config = config.in_run_folder(out)
     train = config.train
+    for spec in args.policy:  # a missing, damaged or foreign zip fails before the env is built
+        check_zip(spec.rpartition("=")[2])
     env = RecAgentEnv(config.data.dataset, config.user.model, config=config)
     seed = train.seed if args.seed is None else args.seed
     recommenders: dict[str, Any] = {}

@@ -22,7 +22,6 @@ online retraining, the per-session exclusion of shown items).
 from __future__ import annotations
 
 import csv
-import json
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
@@ -34,7 +33,7 @@ import numpy as np
 from recagent_gym.envs.adapters import ObsFlattener, PageAdapter
 from recagent_gym.envs.recagent_env import RecAgentEnv
 from recagent_gym.envs.wrappers import page_adapter
-from recagent_gym.policies.artefacts import ALGORITHMS, META_FILE
+from recagent_gym.policies.artefacts import PolicyError, check_v0_meta, load_policy, read_meta
 from recagent_gym.policies.protocol import Interval, bootstrap_mean, bootstrap_ratio, derangement
 
 V0_ENCODING_KEYS: tuple[str, ...] = ("user_id", "user_features", "history", "history_genres")
@@ -135,18 +134,19 @@ class PolicyRecommender:
 
     @classmethod
     def load(cls, path: str | Path, env: RecAgentEnv) -> PolicyRecommender:
-        """Load ``policy.zip`` (or a checkpoint) with the ``policy.json`` written beside it by training."""
-        path = Path(path)
-        meta = load_meta(path)
+        """Load ``policy.zip`` (or a checkpoint) with the ``policy.json`` written beside it by training, checked
+        against ``env`` (:func:`~recagent_gym.policies.artefacts.load_policy`)."""
+        meta = check_v0_meta(path, load_meta(path), list(env.observation_space.spaces))
         if meta["n_items"] != env.tables.n_items or meta["page_size"] != env.page_size:
-            raise ValueError(
+            raise PolicyError(
                 f"{path}: trained for {meta['n_items']} items and pages of {meta['page_size']}, "
                 f"but the env has {env.tables.n_items} items and pages of {env.page_size}"
             )
-        policy_file = path / "policy.zip" if path.is_dir() else path
-        model = ALGORITHMS[meta["algorithm"]].load(policy_file, device="cpu")
         flattener = ObsFlattener(env.observation_space, meta["observation_keys"])
-        return cls(model, page_adapter(meta["action"], env), flattener, env)
+        adapter = page_adapter(meta["action"], env)
+        action_space = env.action_space if adapter is None else adapter.space
+        model = load_policy(path, meta["algorithm"], observation_space=flattener.space, action_space=action_space)
+        return cls(model, adapter, flattener, env)
 
     def predict(
         self, observation: Any, state: Any = None, episode_start: Any = None, deterministic: bool = True
@@ -158,13 +158,7 @@ class PolicyRecommender:
 
 def load_meta(path: str | Path) -> dict[str, Any]:
     """The ``policy.json`` saved beside a policy (its folder, or the run folder of a checkpoint)."""
-    path = Path(path)
-    meta_path = (path if path.is_dir() else path.parent) / META_FILE
-    if not meta_path.exists() and path.parent.name == "checkpoints":
-        meta_path = path.parent.parent / META_FILE
-    if not meta_path.exists():
-        raise FileNotFoundError(f"{meta_path} not found: a trained policy needs the {META_FILE} saved with it")
-    return json.loads(meta_path.read_text(encoding="utf-8"))
+    return read_meta(path)
 
 
 # ------------------------------------------------------------------------------------------------------- running

@@ -87,19 +87,16 @@ class Zoo:
             else:
                 out[name] = [ScoredCandidates(env, self.scorers[name])]
         for name, paths in self.policies.items():
-            out[name] = self._policy(name, paths)
+            out[name] = self._policy(name, paths, env)
         out.update(self.ready)
         return out
 
-    def _policy(self, name: str, paths: list[Path]) -> list[Any]:
+    def _policy(self, name: str, paths: list[Path], env: Any) -> list[Any]:
+        """The item-scoring PPOs of ``paths``, checked against ``env``'s spaces (a clear error for a missing,
+        damaged or foreign zip, or a policy of another env)."""
         if name not in self._loaded:
-            from stable_baselines3 import PPO
+            from recagent_gym.policies.artefacts import load_policy
 
-            models = []
-            for path in paths:
-                file = path / "policy.zip" if path.is_dir() else path
-                if not file.is_file():
-                    raise FileNotFoundError(f"--policy {name}={path}: no policy.zip there")
-                models.append(PPO.load(str(file), device="cpu"))
-            self._loaded[name] = models
+            spaces = {"observation_space": env.observation_space, "action_space": env.action_space}
+            self._loaded[name] = [load_policy(path, "ppo", **spaces) for path in paths]
         return self._loaded[name]

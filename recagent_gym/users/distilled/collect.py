@@ -70,8 +70,8 @@ def collect(
     clash = {k: (previous[k], v) for k, v in meta.items() if k in previous and previous[k] != v}
     if clash:
         raise DistillError(f"{out} holds logs collected with other settings {clash}; use another --out")
+    done = logs.done_sessions(out)  # every part checked before collect.json is touched
     logs.write_meta(out, {**meta, "sessions": max(sessions, int(previous.get("sessions", 0)))})
-    done = logs.done_sessions(out)
     todo = [p for p in plan_sessions(range(dataset.n_users), list(sources), sessions, seed) if p.session_id not in done]
     page_sources = PageSources(dataset, page_size=page_size, config=config, seed=seed)
     search = CatalogueSearch(dataset)

@@ -98,6 +98,10 @@ def run_collect(args: argparse.Namespace) -> int:
     from recagent_gym.users.distilled.collect import collect
     from recagent_gym.users.factory import build_user_model
 
+    if args.policy is not None:  # a damaged or foreign zip fails before the LLM users are built
+        from recagent_gym.policies.artefacts import check_zip
+
+        check_zip(args.policy)
     config, dataset = _config_and_dataset(args)
     model = build_user_model("llm", dataset, **config.user_model_sections())
     sources = [s.strip() for s in args.sources.split(",") if s.strip()]

@@ -136,6 +136,7 @@ def fidelity_report(
     artefact = Artefact.load(model_folder)
     frame = logs.read_logs(logs_folder)
     meta = logs.read_meta(logs_folder)
+    logs.check_ids(frame, logs_folder, dataset.n_users, dataset.n_items, dataset.name)
     test_users = set(artefact.meta["test_users"])
     test = frame[frame["user_id"].isin(test_users)].reset_index(drop=True)
     if test.empty:

@@ -1,11 +1,12 @@
 """``recagent-gym users distill``: train the two-tower scorer on the LLM users' per-item scores (train users only).
 
 The target is the item score the LLM agent's decision rule reads (calibrated LLM score + embedding relevance, for
-items still eligible on the page). The rest of the LLM user is kept as it is: the same rule function
-(:func:`recagent_gym.users.agent.decide.decide_page`) with each user's threshold and search probabilities, a
-Gaussian score noise whose scale is the training residual (the LLM's scores vary with the session's random
-examples; without it the best-of-page score, hence the watch rate, would be too low), and a linear rating of the
-watched item's score.
+items still eligible on the page); logs without scores (the ``direct`` strategy of remote backends) are fitted on
+the decisions themselves (:mod:`~recagent_gym.users.distilled.decisions`). The rest of the LLM user is kept as it
+is: the same rule function (:func:`recagent_gym.users.agent.decide.decide_page`) with each user's threshold and
+search probabilities, a Gaussian score noise whose scale is the training residual (the LLM's scores vary with the
+session's random examples; without it the best-of-page score, hence the watch rate, would be too low), and a linear
+rating of the watched item's score.
 """
 
 from __future__ import annotations
@@ -22,10 +23,14 @@ import pandas as pd
 from recagent_gym.data.schema import Dataset
 from recagent_gym.users.distilled import logs
 from recagent_gym.users.distilled.artefact import FORMAT, Artefact
+from recagent_gym.users.distilled.decisions import Pages, choice_logits, decision_pages
 from recagent_gym.users.distilled.errors import DistillError
 from recagent_gym.users.distilled.features import item_features, user_features
 
 log = logging.getLogger(__name__)
+
+PAGE_BATCH = 64
+"""Decision pages per step of the decision target (each page is ``page_size`` item rows)."""
 
 
 @dataclass(frozen=True)
@@ -76,7 +81,8 @@ def item_rows(frame: pd.DataFrame) -> pd.DataFrame:
         for position, (item, score) in enumerate(zip(row.shown, row.scores, strict=True)):
             if not math.isnan(score):
                 records.append((index, int(row.user_id), int(item), float(score), position))
-    return pd.DataFrame(records, columns=["decision", "user_id", "item_id", "score", "position"])
+    frame = pd.DataFrame(records, columns=["decision", "user_id", "item_id", "score", "position"])
+    return frame.astype({"decision": np.int64, "user_id": np.int64, "item_id": np.int64, "score": np.float64})
 
 
 def spearman(a: np.ndarray, b: np.ndarray) -> float:
@@ -133,7 +139,13 @@ def distill(
     embedder: Any = None,
     cache_dir: str | Path | None = None,
 ) -> str:
-    """Train on ``logs_folder`` and write the artefact to ``out``; returns a one-line summary."""
+    """Train on ``logs_folder`` and write the artefact to ``out``; returns a one-line summary.
+
+    Logs of any backend: the loss is the squared error on the logged item scores (few-shot strategy) plus the
+    choice model's cross-entropy on the decisions that have no scored item (the ``direct`` strategy of remote
+    backends logs none; :mod:`~recagent_gym.users.distilled.decisions`); a term with nothing to fit is dropped.
+    The summary and ``model.json``'s metrics say which target was fitted (``target``) and on how many items and
+    decisions."""
     import torch
 
     from recagent_gym.users.distilled.network import TwoTower
@@ -143,11 +155,11 @@ def distill(
     meta = logs.read_meta(logs_folder)
     if meta.get("dataset") not in (None, dataset.name):
         raise DistillError(f"{logs_folder} was collected on dataset {meta['dataset']!r}, not {dataset.name!r}")
+    logs.check_ids(frame, logs_folder, dataset.n_users, dataset.n_items, dataset.name)
     rows = item_rows(frame)
-    if rows.empty:
-        raise DistillError(f"{logs_folder}: no scored items in the logs (the few-shot strategy logs scores)")
-    if int(rows["item_id"].max()) >= dataset.n_items or int(rows["user_id"].max()) >= dataset.n_users:
-        raise DistillError(f"{logs_folder}: user or item ids beyond dataset {dataset.name!r}")
+    pages = decision_pages(frame, set(rows["decision"].tolist()))
+    if rows.empty and not len(pages):
+        raise DistillError(f"{logs_folder}: nothing to fit (no scored item and no decision on an eligible item)")
     if settings.split == "policy":
         train_users, test_users = policy_split(frame["user_id"].to_numpy(), dataset, config)
     elif settings.split == "own":
@@ -158,11 +170,14 @@ def distill(
     profiles = population_profiles(dataset, config)
     users_x = user_features(dataset, vectors, profiles, config.user.history_shots)
     items_x = item_features(dataset, vectors)
+    threshold, search, queries = rule_tables(profiles, config)
 
     torch.set_num_threads(1)  # a net this small is fastest on one thread (measured in the project's notes)
     torch.manual_seed(settings.seed)
     train = rows[rows["user_id"].isin(train_users)]
     test = rows[rows["user_id"].isin(test_users)]
+    train_pages = pages.subset(np.isin(pages.user, train_users))
+    test_pages = pages.subset(np.isin(pages.user, test_users))
     net = TwoTower(
         users_x.shape[1],
         items_x.shape[1],
@@ -171,41 +186,38 @@ def distill(
         hidden=settings.hidden,
         dim=settings.dim,
     )
-    optimiser = torch.optim.Adam(net.parameters(), lr=settings.lr, weight_decay=settings.weight_decay)
-    u_all, i_all = torch.from_numpy(users_x), torch.from_numpy(items_x)
-    tu = torch.from_numpy(train["user_id"].to_numpy(dtype=np.int64, copy=True))
-    ti = torch.from_numpy(train["item_id"].to_numpy(dtype=np.int64, copy=True))
-    ty = torch.from_numpy(train["score"].to_numpy(dtype=np.float32, copy=True))
-    generator = torch.Generator().manual_seed(settings.seed)
-    for _ in range(settings.epochs):
-        for batch in torch.randperm(len(ty), generator=generator).split(settings.batch):
-            loss = torch.nn.functional.mse_loss(net(u_all[tu[batch]], i_all[ti[batch]]), ty[batch])
-            optimiser.zero_grad()
-            loss.backward()
-            optimiser.step()
+    temperature = config.user.watch_temperature
+    _train(net, users_x, items_x, train, train_pages, threshold, temperature, settings)
     user_table, item_table, item_offset = net.tables(users_x, items_x)
 
-    def predict(part: pd.DataFrame) -> np.ndarray:
-        u, i = part["user_id"].to_numpy(), part["item_id"].to_numpy()
-        return np.einsum("nd,nd->n", user_table[u], item_table[i]) + item_offset[i]
+    def predict(users: np.ndarray, items: np.ndarray) -> np.ndarray:
+        users, items = np.asarray(users, dtype=np.int64), np.asarray(items, dtype=np.int64)
+        return np.einsum("...d,...d->...", user_table[users], item_table[items]) + item_offset[items]
 
-    train_pred = predict(train)
+    train_pred = predict(train["user_id"].to_numpy(), train["item_id"].to_numpy())
     residual = train["score"].to_numpy() - train_pred
     residual_std = float(residual.std()) if len(residual) > 1 else 0.0
-    threshold, search, queries = rule_tables(profiles, config)
+    page_pred = predict(train_pages.user[:, None], train_pages.items)
+    predicted = pd.concat([train.assign(pred=train_pred), train_pages.item_rows(page_pred)], ignore_index=True)
     # The grid spans the spread of the targets, not only the training residual: a net that fits few logs closely
     # leaves a residual far smaller than the LLM's session-to-session variation.
-    grid_scale = max(residual_std, float(train["score"].std()) if len(train) > 1 else 0.0)
-    noise = calibrate_noise(
-        train.assign(pred=train_pred), frame, threshold, config.user.watch_temperature, grid_scale, settings.seed
-    )
-    rating_a, rating_b = _rating_fit(frame, train_users)
-    metrics = {"train_items": len(train), "test_items": len(test), "train_rmse": float(np.sqrt((residual**2).mean()))}
+    spread = train["score"] if len(train) else predicted["pred"]
+    grid_scale = max(residual_std, float(spread.std()) if len(spread) > 1 else 0.0)
+    noise = calibrate_noise(predicted, frame, threshold, temperature, grid_scale, settings.seed)
+    rating_a, rating_b = _rating_fit(frame, train_users, predict)
+    target = "+".join(name for name, n in (("scores", len(rows)), ("decisions", len(pages))) if n)
+    metrics: dict[str, Any] = {"target": target, "train_items": len(train), "test_items": len(test)}
+    if len(train):
+        metrics["train_rmse"] = float(np.sqrt((residual**2).mean()))
     if len(test):
-        test_pred = predict(test)
+        test_pred = predict(test["user_id"].to_numpy(), test["item_id"].to_numpy())
         metrics["test_rmse"] = float(np.sqrt(((test["score"].to_numpy() - test_pred) ** 2).mean()))
         metrics["test_rmse_constant"] = float(np.sqrt(((test["score"] - train["score"].mean()) ** 2).mean()))
         metrics["test_spearman"] = spearman(test["score"].to_numpy(), test_pred)
+    if len(pages):
+        metrics["train_decisions"], metrics["test_decisions"] = len(train_pages), len(test_pages)
+        if len(test_pages):
+            metrics["test_decision_nll"] = decision_nll(test_pages, predict, threshold, temperature)
     metrics["residual_std"], metrics["noise_std"] = residual_std, noise
     cfg = config.user
     arrays = {
@@ -247,19 +259,65 @@ def distill(
     return summary
 
 
+def _train(
+    net: Any, users_x: np.ndarray, items_x: np.ndarray, train: pd.DataFrame, pages: Pages, threshold: np.ndarray,
+    temperature: float, settings: FitSettings,
+) -> None:  # fmt: skip
+    """``settings.epochs`` passes of Adam: over the scored items (squared error), then over the decision pages
+    (the choice model's cross-entropy), each when there is any."""
+    import torch
+
+    optimiser = torch.optim.Adam(net.parameters(), lr=settings.lr, weight_decay=settings.weight_decay)
+    u_all, i_all = torch.from_numpy(users_x), torch.from_numpy(items_x)
+    tu = torch.from_numpy(train["user_id"].to_numpy(dtype=np.int64, copy=True))
+    ti = torch.from_numpy(train["item_id"].to_numpy(dtype=np.int64, copy=True))
+    ty = torch.from_numpy(train["score"].to_numpy(dtype=np.float32, copy=True))
+    pu, pi = torch.from_numpy(pages.user), torch.from_numpy(pages.items)
+    pe, pl = torch.from_numpy(pages.eligible), torch.from_numpy(pages.label)
+    pt = torch.from_numpy(threshold.astype(np.float32))
+    generator = torch.Generator().manual_seed(settings.seed)
+
+    def step(loss: torch.Tensor) -> None:
+        optimiser.zero_grad()
+        loss.backward()
+        optimiser.step()
+
+    for _ in range(settings.epochs):
+        for batch in torch.randperm(len(ty), generator=generator).split(settings.batch) if len(ty) else ():
+            step(torch.nn.functional.mse_loss(net(u_all[tu[batch]], i_all[ti[batch]]), ty[batch]))
+        for batch in torch.randperm(len(pl), generator=generator).split(PAGE_BATCH) if len(pl) else ():
+            users, items = pu[batch], pi[batch]
+            width = items.shape[1]
+            scores = net(u_all[users].repeat_interleave(width, 0), i_all[items.reshape(-1)]).reshape(-1, width)
+            logits = choice_logits(scores, pe[batch], pt[users], temperature)
+            step(torch.nn.functional.cross_entropy(logits, pl[batch]))
+
+
+def decision_nll(pages: Pages, predict: Any, threshold: np.ndarray, temperature: float) -> float:
+    """Mean negative log-likelihood of the logged decisions of ``pages`` under the choice model of ``predict``."""
+    import torch
+
+    scores = torch.from_numpy(np.asarray(predict(pages.user[:, None], pages.items), dtype=np.float32))
+    limit = torch.from_numpy(threshold[pages.user].astype(np.float32))
+    logits = choice_logits(scores, torch.from_numpy(pages.eligible), limit, temperature)
+    return float(torch.nn.functional.cross_entropy(logits, torch.from_numpy(pages.label)))
+
+
 def calibrate_noise(
     train: pd.DataFrame, frame: pd.DataFrame, threshold: np.ndarray, temperature: float, scale: float, seed: int
 ) -> float:
     """The score noise whose watch probability, through the rule, matches the LLM's logged one on training pages.
 
-    ``train``: item rows with ``pred``; the target is the mean logged ``p_watch`` of their decisions. Searched on a
-    grid from 0 to twice ``scale`` with common random numbers; ``scale`` itself when the logs hold no ``p_watch``.
+    ``train``: item rows with ``pred``; the target is the mean logged ``p_watch`` of their decisions, or whether
+    the decision was a watch where no ``p_watch`` was logged (the ``direct`` strategy). Searched on a grid from 0 to
+    twice ``scale`` with common random numbers; ``scale`` itself with nothing to match.
     """
+    if train.empty or scale <= 0:
+        return scale
     decisions = train["decision"].to_numpy()
     target = frame["p_watch"].to_numpy(dtype=float)[np.unique(decisions)]
-    target = target[~np.isnan(target)]
-    if not len(target) or scale <= 0:
-        return scale
+    watched = (frame["action"] == "watch").to_numpy(dtype=float)[np.unique(decisions)]
+    target = np.where(np.isnan(target), watched, target)
     codes, index = np.unique(decisions, return_inverse=True)
     width = int(train.groupby("decision").size().max())
     means = np.full((len(codes), width), -np.inf)
@@ -277,10 +335,14 @@ def calibrate_noise(
     return best
 
 
-def _rating_fit(frame: pd.DataFrame, train_users: np.ndarray) -> tuple[float, float]:
-    """Least squares ``rating ~ a + b * score`` on the training users' rated watches (``(4, 0)`` with too few)."""
+def _rating_fit(frame: pd.DataFrame, train_users: np.ndarray, predict: Any) -> tuple[float, float]:
+    """Least squares ``rating ~ a + b * score`` on the training users' rated watches (``(4, 0)`` with too few); the
+    score is the logged one, else (logs without scores) the fitted model's ``predict(users, items)``."""
     watched = frame[(frame["action"] == "watch") & frame["user_id"].isin(train_users) & frame["rating"].notna()]
     x = np.array([row.scores[row.position] for row in watched.itertuples()], dtype=float)
+    if len(x) and np.isnan(x).any():
+        fitted = predict(watched["user_id"].to_numpy(dtype=np.int64), watched["item"].to_numpy(dtype=np.int64))
+        x = np.where(np.isnan(x), fitted, x)
     y = watched["rating"].to_numpy(dtype=float)
     keep = ~np.isnan(x)
     x, y = x[keep], y[keep]

@@ -4,7 +4,8 @@ Columns (see :func:`recagent_gym.users.distilled.harness.decision_row`): ``sessi
 page_source watched_count patience_before patience_left items shown permutation scores llm_scores
 embedding_scores threshold p_watch action item position rating query fallback reward``; the per-item lists are
 aligned with ``shown`` (the order the user saw after the agent's shuffle). ``collect.json`` beside them records how
-they were made.
+they were made. Both are checked where they are read (:mod:`~recagent_gym.users.distilled.log_schema`): a damaged
+or foreign file is a one-line :class:`~recagent_gym.users.distilled.errors.DistillError` naming it.
 """
 
 from __future__ import annotations
@@ -47,11 +48,29 @@ def write_part(folder: str | Path, rows: list[dict[str, Any]]) -> Path:
 
 
 def read_logs(folder: str | Path, columns: list[str] | None = None) -> pd.DataFrame:
+    """Every part, each checked against the log schema (see :func:`.log_schema.read_part`), as one frame."""
     _require_pyarrow()
+    from recagent_gym.users.distilled.log_schema import read_part
+
     files = parts(folder)
     if not files:
         raise DistillError(f"{folder}: no decision logs (part-*.parquet); run 'recagent-gym users collect' first")
-    return pd.concat([pd.read_parquet(f, columns=columns) for f in files], ignore_index=True)
+    tables = [read_part(f) for f in files]
+    frames = [t.select(columns).to_pandas() if columns else t.to_pandas() for t in tables]
+    return pd.concat(frames, ignore_index=True)
+
+
+def check_ids(frame: pd.DataFrame, folder: str | Path, n_users: int, n_items: int, dataset: str) -> None:
+    """Every user and shown item of the logs is one of the dataset's (the readers index tables with them)."""
+    if frame.empty:
+        return
+    items = max((int(max(s)) for s in frame["shown"] if len(s)), default=-1)
+    items = max(items, int(frame["item"].max()), max((int(max(s)) for s in frame["items"] if len(s)), default=-1))
+    if int(frame["user_id"].max()) >= n_users or items >= n_items:
+        raise DistillError(
+            f"{folder}: user or item ids beyond dataset {dataset!r} ({n_users} users, {n_items} items); "
+            "were these logs collected on another dataset?"
+        )
 
 
 def done_sessions(folder: str | Path) -> set[int]:
@@ -70,8 +89,11 @@ def logs_hash(folder: str | Path) -> str:
 
 
 def read_meta(folder: str | Path) -> dict[str, Any]:
+    """``collect.json`` checked (:func:`.log_schema.read_meta_file`); empty when the folder has none yet."""
+    from recagent_gym.users.distilled.log_schema import read_meta_file
+
     path = Path(folder) / META_FILE
-    return json.loads(path.read_text()) if path.is_file() else {}
+    return read_meta_file(path) if path.exists() else {}
 
 
 def write_meta(folder: str | Path, meta: dict[str, Any]) -> None:

@@ -12,7 +12,6 @@ retrain.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -57,20 +56,20 @@ class PolicySessions:
     """Runs ``policy``-source sessions: the loaded policy on RecAgent-v1 with ``model`` (the LLM users) recorded."""
 
     def __init__(self, model: Any, dataset: Dataset, config: Any, policy_path: str | Path, *, max_pages: int) -> None:
-        from stable_baselines3 import PPO
-
+        from recagent_gym.policies.artefacts import load_policy, read_meta, same_space, trained_env
         from recagent_gym.users.distilled.transfer_v1 import Shared
 
         path = Path(policy_path)
         if not path.is_file():
             raise DistillError(f"--policy {path}: no such file (a policy.zip written by 'users transfer')")
-        meta_path = path.with_name("policy.json")
-        meta = json.loads(meta_path.read_text(encoding="utf-8")) if meta_path.is_file() else {}
-        if meta.get("env", "RecAgent-v1") != "RecAgent-v1":
-            raise DistillError(f"--policy {path}: trained on {meta['env']}; the policy source needs RecAgent-v1")
-        self.policy = PPO.load(str(path), device="cpu")
+        meta = read_meta(path, required=False)  # optional here: the zip's spaces say what the policy needs
+        if meta and trained_env(meta) != "RecAgent-v1":
+            raise DistillError(f"--policy {path}: trained on {trained_env(meta)}; the policy source needs RecAgent-v1")
+        if not isinstance(meta.get("user_model", ""), str) or not isinstance(meta.get("candidate_mix"), dict | None):
+            raise DistillError(f"--policy {path}: its policy.json's user_model or candidate_mix is not a name / mix")
+        self.policy = load_policy(path, "ppo")
         space = getattr(self.policy.observation_space, "spaces", {})
-        if "candidates" not in space:
+        if "candidates" not in space or len(getattr(space["candidates"], "shape", ())) != 2:
             raise DistillError(f"--policy {path}: not an item-scoring policy (its observation has no candidates)")
         cfg = config.model_copy(deep=True)
         cfg.env.max_pages = max_pages
@@ -81,6 +80,9 @@ class PolicySessions:
         shared = Shared(cfg, dataset, users, trained_on=meta.get("user_model", "distilled"))
         self.recorder = Recorder(model)
         self.env = shared.make_env(cfg, dataset, users, self.recorder)
+        if not same_space(self.env.observation_space, self.policy.observation_space):
+            raise DistillError(f"--policy {path}: trained on another observation than RecAgent-v1 gives here "
+                               "(another dataset or item features)")  # fmt: skip
 
     def run(self, plans: Sequence[SessionPlan], seed: int) -> list[dict[str, Any]]:
         """One session per plan, the policy acting deterministically; the decision rows, ratings filled in."""

@@ -124,6 +124,23 @@ def _v0_arena(config: Config, dataset: Dataset, policies: Sequence[Path], user_m
     return env, candidates
 
 
+def check_policies(policies: Sequence[Path], transfer_env: str) -> None:
+    """Each given policy's ``policy.json`` (trained on this transfer's env) and zip, before anything is built; the
+    spaces are checked against the env where it is loaded."""
+    from recagent_gym.policies.artefacts import PolicyError, check_zip, read_meta, trained_env
+
+    expected = "RecAgent-v1" if transfer_env == "v1" else "RecAgent-v0"
+    for path in policies:
+        trained = trained_env(read_meta(path))
+        if trained != expected:
+            other = "v0" if transfer_env == "v1" else "v1"
+            raise PolicyError(
+                f"{path}: trained on {trained}, but this transfer runs {expected} (train.transfer_env={transfer_env});"
+                f" give a policy trained on {expected}, or set train.transfer_env={other}"
+            )
+        check_zip(path)
+
+
 def evaluate_on(
     user_model: str,
     config: Config,
@@ -305,6 +322,7 @@ def run_transfer(
     from recagent_gym.envs.resolve import resolve_dataset
 
     out = Path(out)
+    check_policies(policies, config.train.transfer_env)
     dataset = resolve_dataset(dataset, config)
     users = held_out_users(dataset, config, n_users)
     if len(users) == 0:
@@ -312,9 +330,11 @@ def run_transfer(
     shared = None
     if config.train.transfer_env == "v1":
         from recagent_gym.policies.protocol import split_users
-        from recagent_gym.users.distilled.transfer_v1 import Shared, train_v1
+        from recagent_gym.users.distilled.transfer_v1 import Shared, load_v1, train_v1
 
         shared = Shared(config, dataset, users)
+        for path in policies:  # each given policy's spaces checked before anything runs or is written
+            load_v1(path, shared.env)
     if not policies:
         start = time.perf_counter()
         if shared is None:

@@ -87,13 +87,24 @@ def train_v1(
 
 def recommenders_v1(env: Any, policies: Sequence[Path], seed: int) -> dict[str, list[Any]]:
     """The baselines among the env's candidates and the trained policies (one per seed), by report name."""
-    from stable_baselines3 import PPO
-
     from recagent_gym.policies.candidate_baselines import MFCandidates, PopularCandidates, RandomCandidates
 
     return {
         "random": [RandomCandidates(env, seed=seed)],
         "popularity": [PopularCandidates(env)],
         "mf": [MFCandidates(env)],
-        "policy": [PPO.load(str(p), device="cpu") for p in policies],
+        "policy": [load_v1(p, env) for p in policies],
     }
+
+
+def load_v1(path: Path, env: Any) -> Any:
+    """A RecAgent-v1 item-scoring PPO (``policy.json`` beside it says so), checked against ``env``'s spaces."""
+    from recagent_gym.policies.artefacts import PolicyError, load_policy, read_meta, trained_env
+
+    meta = read_meta(path)
+    if trained_env(meta) != "RecAgent-v1":
+        raise PolicyError(
+            f"{path}: trained on {trained_env(meta)}, but this transfer runs RecAgent-v1 (train.transfer_env=v1); "
+            "give a policy of 'users transfer' on v1, or set train.transfer_env=v0"
+        )
+    return load_policy(path, "ppo", observation_space=env.observation_space, action_space=env.action_space)
