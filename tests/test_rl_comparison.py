@@ -124,3 +124,33 @@ def test_learner_timesteps_name_learners_and_default_to_total(tmp_path, dataset)
     config = Config(train=TrainConfig(learner_timesteps={"pop": 10}))
     with pytest.raises(ValueError, match=r"unknown learners \['pop'\]"):
         run_comparison(config, output_dir=tmp_path, dataset=dataset)
+
+
+def test_env_seeds_run_one_comparison_per_seed_and_report_paired_differences(tmp_path):
+    from recagent_gym.policies.env_seeds import run_env_seeds
+
+    config = Config(
+        train=TrainConfig(total_timesteps=64, n_envs=2, n_steps=32, batch_size=32, seeds=[0], n_candidates=20,
+                          test_fraction=0.25, eval_every=0, eval_curve_users=2, n_bootstrap=100,
+                          compare=["random", "popularity", "bandit", "oracle"], real_metric=False)
+    )  # fmt: skip
+    config.user.model = "recsim"
+    config.env.social = False
+    rows = run_env_seeds(config, [0, 3], output_dir=tmp_path, dataset=make_dataset(per_user=24))
+    assert [r["env_seed"] for r in rows] == [0, 3]
+    assert all(r["learner"] == "bandit" and r["baseline"] in ("random", "popularity") for r in rows)
+    assert all(r["diff_ci_low"] <= r["difference"] <= r["diff_ci_high"] for r in rows)
+    for seed in (0, 3):  # each env seed is a whole comparison with its own split and user population
+        saved = (tmp_path / f"env_seed_{seed}" / "config.yaml").read_text()
+        assert f"split_seed: {seed}" in saved and f"recsim_seed: {seed}" in saved
+    text = (tmp_path / "env_seeds.md").read_text()
+    assert "learner - baseline" in text and "of 2 env seeds" in text
+    assert len(list(csv.DictReader((tmp_path / "env_seeds.csv").open()))) == 2
+
+
+@pytest.mark.parametrize("value", ["a,b", "1,1", ","])
+def test_bad_env_seeds_are_one_line(tmp_path, value, capsys):
+    from recagent_gym.cli import main
+
+    assert main(["evaluate", "rl-comparison", "--env-seeds", value, "--output-dir", str(tmp_path / "out")]) == 2
+    assert "--env-seeds" in capsys.readouterr().err

@@ -139,15 +139,32 @@ def add_evaluate_policies(evaluate_subparsers: Any) -> None:
     add_config_arguments(comparison)
     comparison.add_argument("--user-model", choices=USER_MODELS, default=None)
     comparison.add_argument("--output-dir", default=None, help="folder for the tables, plots and curves")
+    comparison.add_argument("--env-seeds", default=None, metavar="S,S,...",
+                            help="run the whole comparison at each env seed (user.recsim_seed and train.split_seed) "
+                                 "and add env_seeds.md: learner minus best baseline per seed, paired")  # fmt: skip
     comparison.set_defaults(func=run_rl_comparison)
 
 
 def run_rl_comparison(args: argparse.Namespace) -> int:
     from recagent_gym.policies.comparison import run_comparison
+    from recagent_gym.section import ConfigError
 
     config = _config(args, _user_model_override(args))
+    seeds = None
+    if args.env_seeds is not None:
+        try:
+            seeds = [int(s) for s in args.env_seeds.split(",") if s.strip()]
+        except ValueError as error:
+            raise ConfigError(f"--env-seeds wants integers separated by commas, got {args.env_seeds!r}") from error
+        if not seeds or len(set(seeds)) != len(seeds):
+            raise ConfigError(f"--env-seeds wants distinct integers separated by commas, got {args.env_seeds!r}")
     out = check_output_folder(args.output_dir or Path(config.train.output_dir) / "comparison", "train.output_dir")
-    run_comparison(config.in_run_folder(out), output_dir=out)
+    if seeds is None:
+        run_comparison(config.in_run_folder(out), output_dir=out)
+        return 0
+    from recagent_gym.policies.env_seeds import run_env_seeds
+
+    run_env_seeds(config, seeds, output_dir=out)
     return 0
 
 

@@ -112,14 +112,20 @@ def train_item_scoring(
     return model
 
 
-def run_comparison(config: Config, *, output_dir: str | Path, dataset: Dataset | None = None) -> list[PolicyMetrics]:
-    """Train and evaluate everything in ``config.train.compare``; see the module docstring."""
+def run_comparison(
+    config: Config, *, output_dir: str | Path, dataset: Dataset | None = None,
+    per_user: dict[str, np.ndarray] | None = None,
+) -> list[PolicyMetrics]:  # fmt: skip
+    """Train and evaluate everything in ``config.train.compare``; see the module docstring. ``per_user`` receives
+    each row's per-user mean return."""
     # numpy's BLAS as torch: ``train.torch_threads`` threads (spinning BLAS threads cost 10x on a busy machine)
     with blas_threads(config.train.torch_threads):
-        return _run_comparison(config, output_dir=output_dir, dataset=dataset)
+        return _run_comparison(config, output_dir=output_dir, dataset=dataset, per_user=per_user)
 
 
-def _run_comparison(config: Config, *, output_dir: str | Path, dataset: Dataset | None) -> list[PolicyMetrics]:
+def _run_comparison(
+    config: Config, *, output_dir: str | Path, dataset: Dataset | None, per_user: dict[str, np.ndarray] | None = None
+) -> list[PolicyMetrics]:
     train = config.train
     unknown = sorted(set(train.compare) - set(KNOWN))
     if unknown:
@@ -199,7 +205,8 @@ def _run_comparison(config: Config, *, output_dir: str | Path, dataset: Dataset 
     )
     tick = time.perf_counter()
     oracle = "oracle" if "oracle" in recommenders else None
-    results = evaluate_recommenders(recommenders, eval_env, protocol, oracle=oracle, progress=_say)
+    results = evaluate_recommenders(recommenders, eval_env, protocol, oracle=oracle, progress=_say,
+                                    per_user_out=per_user)  # fmt: skip
     timing["evaluate_s"] = time.perf_counter() - tick
     if train.real_metric:
         tick = time.perf_counter()

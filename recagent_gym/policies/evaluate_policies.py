@@ -234,11 +234,12 @@ def evaluate_recommenders(
     *,
     oracle: str | None = None,
     progress: Callable[[str], None] | None = None,
+    per_user_out: dict[str, np.ndarray] | None = None,
 ) -> list[PolicyMetrics]:
     """Every recommender (a list value: one trained policy per seed, pooled per user) on the same held-out users.
 
     ``oracle`` names the reference row (a recommender that knows the users' hidden state) for ``oracle_ratio``
-    and ``oracle_corr``.
+    and ``oracle_corr``; ``per_user_out`` receives each row's per-user mean return (for paired differences).
     """
     partners = derangement(len(protocol.users), protocol.seed)
     per_user: dict[str, np.ndarray] = {}
@@ -272,6 +273,8 @@ def evaluate_recommenders(
             swapped_mean = np.mean([s.mean(axis=1) for s in swapped_runs], axis=0)
             drops[name] = per_user[name] - swapped_mean
             frozen_drops[name] = np.mean([f.mean(axis=1) for f in frozen_runs], axis=0) - swapped_mean
+    if per_user_out is not None:
+        per_user_out.update(per_user)
     results = []
     for i, (name, runs) in enumerate(records.items()):
         drop = (drops.get(name), frozen_drops.get(name))
