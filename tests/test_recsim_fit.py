@@ -143,3 +143,15 @@ def test_auto_fits_the_bundled_dataset():
     user = RecSimUser(load_dataset("bundled"), UserConfig(recsim_fitted="auto"))
     assert user.fitted_from == "auto"
     assert user.config.recsim_popularity_weight == FittedWeights.load("bundled").values["recsim_popularity_weight"]
+
+
+def test_a_bad_fit_file_stops_a_command_before_it_creates_anything(tmp_path, capsys):
+    bad = tmp_path / "fit.json"
+    bad.write_text('{"values": {"recsim_popularity_weight": 99}}', encoding="utf-8")
+    for where in (str(bad), str(tmp_path / "missing.json")):
+        out = tmp_path / "out"
+        code = main(["evaluate", "agreement", "--user-model", "recsim", "--out", str(out), "--no-progress",
+                     "--set", f"user.recsim_fitted={where}"])  # fmt: skip
+        err = capsys.readouterr().err
+        assert code == 2 and "recsim_fitted" in err and len(err.strip().splitlines()) == 1
+        assert not out.exists()

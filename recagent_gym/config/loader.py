@@ -133,9 +133,16 @@ def config_from_dict(data: Mapping[str, Any], source: str = "<dict>") -> Config:
 
 
 def _check_setting_files(config: Config, source: str) -> None:
-    """Files that hold settings rather than data (``user.prior_weights``) are checked whole with the configuration,
+    """Files that hold settings rather than data (``user.prior_weights``, ``user.recsim_fitted``) are checked whole with the configuration,
     so that a missing or malformed one stops a command before it creates anything. The sections cannot do it: they
     import nothing but the base (``tests/test_config_assembly.py``), and the reader needs the data layer."""
+    if config.user.recsim_fitted is not None:
+        from recagent_gym.users.recsim_features import apply_fit
+
+        try:
+            apply_fit(config.user)  # the fit's file read and its values validated as the user section's
+        except RecAgentError as exc:
+            raise ConfigError(f"invalid configuration in {source}:\n  {exc}") from None
     path = config.user.prior_weights
     if path is None:
         return
