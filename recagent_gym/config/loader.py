@@ -133,9 +133,10 @@ def config_from_dict(data: Mapping[str, Any], source: str = "<dict>") -> Config:
 
 
 def _check_setting_files(config: Config, source: str) -> None:
-    """Files that hold settings rather than data (``user.prior_weights``, ``user.recsim_fitted``) are checked whole with the configuration,
-    so that a missing or malformed one stops a command before it creates anything. The sections cannot do it: they
-    import nothing but the base (``tests/test_config_assembly.py``), and the reader needs the data layer."""
+    """Files that hold settings rather than data (``user.prior_weights``, ``user.recsim_fitted``) are checked whole
+    with the configuration, so that a missing or malformed one stops a command before it creates anything. The
+    sections cannot do it: they import nothing but the base (``tests/test_config_assembly.py``), and the reader needs
+    the data layer."""
     if config.user.recsim_fitted is not None:
         from recagent_gym.users.recsim_features import apply_fit
 
