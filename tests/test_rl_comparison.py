@@ -154,3 +154,18 @@ def test_bad_env_seeds_are_one_line(tmp_path, value, capsys):
 
     assert main(["evaluate", "rl-comparison", "--env-seeds", value, "--output-dir", str(tmp_path / "out")]) == 2
     assert "--env-seeds" in capsys.readouterr().err
+
+
+def test_hide_quality_makes_the_quality_column_constant(dataset):
+    from recagent_gym.policies.candidate_baselines import quality_column
+
+    config = Config()
+    config.env.social = False
+    shown = _env(dataset, config=config)
+    config.env.hide_quality = True
+    hidden = _env(dataset, config=config)
+    column = quality_column(shown)
+    assert shown.item_features[:, column].std() > 0.1
+    assert np.all(hidden.item_features[:, column] == 0.5)
+    others = [c for c in range(shown.item_features.shape[1]) if c != column]
+    assert np.array_equal(shown.item_features[:, others], hidden.item_features[:, others])

@@ -151,7 +151,9 @@ class RecAgentCandidateEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
             )
         self.retriever = retriever
         if item_features is None:
-            item_features = item_feature_table(self.dataset, self.tables, self.user_model, latent_dim)
+            item_features = item_feature_table(
+                self.dataset, self.tables, self.user_model, latent_dim, hide_quality=self.config.env.hide_quality
+            )
         elif item_features[0].shape[0] != self.tables.n_items:
             raise ValueError(
                 f"item_features has {item_features[0].shape[0]} rows, but the dataset has {self.tables.n_items} items"

@@ -19,6 +19,12 @@ class EnvConfig(Section):
     max_pages: int = Field(DEFAULT_MAX_EPISODE_STEPS, ge=1)
     """Pages per session before truncation."""
 
+    hide_quality: bool = False
+    """RecAgent-v1: hide the items' quality (the ``quality`` column of the item features, the shrunk mean rating's
+    quantile, is 0.5 for every item), as RecSim's interest-evolution env hides document quality: a policy then
+    learns which items pay from the returns, and sorting by a public column no longer solves the chocolate-vs-kale
+    trade-off (the quality-greedy baseline reads a constant)."""
+
     history_length: int = Field(10, ge=1)
     """Last watched items in the observation."""
 

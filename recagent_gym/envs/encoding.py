@@ -72,8 +72,11 @@ def quantile01(values: np.ndarray) -> np.ndarray:
     return (np.cumsum(counts) - (counts + 1) / 2.0)[inverse] / (n - 1)
 
 
-def item_feature_table(dataset: Dataset, tables: EnvTables, user_model: Any, latent_dim: int) -> tuple[np.ndarray, str]:
-    """``(n_items, F)`` float32 item features (module table) and the latent block's source."""
+def item_feature_table(
+    dataset: Dataset, tables: EnvTables, user_model: Any, latent_dim: int, *, hide_quality: bool = False
+) -> tuple[np.ndarray, str]:
+    """``(n_items, F)`` float32 item features (module table) and the latent block's source. ``hide_quality``: the
+    quality column is 0.5 for every item (``env.hide_quality``)."""
     year = dataset.items["year"].to_numpy(dtype=np.float64)
     known = year > 0
     year01 = np.full(len(year), 0.5)
@@ -81,7 +84,8 @@ def item_feature_table(dataset: Dataset, tables: EnvTables, user_model: Any, lat
         year01[known] = quantile01(year[known])
     vectors, source = latent_source(user_model)
     latent = project(vectors if vectors is not None else tables.topics, latent_dim) if latent_dim else None
-    scalars = [year01, quantile01(tables.popularity), quantile01(tables.quality)]
+    quality = np.full(len(year), 0.5) if hide_quality else quantile01(tables.quality)
+    scalars = [year01, quantile01(tables.popularity), quality]
     columns = [tables.topics, *(column[:, None] for column in scalars)]
     if latent is not None:
         columns.append(latent)
