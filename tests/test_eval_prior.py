@@ -54,6 +54,13 @@ def test_calibration_uses_train_users_only_and_writes_a_weights_file(ml40: Datas
     assert both.llm == result.both.weights["llm"] and prior_only.llm == 0.0
     assert "top-1 accuracy" in paths["calibration.md"].read_text()
     assert json.loads(paths["prior.json"].read_text())["users_raw"] == result.users_raw
+    # the LLM's score and the embedding term fitted apart, reported beside the fits the agents use
+    assert set(result.parts) == {"parts", "llm_score_only", "embedding_only"}
+    assert set(result.parts["parts"].weights) == {"llm_score", "embedding", *FEATURES}
+    assert result.parts["parts"].log_likelihood >= result.parts["llm_score_only"].log_likelihood - 1e-6
+    saved = json.loads(paths["prior.json"].read_text())["parts_fits"]
+    assert saved["embedding_only"]["weights"]["embedding"] == result.parts["embedding_only"].weights["embedding"]
+    assert "taken apart" in paths["calibration.md"].read_text()
 
 
 def test_ablation_rows_reuse_the_llm_scores_and_refuse_calibration_users(ml40: Dataset, tmp_path: Path) -> None:

@@ -12,6 +12,10 @@ Protocol:
    user; the prior's features (``users/agent/prior.py``).
 4. **Fit.** A conditional logit: ``P(pick i) = softmax_i(w_llm * s_llm + features @ w)`` over each choice set,
    maximum likelihood with an L2 penalty ``l2 * |w|^2``; ``both`` fits all weights, ``prior_only`` the features'.
+5. **The LLM's own share.** The agent's score is the LLM's item score plus the embedding relevance
+   (``user.score_llm_weight``, ``user.score_embedding_weight``); the two are recorded apart and fitted apart too:
+   ``parts`` (each its own weight, with the features), ``llm_score_only`` and ``embedding_only`` (one each, no
+   features). Reported (``calibration.md``, ``prior.json``'s ``parts_fits``), not used by the agents.
 
 The JSON (``prior.json``) holds ``both``, ``prior_only``, the calibration users, choice sets, log-likelihoods and
 top-1 accuracy per fit, the dataset, seed and ``window_days``; ``user.prior_weights`` points the agents to it.
@@ -39,6 +43,9 @@ from recagent_gym.evaluation.union_scores import score_union
 from recagent_gym.users.agent.prior import FEATURES, LLM, BehaviouralPrior
 
 logger = logging.getLogger(__name__)
+
+PARTS = ("llm_score", "embedding")
+"""The agent's score taken apart: the LLM's item score and the embedding relevance (before their config weights)."""
 
 EVALUATION_SIZES = (20,)
 """Sample sizes whose evaluation users are always set aside besides ``exclude`` (the paper's 20)."""
@@ -71,6 +78,8 @@ class Calibration:
     both: Fit | None
     prior_only: Fit
     llm_only: Fit | None
+    parts: dict[str, Fit] = field(default_factory=dict)
+    """``parts``, ``llm_score_only``, ``embedding_only``: the LLM's score and the embedding term fitted apart."""
     seconds: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -86,6 +95,9 @@ class Calibration:
         }  # fmt: skip
         if self.both is not None:
             data["both"] = self.both.weights
+        if self.parts:
+            data["parts_fits"] = {name: {"weights": f.weights, "log_likelihood": f.log_likelihood,
+                                         "accuracy": f.accuracy} for name, f in self.parts.items()}  # fmt: skip
         return data
 
     def markdown(self) -> str:
@@ -102,6 +114,16 @@ class Calibration:
                 continue
             values = [f"{fit.weights[n]:+.3f}" if n in fit.weights else "–" for n in names]
             lines.append(f"| {name} | " + " | ".join(values) + f" | {fit.log_likelihood:.1f} | {fit.accuracy:.3f} |")
+        if self.parts:
+            names = [*PARTS, *FEATURES]
+            lines += ["", "The agent's score taken apart (the LLM's item score and the embedding term, each its own "
+                      "weight; reported, not used by the agents):", "",
+                      "| fit | " + " | ".join(names) + " | log-likelihood | top-1 accuracy |",
+                      "|---|" + "---|" * (len(names) + 2)]  # fmt: skip
+            for name, fit in self.parts.items():
+                values = [f"{fit.weights[n]:+.3f}" if n in fit.weights else "–" for n in names]
+                lines.append(f"| {name} | " + " | ".join(values) +
+                             f" | {fit.log_likelihood:.1f} | {fit.accuracy:.3f} |")  # fmt: skip
         return "\n".join(lines) + f"\n\nWall time: {self.seconds:.1f} s.\n"
 
 
@@ -161,31 +183,57 @@ def run_calibration(
     trials, _ = build_trials(full, chosen_users, held, [(1, negatives)], samplers, cfg.seed, cfg.popularity_bands)
     prior = BehaviouralPrior(split.train, window_days=window_days)
     model = resources.build("llm", split.train) if use_llm else None
+    parts = _Parts(model) if model is not None else None
     sets: list[ChoiceSet] = []
     for index in tqdm(range(len(chosen_users)), desc="calibrate", unit="user", disable=not progress):
         group = [trials[(s, 1, negatives)][index] for s in samplers]
         user = group[0].user
         if model is not None:
             rng = child_rng(cfg.seed, "calibrate-score", user)
-            scores = score_union(model, user, [t.candidates for t in group], rng, label="LLM agent")
+            scores = score_union(parts, user, [t.candidates for t in group], rng, label="LLM agent")
         else:
             scores = [np.zeros(len(t.candidates)) for t in group]
         for trial, llm in zip(group, scores, strict=True):
-            x = np.column_stack([llm, prior.features(user, trial.candidates)])
+            apart = parts.of(trial.candidates) if parts is not None else np.zeros((len(trial.candidates), 2))
+            x = np.column_stack([llm, prior.features(user, trial.candidates), apart])
             sets.append(ChoiceSet(x, trial.candidates.index(trial.truth[0])))
     features = list(range(1, 1 + len(FEATURES)))
     prior_only = fit_logit(sets, features, list(FEATURES), l2)
     both = fit_logit(sets, [0, *features], [LLM, *FEATURES], l2) if use_llm else None
     llm_only = fit_logit(sets, [0], [LLM], l2) if use_llm else None
+    first = 1 + len(FEATURES)  # the LLM's score and the embedding term, after the features
+    split_fits = {
+        "parts": fit_logit(sets, [first, first + 1, *features], [*PARTS, *FEATURES], l2),
+        "llm_score_only": fit_logit(sets, [first], [PARTS[0]], l2),
+        "embedding_only": fit_logit(sets, [first + 1], [PARTS[1]], l2),
+    } if use_llm else {}  # fmt: skip
     raw = full.users["raw_id"].astype(str).to_numpy()
     result = Calibration(
         dataset=full.name, seed=cfg.seed, users_raw=[str(raw[u]) for u in chosen_users], choice_sets=len(sets),
-        window_days=window_days, l2=l2, both=both, prior_only=prior_only, llm_only=llm_only,
+        window_days=window_days, l2=l2, both=both, prior_only=prior_only, llm_only=llm_only, parts=split_fits,
         seconds=time.perf_counter() - started, extra={"llm": resources.language_model().name} if use_llm else {},
     )  # fmt: skip
     logger.info("calibrated the prior on %d users (%d choice sets) in %.1fs", len(chosen_users), len(sets),
                 result.seconds)  # fmt: skip
     return result
+
+
+class _Parts:
+    """The agent's ``score_items`` (its combined score, for :func:`score_union`), keeping the LLM's score and the
+    embedding term of every item of the same call apart."""
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+        self._apart: dict[int, tuple[float, float]] = {}
+
+    def score_items(self, user: int, items: Any, rng: np.random.Generator) -> np.ndarray:
+        llm, embedding = self.model.score_components(user, items, rng)
+        llm = np.nan_to_num(np.asarray(llm, dtype=np.float64))
+        self._apart.update({int(i): (float(a), float(b)) for i, a, b in zip(items, llm, embedding, strict=True)})
+        return self.model.combine(llm, np.asarray(embedding, dtype=np.float64))
+
+    def of(self, items: Any) -> np.ndarray:
+        return np.array([self._apart[int(i)] for i in items], dtype=np.float64)
 
 
 def write_calibration(result: Calibration, out: str | Path) -> dict[str, Path]:
