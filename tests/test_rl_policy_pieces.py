@@ -159,7 +159,7 @@ def test_the_comparison_runs_numpy_blas_on_the_threads_it_gives_torch(monkeypatc
 
     seen = []
 
-    def inner(config, *, output_dir, dataset):
+    def inner(config, *, output_dir, dataset, **kwargs):
         seen.extend(p["num_threads"] for p in threadpoolctl.threadpool_info() if p["user_api"] == "blas")
         return []
 
