@@ -145,6 +145,8 @@ def test_env_seeds_run_one_comparison_per_seed_and_report_paired_differences(tmp
         assert f"split_seed: {seed}" in saved and f"recsim_seed: {seed}" in saved
     text = (tmp_path / "env_seeds.md").read_text()
     assert "learner - baseline" in text and "of 2 env seeds" in text
+    first = text.split("\n| 0 |")[1].split("\n")[0].split("|")
+    assert all("[" in cell for cell in first[2:5])  # the difference, swapped and frozen drops with their intervals
     assert len(list(csv.DictReader((tmp_path / "env_seeds.csv").open()))) == 2
 
 

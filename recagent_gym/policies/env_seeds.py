@@ -49,11 +49,14 @@ def seed_row(seed: int, results: Sequence[PolicyMetrics], per_user: dict[str, np
     }  # fmt: skip
 
 
+INTERVALS = {"difference": "diff", "swapped_drop": "swapped", "frozen_drop": "frozen", "oracle_ratio": "oracle_ratio"}
+"""The prefix of each column's interval bounds (``<prefix>_ci_low``, ``<prefix>_ci_high``)."""
+
+
 def _cell(row: dict[str, Any], name: str) -> str:
-    mean, low, high = row[name], row.get(f"{name}_ci_low", np.nan), row.get(f"{name}_ci_high", np.nan)
-    if name == "difference":
-        low, high = row["diff_ci_low"], row["diff_ci_high"]
-    if mean is None or np.isnan(mean):
+    prefix = INTERVALS[name]
+    mean, low, high = (float(row[k]) for k in (name, f"{prefix}_ci_low", f"{prefix}_ci_high"))
+    if np.isnan(mean):
         return ""
     return f"{mean:+.3f} [{low:+.3f}, {high:+.3f}]" if np.isfinite(low) else f"{mean:+.3f}"
 
