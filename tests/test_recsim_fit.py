@@ -106,7 +106,7 @@ def test_a_bad_fit_file_is_a_configuration_error(tmp_path, document):
         apply_fit(UserConfig(recsim_fitted=str(tmp_path / "missing.json")))
 
 
-def test_the_shipped_bundled_fit_loads_and_changes_the_users():
+def test_the_shipped_bundled_fit_loads_with_a_likelihood_gain():
     fit = FittedWeights.load("bundled")
     assert BUNDLED_FIT.is_file() and fit.meta["dataset"].startswith("ml-latest-small")
     assert fit.meta["log_likelihood"] > fit.meta["null_log_likelihood"]

@@ -41,6 +41,23 @@ def test_a_backend_without_option_scores_falls_back_and_counts_it():
     assert result.fallbacks == 2 and np.all(result.scores == title_continuation.FALLBACK_SCORE)
 
 
+def test_scores_that_do_not_match_the_options_fall_back():
+    llm = ScriptedLLM(chooser=lambda prompt, options: [-1.0] * len(options))
+    llm.choose = _short_scores(llm.choose)
+    [result] = score_requests(llm, [_request()], calibrate=True, seed=0, mode="continuation")
+    assert result.fallbacks == 2 and np.all(result.scores == title_continuation.FALLBACK_SCORE)
+
+
+def _short_scores(choose):
+    """A backend answering one score too few per prompt."""
+    from dataclasses import replace
+
+    def wrapped(prompts, options, *, seed=None):
+        return [replace(c, scores=c.scores[:-1]) for c in choose(prompts, options, seed=seed)]
+
+    return wrapped
+
+
 def test_the_cache_keeps_candidates_and_references():
     llm = ScriptedLLM(chooser=_chooser)
     cache = ScoreCache()

@@ -43,9 +43,10 @@ def option(candidate: str) -> str:
     return f" {candidate}\n"
 
 
-def parse(choice: Choice, n_options: int) -> list[float] | None:
-    """Every option's log-likelihood, or None when the backend gave none (or a non-finite one)."""
-    if choice.scores is None or len(choice.scores) != n_options:
+def parse(choice: Choice) -> list[float] | None:
+    """Every option's log-likelihood, or None when the backend gave none (or a non-finite one). The caller checks
+    that there is one per option it sent (a choice does not carry its option count)."""
+    if choice.scores is None:
         return None
     values = [float(s) for s in choice.scores]
     return values if all(math.isfinite(v) for v in values) else None

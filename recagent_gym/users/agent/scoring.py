@@ -93,13 +93,11 @@ def score_continuations(
         lines = list(req.candidates) + (list(req.references) if calibrate else [])
         prompts.append(title_continuation.build(name=req.name, shots=req.shots))
         options.append([title_continuation.option(line) for line in lines])
-    checked = choose_checked(
-        llm, prompts, options, lambda c: title_continuation.parse(c, len(c.scores or ())), seed=seed
-    )
+    checked = choose_checked(llm, prompts, options, title_continuation.parse, seed=seed)
     results = []
-    for req, check in zip(requests, checked, strict=True):
+    for req, check, sent in zip(requests, checked, options, strict=True):
         n = len(req.candidates)
-        if check.value is None:
+        if check.value is None or len(check.value) != len(sent):  # no scores, or not one per option: fall back
             values = np.full(n, title_continuation.FALLBACK_SCORE)
             results.append(ScoringResult(values, values.copy(), 0.0, check.usage, 1, int(check.reasked), n))
             continue
