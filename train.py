@@ -3,7 +3,7 @@
     python train.py --total-timesteps 20000 --user-model recsim
     python train.py --config quickstart
 
-All logic lives in :mod:`recagent_gym.policies.training`; this script only maps its arguments onto the config.
+All logic lives in :mod:`recagent_gym.runs.policies.training`; this script only maps its arguments onto the config.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import dataclasses
 import logging
 from dataclasses import dataclass, field
 
-from recagent_gym.config import load_config
-from recagent_gym.policies.training import train_policy
+from recagent_gym.runs.config import load_config
+from recagent_gym.runs.policies.training import train_policy
 
 
 @dataclass

@@ -23,12 +23,12 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from recagent_gym.config import Config
 from recagent_gym.data.load import load_dataset
 from recagent_gym.data.schema import Dataset
 from recagent_gym.llm.config import LLMConfig
 from recagent_gym.llm.embedded import EmbeddedLLM
 from recagent_gym.llm.embedder import SentenceEmbedder
+from recagent_gym.runs.config import Config
 from recagent_gym.users.agent import LLMUserModel
 from recagent_gym.users.protocol import Action, Context, Page
 

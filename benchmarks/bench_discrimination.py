@@ -18,12 +18,12 @@ from typing import Any
 
 import numpy as np
 
-from recagent_gym.config import load_config
 from recagent_gym.data.load import load_dataset
-from recagent_gym.evaluation import discrimination
-from recagent_gym.evaluation.config import EvaluationConfig
-from recagent_gym.evaluation.discrimination import run_discrimination
-from recagent_gym.evaluation.subjects import Resources
+from recagent_gym.runs.config import load_config
+from recagent_gym.runs.evaluation import discrimination
+from recagent_gym.runs.evaluation.config import EvaluationConfig
+from recagent_gym.runs.evaluation.discrimination import run_discrimination
+from recagent_gym.runs.evaluation.subjects import Resources
 
 CACHE = Path.home() / ".cache" / "recagent-gym" / "embeddings"
 

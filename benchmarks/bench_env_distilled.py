@@ -18,9 +18,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from recagent_gym.config import Config
 from recagent_gym.data.load import load_dataset
 from recagent_gym.envs.vector import RecAgentVectorEnv
+from recagent_gym.runs.config import Config
 from recagent_gym.users.distilled.artefact import FORMAT, Artefact
 from recagent_gym.users.distilled.user import BUNDLED_DIR, DistilledUser
 from recagent_gym.users.protocol import Context, Page

@@ -21,7 +21,6 @@ import time
 import numpy as np
 
 import recagent_gym  # noqa: F401  (registers the env)
-from recagent_gym.config import load_config
 from recagent_gym.data.load import load_dataset_from_config
 from recagent_gym.envs.recagent_env import RecAgentEnv
 from recagent_gym.envs.vector import RecAgentVectorEnv
@@ -29,6 +28,7 @@ from recagent_gym.llm.embedder import SentenceEmbedder
 from recagent_gym.llm.factory import build_llm
 from recagent_gym.llm.testing import ScriptedLLM
 from recagent_gym.llm.wrapping import close_model
+from recagent_gym.runs.config import load_config
 
 PHASES = ("respond_batch", "social_round", "write_ended")
 """User-model methods timed: decisions, the social world between sessions, batched end-of-session writes (the

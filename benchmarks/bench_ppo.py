@@ -11,10 +11,10 @@ from __future__ import annotations
 import argparse
 import tempfile
 
-from recagent_gym.config import Config
 from recagent_gym.data.load import load_dataset
 from recagent_gym.policies.config import TrainConfig
-from recagent_gym.policies.training import train_policy
+from recagent_gym.runs.config import Config
+from recagent_gym.runs.policies.training import train_policy
 
 
 def main() -> None:

@@ -13,9 +13,9 @@ import time
 
 import numpy as np
 
-from recagent_gym.config import load_config
-from recagent_gym.config.named import find_config
 from recagent_gym.envs.resolve import resolve_dataset
+from recagent_gym.runs.config import load_config
+from recagent_gym.runs.config.named import find_config
 from recagent_gym.users.protocol import Action, Context, Page
 from recagent_gym.users.recsim import RecSimUser
 

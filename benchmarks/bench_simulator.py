@@ -32,8 +32,8 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(1)
-    from recagent_gym.config import load_config
-    from recagent_gym.simulator import runner
+    from recagent_gym.runs.config import load_config
+    from recagent_gym.runs.simulator import runner
 
     overrides = [
         f"simulation.agents={args.agents}",

@@ -20,10 +20,10 @@ from typing import Any
 import numpy as np
 
 import recagent_gym
-from recagent_gym.config import Config
 from recagent_gym.data.load import load_dataset
 from recagent_gym.envs.recagent_env import RecAgentEnv
 from recagent_gym.llm.testing import HashingEmbedder, ScriptedLLM
+from recagent_gym.runs.config import Config
 from recagent_gym.users.agent import LLMUserModel
 
 ROOT = os.path.dirname(recagent_gym.__file__)

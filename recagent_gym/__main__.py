@@ -2,6 +2,6 @@
 
 import sys
 
-from recagent_gym.cli import main
+from recagent_gym.runs.cli import main
 
 sys.exit(main())

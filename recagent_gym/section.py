@@ -1,12 +1,12 @@
 """Base class of every typed configuration section, and the configuration's error.
 
 Each component defines its own section (``recagent_gym/<pkg>/config.py``) on this base; the root
-:class:`~recagent_gym.config.root.Config` assembles them. This module sits outside the ``config`` package, and
+:class:`~recagent_gym.runs.config.root.Config` assembles them. This module sits outside the ``config`` package, and
 imports nothing of the project but :mod:`recagent_gym.errors`, so that a section can be defined without importing
 the assembler that imports every section (no import cycle).
 
 Each section is a pydantic model whose attribute docstrings are its field documentation. Unknown keys, wrong types
-and out-of-range values are rejected; :func:`recagent_gym.config.load_config` turns the rejection into a
+and out-of-range values are rejected; :func:`recagent_gym.runs.config.load_config` turns the rejection into a
 :class:`ConfigError` that names the key and the file.
 """
 

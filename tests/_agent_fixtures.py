@@ -10,9 +10,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from recagent_gym.config import Config
 from recagent_gym.data.schema import Dataset
 from recagent_gym.llm.testing import HashingEmbedder, ScriptedLLM
+from recagent_gym.runs.config import Config
 from recagent_gym.users.agent import LLMUserModel
 
 GENRES = ("Action", "Comedy", "Drama", "Horror", "Romance")

@@ -20,8 +20,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from recagent_gym.dashboard.app import create_app
-from recagent_gym.dashboard.controller import Dashboard
+from recagent_gym.runs.dashboard.app import create_app
+from recagent_gym.runs.dashboard.controller import Dashboard
 from tests._sim_fixtures import make_config, make_embedder, make_llm
 
 SETTINGS: tuple[str, ...] = ("simulation.agents=6", "simulation.rounds=2", "simulation.max_pages=2")
@@ -204,7 +204,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         if getattr(args, "embedded", False):
-            from recagent_gym.config import load_config
+            from recagent_gym.runs.config import load_config
 
             cache = f"llm.cache_path={Path(tmp) / 'llm_cache.sqlite'}"
             overrides = [*SETTINGS, "simulation.agents=8", "simulation.progress=false", cache]

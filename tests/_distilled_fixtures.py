@@ -6,8 +6,8 @@ from pathlib import Path
 from typing import Any
 
 from recagent_gym.llm.testing import HashingEmbedder
-from recagent_gym.users.distilled.collect import collect
-from recagent_gym.users.distilled.fit import FitSettings, distill
+from recagent_gym.runs.distill.collect import collect
+from recagent_gym.runs.distill.fit import FitSettings, distill
 from tests._agent_fixtures import make_config, make_model, tiny_dataset
 
 

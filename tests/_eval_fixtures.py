@@ -11,11 +11,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from recagent_gym.config import load_config
 from recagent_gym.data.load import load_dataset
 from recagent_gym.data.schema import Dataset
-from recagent_gym.evaluation.config import EvaluationConfig
-from recagent_gym.evaluation.subjects import Resources
+from recagent_gym.runs.config import load_config
+from recagent_gym.runs.evaluation.config import EvaluationConfig
+from recagent_gym.runs.evaluation.subjects import Resources
 
 GENRES = ("Action", "Comedy", "Drama", "Horror", "Romance", "Sci-Fi")
 

@@ -12,8 +12,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from recagent_gym.cli import main
-from recagent_gym.users.distilled import logs
+from recagent_gym.runs.cli import main
+from recagent_gym.runs.distill import logs
 from recagent_gym.users.distilled.user import BUNDLED_DIR
 
 BUNDLED_ITEMS = 9742

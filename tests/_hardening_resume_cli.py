@@ -9,7 +9,7 @@ from recagent_gym.llm import embedder
 from recagent_gym.llm.testing import HashingEmbedder
 
 if __name__ == "__main__":
-    from recagent_gym.cli import main
+    from recagent_gym.runs.cli import main
 
     embedder.SentenceEmbedder = lambda *args, **kwargs: HashingEmbedder(32)  # type: ignore[assignment,misc]
     sys.exit(main())

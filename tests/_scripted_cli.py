@@ -25,7 +25,7 @@ def use_scripted_backend(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 if __name__ == "__main__":
-    from recagent_gym.cli import main
+    from recagent_gym.runs.cli import main
 
     factory.build_backend = scripted_backend  # type: ignore[assignment]
     sys.exit(main())

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from recagent_gym.config import Config, load_config
 from recagent_gym.llm.testing import HashingEmbedder, ScriptedLLM
+from recagent_gym.runs.config import Config, load_config
 
 BASE_SETTINGS: tuple[str, ...] = (
     "simulation.agents=12",
@@ -69,8 +69,8 @@ def make_config(*extra: str) -> Config:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``recagent-gym`` with the scripted model and hashing embedder injected into the simulator commands."""
-    from recagent_gym.cli import build_parser, dispatch
-    from recagent_gym.simulator import commands
+    from recagent_gym.runs.cli import build_parser, dispatch
+    from recagent_gym.runs.simulator import commands
 
     args = build_parser().parse_args(argv)
     delay = float(os.environ.get("SIM_TEST_DELAY", "0"))

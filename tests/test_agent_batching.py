@@ -7,9 +7,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from recagent_gym.config import Config
 from recagent_gym.llm.testing import HashingEmbedder, ScriptedLLM
 from recagent_gym.memory.agent_memory import AgentMemory
+from recagent_gym.runs.config import Config
 from recagent_gym.users.agent.feelings import FeelingJob, write_feelings
 from recagent_gym.users.agent.model import LLMUserModel
 from tests._agent_fixtures import tiny_dataset

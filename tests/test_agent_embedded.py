@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from recagent_gym.config import Config
 from recagent_gym.data.load import load_dataset
+from recagent_gym.runs.config import Config
 from recagent_gym.users.agent import LLMUserModel
 from recagent_gym.users.protocol import Action, Context, Page
 from tests._llm_fixtures import embedded_llm, sentence_embedder  # noqa: F401  (session fixtures)

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from recagent_gym.cli import build_parser, main
-from recagent_gym.config import ConfigError, load_config
-from recagent_gym.config.named import config_names
+from recagent_gym.runs.cli import build_parser, main
+from recagent_gym.runs.config import ConfigError, load_config
+from recagent_gym.runs.config.named import config_names
 from tests import _data_fixtures as fx
 from tests._sim_fixtures import main as sim_main
 from tests._sim_fixtures import settings
@@ -59,7 +59,7 @@ def test_version_and_help_describe_the_tool(tmp_path: Path) -> None:
 
 def test_third_party_info_lines_only_with_verbose(tmp_path: Path) -> None:
     code = (
-        "import logging, sys; from recagent_gym.cli import configure_logging; "
+        "import logging, sys; from recagent_gym.runs.cli import configure_logging; "
         "configure_logging(verbose=sys.argv[1] == 'v'); "
         "logging.getLogger('httpx').info('THIRD-PARTY-INFO'); "
         "logging.getLogger('matplotlib.font_manager').info('FONT-INFO'); "
@@ -270,8 +270,8 @@ def test_verbose_adds_the_traceback(capsys: pytest.CaptureFixture[str]) -> None:
 def test_train_and_evaluate_place_run_files_in_their_output_folder(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from recagent_gym.evaluation import paper_commands
-    from recagent_gym.policies import training
+    from recagent_gym.runs.evaluation import paper_commands
+    from recagent_gym.runs.policies import training
 
     seen: list[object] = []
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from recagent_gym.config import Config, ConfigError, dump_config, load_config
-from recagent_gym.config.named import config_names
+from recagent_gym.runs.config import Config, ConfigError, dump_config, load_config
+from recagent_gym.runs.config.named import config_names
 
 
 def write(tmp_path: Path, text: str) -> Path:

@@ -11,13 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from recagent_gym.config import Config
+from recagent_gym.runs.config import Config
 from recagent_gym.section import Section
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "recagent_gym"
 SECTION_MODULES = sorted(
-    f"recagent_gym.{path.parent.name}.config" for path in PACKAGE.glob("*/config.py") if path.parent.name != "config"
+    ".".join(path.relative_to(ROOT).with_suffix("").parts)
+    for path in (*PACKAGE.glob("*/config.py"), *PACKAGE.glob("runs/*/config.py"))
 )
 HEAVY = ("pandas", "torch", "sentence_transformers", "llama_cpp", "faiss", "stable_baselines3")
 ALLOWED = {"recagent_gym.section", "recagent_gym.llm.config"}  # the base, and the judge's LLM section
@@ -37,7 +38,7 @@ def test_every_section_is_assembled_by_the_root() -> None:
     assert {s.__module__ for s in sections} == set(SECTION_MODULES)
 
 
-@pytest.mark.parametrize("module", [*SECTION_MODULES, "recagent_gym.config"])
+@pytest.mark.parametrize("module", [*SECTION_MODULES, "recagent_gym.runs.config"])
 def test_a_section_imports_first_without_heavy_code(module: str) -> None:
     loaded = _fresh(f"import sys, {module}; print(sorted(m for m in {HEAVY!r} if m in sys.modules))")
     assert loaded == "[]"
@@ -52,7 +53,7 @@ def test_a_section_imports_only_the_base(module: str) -> None:
 
 
 def test_no_lazy_module_getattr_in_the_config_path() -> None:
-    for init in (PACKAGE / "config" / "__init__.py", *PACKAGE.glob("*/__init__.py")):
+    for init in (PACKAGE / "runs" / "config" / "__init__.py", *PACKAGE.glob("*/__init__.py")):
         tree = ast.parse(init.read_text(encoding="utf-8"))
         names = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
         assert "__getattr__" not in names, init

@@ -6,10 +6,10 @@ import inspect
 
 import pytest
 
-from recagent_gym.config import Config
 from recagent_gym.llm.testing import HashingEmbedder
 from recagent_gym.recommenders.config import RecommenderConfig
 from recagent_gym.recommenders.factory import build_recommender
+from recagent_gym.runs.config import Config
 from recagent_gym.users.agent import LLMUserModel
 from recagent_gym.users.agent.agents import Agents
 from recagent_gym.users.factory import build_user_model

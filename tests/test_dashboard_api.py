@@ -16,14 +16,14 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from recagent_gym.cli import build_parser
-from recagent_gym.config import ConfigError
-from recagent_gym.dashboard import commands
-from recagent_gym.dashboard.app import create_app
-from recagent_gym.dashboard.controller import Dashboard
-from recagent_gym.dashboard.views import agent_statuses, genre_entropy
 from recagent_gym.llm.protocol import LLMError
-from recagent_gym.simulator.checkpoint import to_plain
+from recagent_gym.runs.cli import build_parser
+from recagent_gym.runs.config import ConfigError
+from recagent_gym.runs.dashboard import commands
+from recagent_gym.runs.dashboard.app import create_app
+from recagent_gym.runs.dashboard.controller import Dashboard
+from recagent_gym.runs.dashboard.views import agent_statuses, genre_entropy
+from recagent_gym.runs.simulator.checkpoint import to_plain
 from tests._dashboard_fixtures import make_dashboard, wait_for
 from tests._sim_fixtures import SlowScriptedLLM
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from recagent_gym.dashboard.controller import Dashboard
+from recagent_gym.runs.dashboard.controller import Dashboard
 from tests._dashboard_fixtures import LAYOUT_PROBE, browser_page, chromium_missing, make_dashboard, play_flow, serve
 
 pytestmark = [

@@ -14,10 +14,10 @@ import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from recagent_gym.dashboard.app import create_app
-from recagent_gym.dashboard.controller import Dashboard
-from recagent_gym.dashboard.guard import allowed_hosts, origin_pair, split_authority
-from recagent_gym.simulator.checkpoint import to_plain
+from recagent_gym.runs.dashboard.app import create_app
+from recagent_gym.runs.dashboard.controller import Dashboard
+from recagent_gym.runs.dashboard.guard import allowed_hosts, origin_pair, split_authority
+from recagent_gym.runs.simulator.checkpoint import to_plain
 from tests._dashboard_fixtures import make_dashboard
 
 BASE = "http://127.0.0.1:8000"

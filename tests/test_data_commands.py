@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from recagent_gym.cli import main
+from recagent_gym.runs.cli import main
 from tests import _data_fixtures as fx
 
 

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from recagent_gym.cli import main
 from recagent_gym.data.download import URL_ENV, DownloadError, download
 from recagent_gym.data.load import load_dataset
+from recagent_gym.runs.cli import main
 from tests import _data_fixtures as fx
 
 

@@ -6,7 +6,7 @@ import pytest
 
 pytest.importorskip("pyarrow")
 
-from recagent_gym.cli import main
+from recagent_gym.runs.cli import main
 
 
 def test_users_commands_are_registered(capsys):

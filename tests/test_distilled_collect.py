@@ -8,8 +8,8 @@ import pytest
 
 pytest.importorskip("pyarrow")
 
-from recagent_gym.users.distilled import logs
-from recagent_gym.users.distilled.collect import collect
+from recagent_gym.runs.distill import logs
+from recagent_gym.runs.distill.collect import collect
 from recagent_gym.users.distilled.errors import DistillError
 from tests._agent_fixtures import make_model, tiny_dataset
 from tests._distilled_fixtures import tiny_policy

@@ -8,7 +8,7 @@ import pytest
 pytest.importorskip("pyarrow")
 
 from recagent_gym.llm.testing import HashingEmbedder
-from recagent_gym.users.distilled.fidelity import fidelity_report
+from recagent_gym.runs.distill.fidelity import fidelity_report
 from tests._agent_fixtures import make_config, tiny_dataset
 from tests._distilled_fixtures import tiny_distilled, tiny_logs, tiny_policy
 
@@ -40,7 +40,7 @@ def test_fidelity_report_rows_ranking_and_files(tmp_path):
 def test_fidelity_on_a_policys_own_pages_scores_and_replays_but_ranks_nothing(tmp_path):
     """Logs of the ``policy`` source (the pages a trained policy chose): scores and action rates are compared as
     for any page; the ranking needs pages the report can rebuild, so it is left empty and said so."""
-    from recagent_gym.users.distilled.collect import collect
+    from recagent_gym.runs.distill.collect import collect
     from tests._agent_fixtures import make_model
 
     config = make_config()

@@ -6,15 +6,15 @@ import numpy as np
 import pytest
 import torch
 
-from recagent_gym.config import load_config
 from recagent_gym.data.splits import leave_last_out
 from recagent_gym.llm.testing import HashingEmbedder
+from recagent_gym.runs.config import load_config
+from recagent_gym.runs.distill.features import item_features, user_features
+from recagent_gym.runs.distill.fit import population_profiles
+from recagent_gym.runs.distill.network import TwoTower
+from recagent_gym.runs.distill.reencode import reencoded
 from recagent_gym.users.distilled.artefact import Artefact
 from recagent_gym.users.distilled.errors import DistillError
-from recagent_gym.users.distilled.features import item_features, user_features
-from recagent_gym.users.distilled.fit import population_profiles
-from recagent_gym.users.distilled.network import TwoTower
-from recagent_gym.users.distilled.reencode import reencoded
 from tests._eval_fixtures import movielens_dir, tiny_ml  # noqa: F401
 
 

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from recagent_gym.llm.testing import HashingEmbedder
-from recagent_gym.policies.protocol import split_users as rl_split
+from recagent_gym.runs.distill.fit import FitSettings, distill, policy_split
+from recagent_gym.runs.policies.protocol import split_users as rl_split
 from recagent_gym.users.distilled.errors import DistillError
-from recagent_gym.users.distilled.fit import FitSettings, distill, policy_split
 from tests._agent_fixtures import make_config, tiny_dataset
 from tests._distilled_fixtures import tiny_logs
 

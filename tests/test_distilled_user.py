@@ -10,11 +10,11 @@ import pytest
 
 pytest.importorskip("pyarrow")
 
-from recagent_gym.config import Config
-from recagent_gym.users.distilled import logs
+from recagent_gym.runs.config import Config
+from recagent_gym.runs.distill import logs
+from recagent_gym.runs.distill.fit import split_users
 from recagent_gym.users.distilled.artefact import Artefact
 from recagent_gym.users.distilled.errors import DistillError
-from recagent_gym.users.distilled.fit import split_users
 from recagent_gym.users.distilled.user import DistilledUser
 from recagent_gym.users.factory import build_user_model
 from recagent_gym.users.protocol import Action, Context, Page, UserModel
@@ -130,7 +130,7 @@ def test_factory_and_envs_take_user_model_distilled(artefact_dir):
 
 
 def test_a_subset_of_the_users_reuses_the_model_by_raw_id(artefact_dir):
-    from recagent_gym.policies.protocol import training_dataset
+    from recagent_gym.runs.policies.protocol import training_dataset
 
     full = DistilledUser(tiny_dataset(), artefact_dir[0])
     subset = training_dataset(tiny_dataset(), np.array([1, 3, 5]))  # renumbered 0, 1, 2 (the policy's train users)

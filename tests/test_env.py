@@ -11,12 +11,12 @@ from gymnasium.utils.env_checker import check_env
 from stable_baselines3.common.env_checker import check_env as sb3_check_env
 
 import recagent_gym
-from recagent_gym.config import Config
 from recagent_gym.envs import DEFAULT_MAX_EPISODE_STEPS, ENV_ID
 from recagent_gym.envs.config import EnvConfig
 from recagent_gym.envs.recagent_env import RecAgentEnv
 from recagent_gym.envs.reward import StepOutcome, step_reward
 from recagent_gym.envs.wrappers import FlatObservation, GenreActionWrapper, ScoreActionWrapper, wrap_for_training
+from recagent_gym.runs.config import Config
 from recagent_gym.users.config import UserConfig
 from recagent_gym.users.protocol import Action, Response
 

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 from stable_baselines3.common.vec_env import VecEnv
 
-from recagent_gym.config import Config
 from recagent_gym.envs.config import EnvConfig
 from recagent_gym.envs.recagent_env import RecAgentEnv
 from recagent_gym.envs.vector import RecAgentVectorEnv, SB3VecEnv
+from recagent_gym.runs.config import Config
 from recagent_gym.users.config import UserConfig
 from recagent_gym.users.recsim import RecSimUser
 

@@ -10,16 +10,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from recagent_gym.config import load_config
 from recagent_gym.data.splits import popularity_bands, seen_items
-from recagent_gym.evaluation.agreement.evaluate import run_agreement
-from recagent_gym.evaluation.agreement.pools import PoolRetriever, build_pools, temporal_split
-from recagent_gym.evaluation.agreement.report import Report
-from recagent_gym.evaluation.agreement.run import REAL, PageScorer
-from recagent_gym.evaluation.agreement.stats import dose_response, rank_agreement
-from recagent_gym.evaluation.subjects import Resources
 from recagent_gym.llm.testing import HashingEmbedder, ScriptedLLM
 from recagent_gym.prompts.item_scoring import OPTIONS
+from recagent_gym.runs.config import load_config
+from recagent_gym.runs.evaluation.agreement.evaluate import run_agreement
+from recagent_gym.runs.evaluation.agreement.pools import PoolRetriever, build_pools, temporal_split
+from recagent_gym.runs.evaluation.agreement.report import Report
+from recagent_gym.runs.evaluation.agreement.run import REAL, PageScorer
+from recagent_gym.runs.evaluation.agreement.stats import dose_response, rank_agreement
+from recagent_gym.runs.evaluation.subjects import Resources
 from recagent_gym.users.protocol import Action, Context, Page
 from recagent_gym.users.replay import ReplayUser
 from tests._eval_fixtures import movielens_dir, tiny_ml  # noqa: F401
@@ -151,7 +151,7 @@ def test_agreement_is_deterministic(tiny_ml, tmp_path):  # noqa: F811
 @pytest.mark.slow
 def test_agreement_cli(movielens_dir, tmp_path):  # noqa: F811
     out = tmp_path / "agreement"
-    cmd = [sys.executable, "-m", "recagent_gym.cli", "evaluate", "agreement", "--dataset", str(movielens_dir),
+    cmd = [sys.executable, "-m", "recagent_gym.runs.cli", "evaluate", "agreement", "--dataset", str(movielens_dir),
            "--users", "6", "--user-model", "recsim", "--recommender", "random", "--recommender", "oracle",
            "--recommender", "popularity", "--negatives", "uniform", "--out", str(out), "--no-progress",
            "--set", "evaluation.embedder=hashing", "--set", "evaluation.agreement_pool=20",

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from recagent_gym.cli import main
+from recagent_gym.runs.cli import main
 from tests._eval_fixtures import movielens_dir  # noqa: F401
 from tests._scripted_cli import use_scripted_backend
 
@@ -84,7 +84,7 @@ def test_bad_evaluation_override_is_a_configuration_error(
 def test_discrimination_command_in_a_subprocess(movielens_dir: Path, tmp_path: Path) -> None:  # noqa: F811
     out = tmp_path / "sub"
     run = subprocess.run(
-        [sys.executable, "-m", "recagent_gym.cli", "evaluate", "discrimination", "--dataset", str(movielens_dir),
+        [sys.executable, "-m", "recagent_gym.runs.cli", "evaluate", "discrimination", "--dataset", str(movielens_dir),
          "--user-model", "recsim", "--users", "3", "--negatives", "uniform", "--out", str(out), *FAST],
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip

@@ -10,10 +10,10 @@ import pytest
 
 from recagent_gym.data.schema import Dataset
 from recagent_gym.data.splits import leave_last_out, popularity_bands, seen_items
-from recagent_gym.evaluation import discrimination
-from recagent_gym.evaluation.discrimination import build_trials, run_discrimination
-from recagent_gym.evaluation.subjects import Resources
 from recagent_gym.llm.testing import ScriptedLLM
+from recagent_gym.runs.evaluation import discrimination
+from recagent_gym.runs.evaluation.discrimination import build_trials, run_discrimination
+from recagent_gym.runs.evaluation.subjects import Resources
 from tests._eval_fixtures import make_resources, movielens_dir, tiny_ml  # noqa: F401
 from tests._llm_fixtures import embedded_llm  # noqa: F401
 
@@ -166,7 +166,7 @@ def test_runs_with_fewer_settings_or_models_share_users_and_results(tiny_ml: Dat
 def test_min_interactions_must_exceed_the_held_out_size() -> None:
     from pydantic import ValidationError
 
-    from recagent_gym.evaluation.config import EvaluationConfig
+    from recagent_gym.runs.evaluation.config import EvaluationConfig
 
     with pytest.raises(ValidationError, match="min_interactions"):
         EvaluationConfig(min_interactions=3, settings=[(3, 3)])
@@ -223,7 +223,7 @@ def test_paired_differences_against_embedding_and_popularity(tiny_ml: Dataset) -
 
 
 def test_paired_difference_needs_the_same_users() -> None:
-    from recagent_gym.evaluation.metrics import paired_difference
+    from recagent_gym.runs.evaluation.metrics import paired_difference
 
     same = paired_difference([1.0, 0.0, 1.0], [1.0, 0.0, 1.0], np.random.default_rng(0), bootstrap=50)
     assert same.mean == 0.0 and same.low == 0.0 == same.high

@@ -12,10 +12,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from recagent_gym.evaluation.efficiency import behaviour_times, run_efficiency
 from recagent_gym.llm.config import LLMConfig
 from recagent_gym.llm.local_server import LocalServer
 from recagent_gym.llm.openai_backend import OpenAIBackend
+from recagent_gym.runs.evaluation.efficiency import behaviour_times, run_efficiency
 from tests._llm_fixtures import embedded_llm  # noqa: F401  (session fixture)
 from tests._sim_fixtures import make_config
 
@@ -139,7 +139,7 @@ def test_efficiency_end_to_end_against_the_local_server(tmp_path: Path) -> None:
 
 def test_efficiency_command_runs(tmp_path: Path) -> None:
     out = tmp_path / "eff"
-    cmd = [sys.executable, "-m", "recagent_gym.cli", "evaluate", "efficiency", "--agents", "2", "--keys", "1,2",
+    cmd = [sys.executable, "-m", "recagent_gym.runs.cli", "evaluate", "efficiency", "--agents", "2", "--keys", "1,2",
            "--rounds", "1", "--latency-ms", "5", "--out", str(out), "--no-progress",
            "--set", "recommender.model=popularity"]  # fmt: skip
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
@@ -164,8 +164,8 @@ def test_efficiency_with_the_embedded_model(tmp_path: Path, embedded_llm) -> Non
 
 
 def test_point_config_sets_backend_keys_and_single_agent_activation() -> None:
-    from recagent_gym.config import load_config
-    from recagent_gym.evaluation.efficiency import simulation_config
+    from recagent_gym.runs.config import load_config
+    from recagent_gym.runs.evaluation.efficiency import simulation_config
 
     base = load_config(None, [])
     point = simulation_config(base, agents=1, rounds=3, backend="local-server", base_url="http://x/v1", keys=3,

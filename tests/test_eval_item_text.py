@@ -59,8 +59,8 @@ def test_movielens_latest_tags_reach_the_text_once(movielens_dir: Path, with_tag
 
 def test_descriptions_path_reaches_the_item_text(movielens_dir: Path, tmp_path: Path) -> None:  # noqa: F811
     """``data.descriptions_path`` attaches a RecAgent items CSV; the description lands in the composed item text."""
-    from recagent_gym.config import load_config
     from recagent_gym.data.load import load_dataset_from_config
+    from recagent_gym.runs.config import load_config
 
     csv = tmp_path / "item.csv"
     csv.write_text('id,title,genre,description\n0,Film Number 1,Drama,"A quiet film about a lighthouse."\n')

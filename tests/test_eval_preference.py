@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 from recagent_gym.data.schema import DataError, Dataset
-from recagent_gym.evaluation.discrimination import run_discrimination
-from recagent_gym.evaluation.preference import accuracy_map, run_preference
-from recagent_gym.evaluation.rating import ranks_to_ratings, run_rating
 from recagent_gym.llm.testing import ScriptedLLM
+from recagent_gym.runs.evaluation.discrimination import run_discrimination
+from recagent_gym.runs.evaluation.preference import accuracy_map, run_preference
+from recagent_gym.runs.evaluation.rating import ranks_to_ratings, run_rating
 from tests._eval_fixtures import make_resources, movielens_dir, tiny_ml  # noqa: F401
 
 
@@ -90,7 +90,7 @@ def test_commands_write_their_tables(movielens_dir: Path, tmp_path: Path) -> Non
     for name, needle in (("preference", "Preference discrimination 1:m"), ("rating", "Rating prediction")):
         out = tmp_path / name
         done = subprocess.run(
-            [sys.executable, "-m", "recagent_gym.cli", "evaluate", name, "--dataset", str(movielens_dir),
+            [sys.executable, "-m", "recagent_gym.runs.cli", "evaluate", name, "--dataset", str(movielens_dir),
              "--users", "4", "--user-model", "embedding", "--no-progress", "--out", str(out),
              "--set", "evaluation.embedder=hashing", "--set", "evaluation.min_interactions=14",
              "--negatives", "uniform"],
@@ -102,7 +102,7 @@ def test_commands_write_their_tables(movielens_dir: Path, tmp_path: Path) -> Non
 
 
 def test_rating_scores_each_user_once_per_model(tiny_ml: Dataset, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
-    from recagent_gym.evaluation.subjects import Resources
+    from recagent_gym.runs.evaluation.subjects import Resources
 
     calls: list[int] = []
 

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 from recagent_gym.data.schema import DataError, Dataset
-from recagent_gym.evaluation.calibrate import ChoiceSet, fit_logit, run_calibration, write_calibration
-from recagent_gym.evaluation.discrimination import run_discrimination
-from recagent_gym.evaluation.subjects import child_rng, sample_users
 from recagent_gym.llm.testing import ScriptedLLM
+from recagent_gym.runs.evaluation.calibrate import ChoiceSet, fit_logit, run_calibration, write_calibration
+from recagent_gym.runs.evaluation.discrimination import run_discrimination
+from recagent_gym.runs.evaluation.subjects import child_rng, sample_users
 from recagent_gym.users.agent.prior import FEATURES, load_weights
 from tests._eval_fixtures import make_resources, write_movielens
 
@@ -83,7 +83,7 @@ def test_ablation_rows_reuse_the_llm_scores_and_refuse_calibration_users(ml40: D
         assert set(cell.versus) == {"embedding", "popularity", "llm"} - {"embedding"}
     assert "| Behavioural prior | LLM agent" in result.markdown()
     assert "Behavioural prior weights" in result.markdown() and result.prior["both"]["popularity"] == 0.5
-    from recagent_gym.evaluation.report import write_outputs
+    from recagent_gym.runs.evaluation.report import write_outputs
 
     written = write_outputs(tmp_path / "run", result, resources.config, resources.eval)
     assert json.loads(written["prior.json"].read_text())["prior_only"] == calibration.prior_only.weights | {"llm": 0.0}
@@ -100,7 +100,7 @@ def test_calibrate_command(tmp_path: Path) -> None:
     folder = write_movielens(tmp_path / "ml40", n_users=40)
     env_path = str(Path(__file__).resolve().parents[1])
     out = tmp_path / "cal"
-    command = [sys.executable, "-m", "recagent_gym.cli", "calibrate", "--dataset", str(folder), "--users", "8",
+    command = [sys.executable, "-m", "recagent_gym.runs.cli", "calibrate", "--dataset", str(folder), "--users", "8",
                "--exclude-users", "6", "--no-llm", "--out", str(out), "--no-progress",
                "--set", "evaluation.min_interactions=14"]  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True, env={"PYTHONPATH": env_path}, timeout=300)
@@ -112,8 +112,8 @@ def test_calibrate_command(tmp_path: Path) -> None:
 
 
 def test_rating_and_preference_take_the_prior_rows(ml40: Dataset, tmp_path: Path) -> None:
-    from recagent_gym.evaluation.preference import run_preference
-    from recagent_gym.evaluation.rating import run_rating
+    from recagent_gym.runs.evaluation.preference import run_preference
+    from recagent_gym.runs.evaluation.rating import run_rating
 
     calibration = run_calibration(make_resources(ml40, users=6), users=10, exclude=6, use_llm=False,
                                   progress=False)  # fmt: skip

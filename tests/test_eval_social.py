@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from recagent_gym.evaluation.social_study import (
+from recagent_gym.runs.evaluation.social_study import (
     conformity,
     entropy_by_round,
     genre_entropy,

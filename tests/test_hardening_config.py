@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from recagent_gym.config import ConfigError, load_config
-from recagent_gym.config.loader import read_yaml
+from recagent_gym.runs.config import ConfigError, load_config
+from recagent_gym.runs.config.loader import read_yaml
 from tests._sim_fixtures import main as sim_main
 from tests._sim_fixtures import settings
 from tests.test_cli_errors import one_error_line, sets
@@ -178,7 +178,7 @@ def test_an_output_folder_under_a_file_is_refused_and_nothing_is_created(
 
 
 def test_a_writable_output_folder_passes_and_leaves_no_probe(tmp_path: Path) -> None:
-    from recagent_gym.output_folder import check_output_folder
+    from recagent_gym.runs.output_folder import check_output_folder
 
     assert check_output_folder(tmp_path / "a" / "b", "--out") == tmp_path / "a" / "b"
     assert list(tmp_path.iterdir()) == []  # checked, not created

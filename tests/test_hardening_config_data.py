@@ -10,10 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from recagent_gym.cli import main
-from recagent_gym.config import ConfigError, load_config
 from recagent_gym.data.load import load_dataset
 from recagent_gym.data.schema import DataError
+from recagent_gym.runs.cli import main
+from recagent_gym.runs.config import ConfigError, load_config
 from recagent_gym.users.agent.prior import load_weights
 from tests import _data_fixtures as fx
 from tests._agent_fixtures import make_model

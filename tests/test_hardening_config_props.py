@@ -17,9 +17,9 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from recagent_gym.config import Config, ConfigError, config_from_dict, load_config
 from recagent_gym.data.load import load_dataset
 from recagent_gym.data.schema import DataError, Dataset
+from recagent_gym.runs.config import Config, ConfigError, config_from_dict, load_config
 
 FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

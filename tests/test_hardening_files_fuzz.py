@@ -22,10 +22,10 @@ pytest.importorskip("pyarrow")
 
 from recagent_gym.errors import RecAgentError
 from recagent_gym.llm.testing import HashingEmbedder
-from recagent_gym.policies.artefacts import load_policy
-from recagent_gym.users.distilled import logs
+from recagent_gym.runs.distill import logs
+from recagent_gym.runs.distill.fit import FitSettings, distill
+from recagent_gym.runs.policies.artefacts import load_policy
 from recagent_gym.users.distilled.artefact import Artefact
-from recagent_gym.users.distilled.fit import FitSettings, distill
 from recagent_gym.users.distilled.user import DistilledUser
 from recagent_gym.users.protocol import Context, Page
 from tests._agent_fixtures import make_config, tiny_dataset

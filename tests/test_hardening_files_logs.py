@@ -1,6 +1,6 @@
 """``users distill`` and ``users fidelity`` on damaged or foreign decision logs: one line, exit 2, nothing written.
 
-Each part is checked once where it is read (:mod:`recagent_gym.users.distilled.log_schema`): a part that is empty,
+Each part is checked once where it is read (:mod:`recagent_gym.runs.distill.log_schema`): a part that is empty,
 cut short, garbage, bit-flipped in its footer, or of another schema (columns or types), and a cut-short
 ``collect.json``, are a ``distill error`` naming the file.
 """
@@ -17,7 +17,7 @@ import pytest
 
 pytest.importorskip("pyarrow")
 
-from recagent_gym.users.distilled import logs
+from recagent_gym.runs.distill import logs
 from recagent_gym.users.distilled.errors import DistillError
 from recagent_gym.users.distilled.user import BUNDLED_DIR
 from tests._hardening_files import bundled_logs, flip_bit, one_error_line, truncate, write_frame
@@ -106,7 +106,7 @@ def test_all_missing_scores_read_as_nan(tmp_path):
 
 
 def test_collect_refuses_to_resume_on_a_damaged_part(tmp_path):
-    from recagent_gym.users.distilled.collect import collect
+    from recagent_gym.runs.distill.collect import collect
     from tests._agent_fixtures import make_model, tiny_dataset
 
     out = tmp_path / "logs"

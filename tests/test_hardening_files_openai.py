@@ -16,9 +16,9 @@ import pytest
 
 pytest.importorskip("pyarrow")
 
-from recagent_gym.cli import main
 from recagent_gym.llm.local_server import LocalServer
-from recagent_gym.users.distilled import logs
+from recagent_gym.runs.cli import main
+from recagent_gym.runs.distill import logs
 from recagent_gym.users.distilled.artefact import Artefact
 
 KEY = "sk-" + "localtestkey" * 2  # built at run time: no key-shaped string in the repository
@@ -57,8 +57,8 @@ def test_collect_through_an_openai_compatible_server_then_distill(tmp_path, caps
 def test_distilled_model_of_decisions_drives_the_distilled_users(tmp_path):
     """The artefact of a decisions-only fit is a working user model (tiny data, direct-strategy logs)."""
     from recagent_gym.llm.testing import HashingEmbedder
-    from recagent_gym.users.distilled.collect import collect
-    from recagent_gym.users.distilled.fit import FitSettings, distill
+    from recagent_gym.runs.distill.collect import collect
+    from recagent_gym.runs.distill.fit import FitSettings, distill
     from recagent_gym.users.distilled.user import DistilledUser
     from recagent_gym.users.protocol import Context, Page
     from tests._agent_fixtures import make_config, make_model, tiny_dataset

@@ -2,7 +2,7 @@
 nonexistent, empty, garbage, cut-short or unrelated zip, or a policy of the other env, end in one ``policy error``
 (or ``distill error`` for the collect source's own checks) naming the file, and write nothing.
 
-The zip is checked once where policies are loaded (:func:`recagent_gym.policies.artefacts.load_policy`): SB3's
+The zip is checked once where policies are loaded (:func:`recagent_gym.runs.policies.artefacts.load_policy`): SB3's
 members (``data``, ``policy.pth``), ``data`` a JSON object with the spaces, then the loaded spaces against the env.
 """
 
@@ -28,7 +28,7 @@ TINY_TRAIN = ["--set", "train.total_timesteps=32", "--set", "train.n_steps=16", 
 @pytest.fixture(scope="module")
 def v0_policy(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A RecAgent-v0 PPO of ``train`` (distilled users of the bundled data, a few steps): policy.zip + policy.json."""
-    from recagent_gym.cli import main
+    from recagent_gym.runs.cli import main
 
     out = tmp_path_factory.mktemp("v0")
     code = main(["train", "--config", "quickstart", "--output-dir", str(out), "--no-progress", *TINY_TRAIN])
@@ -131,7 +131,7 @@ def test_collect_with_a_bad_policy_zip_is_one_line(tmp_path, capsys, monkeypatch
 
 def test_collect_source_refuses_a_v0_policy(tmp_path, v0_policy):
     """In process, on the tiny data: a RecAgent-v0 policy (its json says so, or not) is refused before any row."""
-    from recagent_gym.users.distilled.collect import collect
+    from recagent_gym.runs.distill.collect import collect
     from tests._agent_fixtures import make_config, make_model, tiny_dataset
 
     bare = tmp_path / "bare"
@@ -147,7 +147,7 @@ def test_collect_source_refuses_a_v0_policy(tmp_path, v0_policy):
 def test_load_policy_checks_spaces_and_loads_a_good_zip(v0_policy):
     from gymnasium import spaces
 
-    from recagent_gym.policies.artefacts import PolicyError, load_policy
+    from recagent_gym.runs.policies.artefacts import PolicyError, load_policy
 
     model = load_policy(v0_policy, "ppo")
     assert load_policy(v0_policy, "ppo", observation_space=model.observation_space).observation_space.shape

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from recagent_gym.simulator import checkpoint as ckpt
-from recagent_gym.simulator.run_paths import placed_path, portable_path
+from recagent_gym.runs.simulator import checkpoint as ckpt
+from recagent_gym.runs.simulator.run_paths import placed_path, portable_path
 from tests._sim_fixtures import main, settings
 
 CACHE = "cache.sqlite"

@@ -81,8 +81,8 @@ def imports_between(graph: dict[str, set[str]], a: str, b: str) -> list[tuple[st
 
 def test_envs_and_simulator_do_not_import_each_other() -> None:
     graph = import_graph()
-    assert imports_between(graph, "recagent_gym.envs", "recagent_gym.simulator") == []
-    assert imports_between(graph, "recagent_gym.simulator", "recagent_gym.envs") == []
+    assert imports_between(graph, "recagent_gym.envs", "recagent_gym.runs.simulator") == []
+    assert imports_between(graph, "recagent_gym.runs.simulator", "recagent_gym.envs") == []
 
 
 def test_session_kernel_is_free_of_gymnasium_and_of_its_faces() -> None:
@@ -109,7 +109,7 @@ LOWER_LAYERS = ("data", "llm", "memory", "social", "prompts", "recommenders", "s
 """Packages whose modules take their own section; only their command modules (and the transfer experiment, v0 and
 v1, which assembles a whole run) read the root configuration."""
 
-ASSEMBLERS = ("recagent_gym.users.distilled.transfer", "recagent_gym.users.distilled.transfer_v1")
+ASSEMBLERS = ("recagent_gym.runs.distill.transfer", "recagent_gym.runs.distill.transfer_v1")
 
 
 def test_lower_layers_take_their_section_not_the_root_config() -> None:
@@ -119,6 +119,6 @@ def test_lower_layers_take_their_section_not_the_root_config() -> None:
         for module, targets in graph.items()
         if module.split(".")[1:2] and module.split(".")[1] in LOWER_LAYERS
         and not module.endswith(".commands") and module not in ASSEMBLERS
-        and any(t == "recagent_gym.config" or t.startswith("recagent_gym.config.") for t in targets)
+        and any(t == "recagent_gym.runs.config" or t.startswith("recagent_gym.runs.config.") for t in targets)
     ]  # fmt: skip
     assert readers == []

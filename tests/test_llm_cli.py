@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from recagent_gym.cli import main
+from recagent_gym.runs.cli import main
 from tests._llm_server import FaultServer
 from tests._scripted_cli import use_scripted_backend
 

@@ -163,7 +163,7 @@ def test_option_validation_and_length_limit(embedded_llm: EmbeddedLLM) -> None: 
 def test_llm_check_command_runs_offline() -> None:
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1]), "HF_HUB_OFFLINE": "1"}
     result = subprocess.run(
-        [sys.executable, "-m", "recagent_gym.cli", "llm", "check", "--set", "llm.n_threads=2"],
+        [sys.executable, "-m", "recagent_gym.runs.cli", "llm", "check", "--set", "llm.n_threads=2"],
         capture_output=True,
         text=True,
         env=env,

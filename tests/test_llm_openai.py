@@ -9,11 +9,11 @@ from collections import Counter
 
 import pytest
 
-from recagent_gym.config import load_config
 from recagent_gym.llm.config import LLMConfig
 from recagent_gym.llm.factory import build_llm
 from recagent_gym.llm.openai_backend import OpenAIBackend
 from recagent_gym.llm.protocol import LLMError
+from recagent_gym.runs.config import load_config
 from tests._llm_server import HTTP_CLIENT, FaultServer, http_client  # noqa: F401  (autouse: every test runs with both clients)
 
 KEYS = ["sk-unit-test-key-number-one-0001", "sk-unit-test-key-number-two-0002"]

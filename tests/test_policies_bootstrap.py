@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from recagent_gym.evaluation.metrics import summarize
-from recagent_gym.policies.protocol import bootstrap_mean
+from recagent_gym.runs.evaluation.metrics import summarize
+from recagent_gym.runs.policies.protocol import bootstrap_mean
 
 
 def test_policies_bootstrap_is_the_evaluation_summarize():

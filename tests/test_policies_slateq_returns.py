@@ -8,8 +8,8 @@ import torch
 
 from recagent_gym.envs.candidate_env import RecAgentCandidateEnv
 from recagent_gym.policies.candidate_baselines import PopularCandidates
-from recagent_gym.policies.evaluate_policies import EvalProtocol, run_sessions
 from recagent_gym.policies.slateq import SlateQ, _flush, _Replay
+from recagent_gym.runs.policies.evaluate_policies import EvalProtocol, run_sessions
 
 from ._env_fixtures import make_dataset
 

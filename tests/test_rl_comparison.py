@@ -8,13 +8,13 @@ import numpy as np
 import pytest
 import torch
 
-from recagent_gym.config import Config
 from recagent_gym.envs.candidate_env import RecAgentCandidateEnv
 from recagent_gym.policies.bandit import LinUCB, bandit_features, train_bandit
 from recagent_gym.policies.candidate_baselines import OracleCandidates, PopularCandidates, rank_action
-from recagent_gym.policies.comparison import learner_steps, run_comparison
 from recagent_gym.policies.config import TrainConfig
 from recagent_gym.policies.item_scoring import CandidateScorer, ItemScoringPolicy
+from recagent_gym.runs.config import Config
+from recagent_gym.runs.policies.comparison import learner_steps, run_comparison
 
 from ._env_fixtures import make_dataset
 
@@ -127,7 +127,7 @@ def test_learner_timesteps_name_learners_and_default_to_total(tmp_path, dataset)
 
 
 def test_env_seeds_run_one_comparison_per_seed_and_report_paired_differences(tmp_path):
-    from recagent_gym.policies.env_seeds import run_env_seeds
+    from recagent_gym.runs.policies.env_seeds import run_env_seeds
 
     config = Config(
         train=TrainConfig(total_timesteps=64, n_envs=2, n_steps=32, batch_size=32, seeds=[0], n_candidates=20,
@@ -152,7 +152,7 @@ def test_env_seeds_run_one_comparison_per_seed_and_report_paired_differences(tmp
 
 @pytest.mark.parametrize("value", ["a,b", "1,1", ","])
 def test_bad_env_seeds_are_one_line(tmp_path, value, capsys):
-    from recagent_gym.cli import main
+    from recagent_gym.runs.cli import main
 
     assert main(["evaluate", "rl-comparison", "--env-seeds", value, "--output-dir", str(tmp_path / "out")]) == 2
     assert "--env-seeds" in capsys.readouterr().err

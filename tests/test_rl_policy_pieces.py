@@ -140,7 +140,7 @@ def test_oracle_reads_the_distilled_users_noise_free_score(dataset):
 
 
 def test_the_recsim_comparison_is_repeated_on_embedding_and_distilled_users():
-    from recagent_gym.config import load_config
+    from recagent_gym.runs.config import load_config
 
     base = load_config("rl_recsim")
     for name, model in (("rl_embedding", "embedding"), ("rl_distilled", "distilled")):
@@ -154,8 +154,8 @@ def test_the_recsim_comparison_is_repeated_on_embedding_and_distilled_users():
 
 def test_the_comparison_runs_numpy_blas_on_the_threads_it_gives_torch(monkeypatch, tmp_path):
     threadpoolctl = pytest.importorskip("threadpoolctl")
-    from recagent_gym.policies import comparison
     from recagent_gym.policies.threads import blas_threads
+    from recagent_gym.runs.policies import comparison
 
     seen = []
 
@@ -164,7 +164,7 @@ def test_the_comparison_runs_numpy_blas_on_the_threads_it_gives_torch(monkeypatc
         return []
 
     monkeypatch.setattr(comparison, "_run_comparison", inner)
-    from recagent_gym.config import Config
+    from recagent_gym.runs.config import Config
 
     comparison.run_comparison(Config(), output_dir=tmp_path)
     assert seen and set(seen) == {1}

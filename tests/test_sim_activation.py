@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from recagent_gym.runs.simulator.config import SimulationConfig
 from recagent_gym.session.activation import Activation, fit_pareto, pareto_cdf, pareto_levels
-from recagent_gym.simulator.config import SimulationConfig
 
 
 @pytest.mark.parametrize(("alpha", "x_min"), [(1.2, 1.0), (2.5, 3.0), (0.8, 20.0)])
@@ -88,8 +88,8 @@ def test_fit_rejects_degenerate_samples() -> None:
 
 
 def test_one_agent_falls_back_to_the_configured_alpha() -> None:
+    from recagent_gym.runs.simulator.config import SimulationConfig
     from recagent_gym.session.activation import Activation
-    from recagent_gym.simulator.config import SimulationConfig
 
     config = SimulationConfig(agents=1, activation="pareto", fit_activity=True, pareto_alpha=2.5)
     activation = Activation.build(config, np.array([17.0]), np.random.default_rng(0))

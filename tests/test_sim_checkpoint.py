@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from recagent_gym.simulator import checkpoint as ckpt
-from recagent_gym.simulator import runner
+from recagent_gym.runs.simulator import checkpoint as ckpt
+from recagent_gym.runs.simulator import runner
 from tests._sim_fixtures import make_config, make_embedder, make_llm
 
 MINIMAL_STATE = {
@@ -108,7 +108,7 @@ def test_corrupt_state_gives_a_checkpoint_error(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("name", ["simulate_small", "simulate_paper"])
 def test_shipped_simulation_configs_load(name: str) -> None:
-    from recagent_gym.config import load_config
+    from recagent_gym.runs.config import load_config
 
     config = load_config(name)
     assert config.user.model == "llm" and config.simulation.agents >= 20

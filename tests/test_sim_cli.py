@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from recagent_gym.cli import main as cli_main
-from recagent_gym.simulator import runner
-from recagent_gym.simulator.checkpoint import checkpoint_path, load_checkpoint
+from recagent_gym.runs.cli import main as cli_main
+from recagent_gym.runs.simulator import runner
+from recagent_gym.runs.simulator.checkpoint import checkpoint_path, load_checkpoint
 from tests._sim_fixtures import events_bytes, main, make_config, make_embedder, make_llm, settings
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from recagent_gym.simulator import runner
-from recagent_gym.simulator.files import atomic_write_text, remove_stale_temp_files
+from recagent_gym.runs.simulator import runner
+from recagent_gym.runs.simulator.files import atomic_write_text, remove_stale_temp_files
 from tests._sim_fixtures import make_config, make_embedder, make_llm
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 KILLED_WRITER = """
 import os, sys, time
 from pathlib import Path
-from recagent_gym.simulator import files
+from recagent_gym.runs.simulator import files
 def hang(fd):
     print("writing", flush=True)
     time.sleep(600)

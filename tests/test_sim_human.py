@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from recagent_gym.simulator.human import HumanPlayer
+from recagent_gym.runs.simulator.human import HumanPlayer
 from recagent_gym.users.protocol import Action, Page
 
 PAGE = Page(items=(10, 11, 12))

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from recagent_gym.cli import build_parser, dispatch
 from recagent_gym.llm.openai_backend import PLACEHOLDER_KEY
-from recagent_gym.simulator import commands
+from recagent_gym.runs.cli import build_parser, dispatch
+from recagent_gym.runs.simulator import commands
 from tests._llm_server import FaultServer
 from tests._sim_fixtures import make_embedder, settings
 

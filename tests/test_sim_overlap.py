@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from recagent_gym.llm.local_server import LocalServer
-from recagent_gym.simulator import runner
+from recagent_gym.runs.simulator import runner
 from tests._sim_fixtures import make_config, make_embedder, make_llm
 
 

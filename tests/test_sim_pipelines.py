@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from recagent_gym.llm.local_server import LocalServer
-from recagent_gym.simulator import runner
-from recagent_gym.simulator.runner import round_waves
+from recagent_gym.runs.simulator import runner
+from recagent_gym.runs.simulator.runner import round_waves
 from tests._sim_fixtures import SlowScriptedLLM, make_config, make_embedder, make_llm
 
 

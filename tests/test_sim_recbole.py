@@ -17,8 +17,8 @@ import pandas as pd
 import pytest
 
 from recagent_gym.data.schema import Dataset
-from recagent_gym.simulator import runner
-from recagent_gym.simulator.export import RECBOLE_TYPES, recbole_files
+from recagent_gym.runs.simulator import runner
+from recagent_gym.runs.simulator.export import RECBOLE_TYPES, recbole_files
 from tests._sim_fixtures import make_config, make_embedder, make_llm
 
 SEQ_SEPARATOR = " "  # RecBole's default seq_separator; field_separator is "\t"

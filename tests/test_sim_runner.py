@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from recagent_gym.simulator import runner
-from recagent_gym.simulator.checkpoint import CheckpointError, checkpoint_path, load_checkpoint
-from recagent_gym.simulator.errors import SimulationError
+from recagent_gym.runs.simulator import runner
+from recagent_gym.runs.simulator.checkpoint import CheckpointError, checkpoint_path, load_checkpoint
+from recagent_gym.runs.simulator.errors import SimulationError
 from tests._sim_fixtures import events_bytes, make_config, make_embedder, make_llm
 
 
@@ -114,7 +114,7 @@ def test_injected_post_and_message_reach_memories(tmp_path: Path) -> None:
     sim = run(out, rounds=1)
     author = next(u for u in sim.agents if sim.model.friends(u))
     friend = sim.model.friends(author)[0]
-    from recagent_gym.simulator.social_step import deliver_message, deliver_post
+    from recagent_gym.runs.simulator.social_step import deliver_message, deliver_post
 
     deliver_post(sim.model, author, "Everyone must watch Pulp Fiction tonight", sim.clock.time_h)
     deliver_message(sim.model, friend, author, "Have you seen Casino?", sim.clock.time_h)

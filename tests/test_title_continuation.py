@@ -70,8 +70,8 @@ def test_the_cache_keeps_candidates_and_references():
 
 
 def test_llm_users_in_continuation_mode_score_their_list(tiny_ml):  # noqa: F811
-    from recagent_gym.config import load_config
     from recagent_gym.llm.testing import HashingEmbedder
+    from recagent_gym.runs.config import load_config
     from recagent_gym.users.factory import build_user_model
 
     prompts: list[str] = []

@@ -11,10 +11,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from recagent_gym.config import Config, ConfigError
 from recagent_gym.envs.recagent_env import RecAgentEnv
 from recagent_gym.policies.config import TrainConfig
-from recagent_gym.policies.evaluate_policies import (
+from recagent_gym.recommenders.factory import build_recommender
+from recagent_gym.runs.config import Config, ConfigError
+from recagent_gym.runs.policies.evaluate_policies import (
     EvalProtocol,
     PolicyMetrics,
     PolicyRecommender,
@@ -23,9 +24,8 @@ from recagent_gym.policies.evaluate_policies import (
     summary_line,
     write_results,
 )
-from recagent_gym.policies.protocol import bootstrap_mean, derangement, split_users
-from recagent_gym.policies.training import train_policy
-from recagent_gym.recommenders.factory import build_recommender
+from recagent_gym.runs.policies.protocol import bootstrap_mean, derangement, split_users
+from recagent_gym.runs.policies.training import train_policy
 
 from ._env_fixtures import make_dataset
 
@@ -175,7 +175,7 @@ def test_summary_line_reads_the_intervals():
 
 
 def test_training_meets_train_users_only_and_prints_progress(tmp_path, dataset, monkeypatch, capsys):
-    import recagent_gym.policies.training as training
+    import recagent_gym.runs.policies.training as training
 
     built = []
     real = training.RecAgentVectorEnv
@@ -256,7 +256,7 @@ def test_scripts_and_cli_smoke(tmp_path):
         [
             sys.executable,
             "-m",
-            "recagent_gym.cli",
+            "recagent_gym.runs.cli",
             "evaluate",
             "policies",
             "--recommenders",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from recagent_gym.config import Config
+from recagent_gym.runs.config import Config
 from recagent_gym.users.config import UserConfig
 from recagent_gym.users.embedding_user import EmbeddingUser
 from recagent_gym.users.factory import build_user_model
@@ -106,7 +106,7 @@ def test_embedding_user_accepts_given_embeddings(dataset):
 
 
 def test_unknown_kind_is_a_config_error(dataset):
-    from recagent_gym.config import ConfigError
+    from recagent_gym.runs.config import ConfigError
 
     with pytest.raises(ConfigError, match="unknown user model"):
         build_user_model("nope", dataset, UserConfig())

@@ -11,12 +11,12 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from recagent_gym.config import Config
 from recagent_gym.data.schema import Dataset
 from recagent_gym.envs.candidates import CandidateRetriever
 from recagent_gym.envs.encoding import RESPONSE_CODES, Encoder, item_feature_table
 from recagent_gym.envs.recagent_env import RecAgentEnv
 from recagent_gym.envs.reward import RewardFn
+from recagent_gym.runs.config import Config
 from recagent_gym.users.protocol import UserModel
 
 ACTION_MODES: tuple[str, ...] = ("scores", "slate")

@@ -11,12 +11,12 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from recagent_gym.config import Config
 from recagent_gym.data.schema import Dataset
 from recagent_gym.envs.render import render_ansi, render_rgb
 from recagent_gym.envs.resolve import build_kernel, build_users, resolve_config, resolve_dataset, world_weights
 from recagent_gym.envs.reward import RewardFn, reward_from_config
 from recagent_gym.recommenders.search import CatalogueSearch
+from recagent_gym.runs.config import Config
 from recagent_gym.session import RESPONSE_CODES, Lane, SessionTables, observe
 from recagent_gym.users.protocol import UserModel
 

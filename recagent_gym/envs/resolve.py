@@ -8,9 +8,9 @@ from typing import Any
 
 import numpy as np
 
-from recagent_gym.config import Config, config_from_dict, load_config
 from recagent_gym.data.schema import Dataset
 from recagent_gym.recommenders.search import CatalogueSearch
+from recagent_gym.runs.config import Config, config_from_dict, load_config
 from recagent_gym.session import SessionKernel, SessionRules, SessionTables
 from recagent_gym.session.activation import Settings, session_weights
 from recagent_gym.users.protocol import UserModel

@@ -23,13 +23,13 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 from stable_baselines3.common.vec_env.base_vec_env import VecEnv, VecEnvIndices, VecEnvStepReturn
 
-from recagent_gym.config import Config
 from recagent_gym.data.schema import Dataset
 from recagent_gym.envs.adapters import TRAINING_KEYS, ObsFlattener, PageAdapter
 from recagent_gym.envs.recagent_env import RecAgentEnv
 from recagent_gym.envs.resolve import resolve_config, world_weights
 from recagent_gym.envs.reward import RewardFn
 from recagent_gym.envs.wrappers import page_adapter
+from recagent_gym.runs.config import Config
 from recagent_gym.session import Lane, Started
 from recagent_gym.session.observation import ObservationBatch
 from recagent_gym.users.protocol import UserModel

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from recagent_gym.actions import Action
 from recagent_gym.llm.protocol import Choice
 from recagent_gym.prompts.template import load_template
-from recagent_gym.users.protocol import Action
 
 FIXED_OPTIONS: tuple[str, ...] = (" go to the next page", " search", " leave")
 FIXED_ACTIONS: tuple[Action, ...] = (Action.NEXT, Action.SEARCH, Action.LEAVE)

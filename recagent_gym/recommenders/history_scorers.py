@@ -52,7 +52,7 @@ class ItemKNN:
 
 class SVDScores:
     def __init__(self, dataset: Dataset, dim: int = 32) -> None:
-        from recagent_gym.envs.candidates import svd_factors
+        from recagent_gym.recommenders.svd import svd_factors
 
         self.user_factors, self.item_factors = svd_factors(dataset, dim)
 

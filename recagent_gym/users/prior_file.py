@@ -1,6 +1,6 @@
 """The schema of a behavioural-prior weights file (``prior.json`` of ``recagent-gym calibrate``), checked whole, once.
 
-``user.prior_weights`` is checked when the configuration is loaded (:func:`recagent_gym.config.config_from_dict`),
+``user.prior_weights`` is checked when the configuration is loaded (:func:`recagent_gym.runs.config.config_from_dict`),
 so a missing file, a weight that is NaN or infinite, or a ``window_days`` that is no positive number stops every
 command before it creates a run folder, instead of ending a run with 0 watches or failing mid-round. The prior itself
 (``users/agent/prior.py``) reads its weights through :func:`read_prior_file` too. Kept apart from the prior so that

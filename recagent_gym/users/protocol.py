@@ -18,13 +18,13 @@ start of a protocol method that reads an agent's memory while that agent's last 
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from recagent_gym.actions import Action
 from recagent_gym.llm.protocol import Usage
 
 NO_USAGE = Usage()
@@ -33,15 +33,6 @@ NO_USAGE = Usage()
 # The three records below are made several times per page step, so they have their own ``__init__``: writing the
 # instance ``__dict__`` once is about 3x cheaper than the frozen dataclass's per-field ``object.__setattr__``. They
 # stay frozen dataclasses (fields, repr, eq, hash, ``dataclasses.replace``).
-
-
-class Action(enum.IntEnum):
-    """What a user does with a page."""
-
-    WATCH = 0
-    NEXT = 1
-    SEARCH = 2
-    LEAVE = 3
 
 
 @dataclass(frozen=True, init=False)

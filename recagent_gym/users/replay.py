@@ -1,6 +1,6 @@
 """Real users as a user model: each user watches its own real future items when a page shows them.
 
-The agreement test (:mod:`recagent_gym.evaluation.agreement`) scores recommenders against what people actually did
+The agreement test (:mod:`recagent_gym.runs.evaluation.agreement`) scores recommenders against what people actually did
 after a temporal cut. Replaying that behaviour through the same env (the session kernel's rules) lets an adaptive
 recommender see the feedback a real user would have given: on a page holding one of the user's held-out items
 the user watches the one it watched first (with its real rating); otherwise it asks for the next page. It never

@@ -1,0 +1,147 @@
+"""The ``recagent-gym`` command. Each subcommand lives with the package that owns it and registers itself here.
+
+:func:`main` is the one place where the project's typed errors (:class:`~recagent_gym.errors.RecAgentError`) become
+a one-line message and exit status 2, and where logging is set up (third-party INFO lines only with ``-v``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+import traceback
+from collections.abc import Sequence
+
+from recagent_gym import __version__
+from recagent_gym.errors import RecAgentError
+
+DESCRIPTION = """\
+Recommender-system research with simulated users: a Gymnasium environment in which the recommender is the RL
+policy and the users are LLM agents with profiles, memory and a social life (after RecAgent, arXiv 2306.02552),
+classical user models and recommenders as baselines, the round-based RecAgent simulator, and the paper's
+evaluations. Runs offline on a CPU with the embedded Gemma 3 270M model, or against any OpenAI-compatible server.
+"""
+
+EPILOG = """\
+examples:
+  recagent-gym train --config quickstart                    train PPO against LLM users (a few minutes)
+  recagent-gym evaluate policies --config quickstart --policy ppo=runs/quickstart/policy.zip
+  recagent-gym simulate --config simulate_small --out runs/sim
+  recagent-gym serve --config simulate_small                the web dashboard
+  recagent-gym data info bundled                            what a dataset holds
+
+--config takes a YAML file or the name of a shipped configuration (quickstart, simulate_small, ...);
+--set KEY=VALUE overrides one key. 'recagent-gym COMMAND --help' describes a command.
+"""
+
+# Modules exposing ``register(subparsers) -> None``; each adds its subcommand(s) with ``func`` as the handler.
+COMMAND_MODULES: tuple[str, ...] = (
+    "recagent_gym.runs.data.commands",
+    "recagent_gym.runs.llm.commands",
+    "recagent_gym.runs.policies.commands",
+    "recagent_gym.runs.evaluation.commands",
+    "recagent_gym.runs.evaluation.calibrate_command",
+    "recagent_gym.runs.simulator.commands",
+    "recagent_gym.runs.dashboard.commands",
+    "recagent_gym.runs.distill.commands",
+)
+
+EXIT_ERROR = 2
+"""Exit status of a typed error (bad configuration, data, backend, run), as for a command-line usage error."""
+
+
+def add_config_arguments(parser: argparse.ArgumentParser) -> None:
+    """The ``--config`` / ``--set`` pair shared by every command that reads configuration."""
+    parser.add_argument(
+        "--config", default=None, help="YAML file, or the name of a shipped configuration (e.g. 'quickstart')"
+    )
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override one configuration key, e.g. --set llm.backend=openai (repeatable)",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="recagent-gym",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument(
+        "-v", "--verbose", action="store_true", help="debug logging, other libraries' INFO lines, and tracebacks"
+    )
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for module in COMMAND_MODULES:
+        importlib.import_module(module).register(subparsers)
+    return parser
+
+
+def configure_logging(*, verbose: bool) -> None:
+    """This project's INFO lines (DEBUG with ``verbose``); other libraries' from WARNING (INFO with ``verbose``).
+
+    Like :func:`logging.basicConfig`, nothing changes when the root logger already has handlers (an embedding
+    application, pytest).
+    """
+    own, others = (logging.DEBUG, logging.INFO) if verbose else (logging.INFO, logging.WARNING)
+
+    def keep(record: logging.LogRecord) -> bool:
+        mine = record.name == "recagent_gym" or record.name.startswith("recagent_gym.") or record.name == "__main__"
+        return record.levelno >= (own if mine else others)
+
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.addFilter(keep)
+    logging.basicConfig(level=own, handlers=[handler])
+
+
+def error_message(exc: RecAgentError) -> str:
+    """The error as one line: ``recagent-gym: <kind>: <message>`` (a multi-line message joined with '; ')."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    text = "; ".join(lines).replace(":;", ":") or type(exc).__name__
+    return f"recagent-gym: {getattr(exc, 'label', 'error')}: {text}"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    configure_logging(verbose=args.verbose)
+    return dispatch(args)
+
+
+OUTPUT_OPTIONS: dict[str, str] = {"out": "--out", "output_dir": "--output-dir"}
+"""The options naming a command's output folder, checked before the command runs (:func:`check_outputs`)."""
+
+
+def check_outputs(args: argparse.Namespace) -> None:
+    """Every output folder given on the command line can be written, before the command loads anything."""
+    from recagent_gym.runs.output_folder import check_output_folder
+
+    for dest, option in OUTPUT_OPTIONS.items():
+        value = getattr(args, dest, None)
+        if value is not None:
+            check_output_folder(value, option)
+
+
+def dispatch(args: argparse.Namespace) -> int:
+    """Run the parsed command; a typed error becomes one line on stderr and :data:`EXIT_ERROR`."""
+    try:
+        check_outputs(args)
+        return int(args.func(args) or 0)
+    except RecAgentError as exc:
+        if args.verbose:
+            traceback.print_exc()
+        print(error_message(exc), file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        print("recagent-gym: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

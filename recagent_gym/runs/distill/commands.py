@@ -1,0 +1,171 @@
+"""``recagent-gym users collect | distill | fidelity``: distilled LLM users, from logs to a checked model."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from recagent_gym.runs.distill.pages import SOURCES
+
+
+def register(subparsers: Any) -> None:
+    from recagent_gym.runs.cli import add_config_arguments
+
+    users = subparsers.add_parser(
+        "users", help="distilled LLM users: collect decisions, distil, check fidelity, train-on-distilled transfer"
+    )
+    sub = users.add_subparsers(dest="users_command", required=True)
+
+    collect = sub.add_parser("collect", help="log the LLM users' page decisions over diverse pages (Parquet)")
+    add_config_arguments(collect)
+    collect.add_argument("--out", required=True, help="folder of the decision logs (appended to; resumable)")
+    collect.add_argument("--sessions", type=int, default=200, help="sessions in the plan (default 200)")
+    collect.add_argument("--sources", default=",".join(SOURCES), help=f"page sources (default {','.join(SOURCES)})")
+    collect.add_argument("--batch", type=int, default=8, help="sessions decided side by side (one LLM batch)")
+    collect.add_argument("--max-pages", type=int, default=10, help="decisions per session at most (default 10)")
+    collect.add_argument(
+        "--policy",
+        default=None,
+        help="a RecAgent-v1 policy.zip (e.g. from 'users transfer'): adds the 'policy' source, whose sessions show"
+        " the pages this policy chooses (the collection step of a DAgger loop)",
+    )
+    collect.add_argument("--seed", type=int, default=0)
+    collect.add_argument("--no-progress", action="store_true", help="no progress bar")
+    collect.set_defaults(func=run_collect)
+
+    distill = sub.add_parser("distill", help="train the distilled user model on decision logs")
+    add_config_arguments(distill)
+    distill.add_argument("--logs", required=True, help="folder written by 'users collect'")
+    distill.add_argument("--out", required=True, help="artefact folder (weights.npz + model.json)")
+    distill.add_argument("--epochs", type=int, default=60)
+    distill.add_argument("--seed", type=int, default=0)
+    distill.add_argument(
+        "--split",
+        choices=("policy", "own"),
+        default="policy",
+        help="held-out users: those of the RL split (train.test_fraction, train.split_seed; default), or"
+        " --test-fraction of the logged users",
+    )
+    distill.add_argument("--test-fraction", type=float, default=0.2, help="held-out users with --split own")
+    distill.set_defaults(func=run_distill)
+
+    fidelity = sub.add_parser("fidelity", help="distilled vs LLM users on held-out users: table, CSV and plot")
+    add_config_arguments(fidelity)
+    fidelity.add_argument("--logs", required=True, help="folder written by 'users collect'")
+    fidelity.add_argument("--model", required=True, help="artefact folder written by 'users distill'")
+    fidelity.add_argument("--out", required=True, help="folder of the report (fidelity.md, fidelity.csv, .png)")
+    fidelity.add_argument("--replays", type=int, default=20, help="replays of each held-out session (default 20)")
+    fidelity.add_argument("--bootstrap", type=int, default=1000)
+    fidelity.add_argument("--seed", type=int, default=0)
+    fidelity.set_defaults(func=run_fidelity)
+
+    from recagent_gym.runs.evaluation.recsim_fit_command import add_fit_recsim
+
+    add_fit_recsim(sub)
+
+    transfer = sub.add_parser(
+        "transfer", help="train PPO on distilled users, evaluate it on held-out LLM users vs random/popularity/MF"
+    )
+    add_config_arguments(transfer)
+    transfer.add_argument("--out", default=None, help="folder of policies and report (default train.output_dir)")
+    transfer.add_argument("--users", type=int, default=None, help="held-out users (default train.eval_users; 0: all)")
+    transfer.add_argument("--seeds", default=None, help="training seeds, comma-separated (default train.seed)")
+    transfer.add_argument(
+        "--user-models",
+        default="distilled,llm",
+        help="users the policies are evaluated on, in order (default distilled,llm; add recsim,embedding for the "
+        "naive surrogates' ranking beside the LLM users')",
+    )
+    transfer.add_argument(
+        "--policy",
+        action="append",
+        default=[],
+        help="evaluate this trained policy.zip instead of training (repeatable)",
+    )
+    transfer.add_argument("--no-progress", action="store_true", help="no progress bar")
+    transfer.set_defaults(func=run_transfer_command)
+
+
+def _config_and_dataset(args: argparse.Namespace) -> tuple[Any, Any]:
+    from recagent_gym.data.load import load_dataset_from_config
+    from recagent_gym.runs.config import load_config
+
+    config = load_config(args.config, args.overrides)
+    return config, load_dataset_from_config(config.data)
+
+
+def run_collect(args: argparse.Namespace) -> int:
+    from recagent_gym.runs.distill.collect import collect
+    from recagent_gym.users.factory import build_user_model
+
+    if args.policy is not None:  # a damaged or foreign zip fails before the LLM users are built
+        from recagent_gym.runs.policies.artefacts import check_zip
+
+        check_zip(args.policy)
+    config, dataset = _config_and_dataset(args)
+    model = build_user_model("llm", dataset, **config.user_model_sections())
+    sources = [s.strip() for s in args.sources.split(",") if s.strip()]
+    if args.policy is not None and "policy" not in sources:
+        sources.append("policy")
+    rows = collect(
+        model,
+        dataset,
+        args.out,
+        sessions=args.sessions,
+        sources=sources,
+        page_size=config.env.page_size,
+        max_pages=args.max_pages,
+        batch=args.batch,
+        seed=args.seed,
+        config=config,
+        model_name=config.llm.model_name,
+        policy=args.policy,
+        progress=not args.no_progress,
+    )
+    print(f"users collect: {rows} new decisions in {args.out}")
+    return 0
+
+
+def run_distill(args: argparse.Namespace) -> int:
+    from recagent_gym.runs.distill.fit import FitSettings, distill
+
+    config, dataset = _config_and_dataset(args)
+    settings = FitSettings(epochs=args.epochs, seed=args.seed, split=args.split, test_fraction=args.test_fraction)
+    report = distill(args.logs, dataset, config, args.out, settings=settings)
+    print(f"users distill: {args.out} ({report})")
+    return 0
+
+
+def run_fidelity(args: argparse.Namespace) -> int:
+    from recagent_gym.runs.distill.fidelity import fidelity_report
+
+    config, dataset = _config_and_dataset(args)
+    table = fidelity_report(
+        args.logs, args.model, dataset, config, args.out, replays=args.replays, bootstrap=args.bootstrap, seed=args.seed
+    )
+    print(table)
+    return 0
+
+
+def run_transfer_command(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from recagent_gym.runs.config import load_config
+    from recagent_gym.runs.distill.transfer import markdown, ranking, run_transfer, verdict
+
+    config = load_config(args.config, args.overrides)
+    out = Path(args.out or config.train.output_dir)
+    config = config.in_run_folder(out)
+    seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else [config.train.seed]
+    models = [m.strip() for m in args.user_models.split(",") if m.strip()]
+    users = config.train.eval_users if args.users is None else args.users
+    rows = run_transfer(
+        config, out, n_users=users, seeds=seeds, user_models=models, progress=not args.no_progress,
+        policies=[Path(p) for p in args.policy],
+    )  # fmt: skip
+    print(markdown(rows))
+    for model in models:
+        print(verdict(rows, model))
+    print(ranking(rows))
+    print(f"written: {out / 'transfer.md'}, {out / 'transfer.csv'}, {out / 'transfer.png'}")
+    return 0

@@ -1,0 +1,362 @@
+"""``recagent-gym users transfer``: train a policy on the distilled users (minutes), evaluate it on held-out LLM users.
+
+1. **Train** PPO (``train.*`` of the config) on the distilled users of the training split (``train.split_seed``),
+   one policy per seed: on RecAgent-v0 through ``train.action``, or with ``train.transfer_env: v1`` (the
+   quickstart's) the item-scoring PPO on RecAgent-v1's candidates (:mod:`.transfer_v1`), where the baselines choose
+   among the same candidates.
+2. **Evaluate** the trained policy and the baselines (random, popularity, MF) on the same held-out users, with the
+   LLM users (the target) and with the distilled users (where the policy was trained: the transfer gap). The
+   held-out users are the policy split's test users that the distilled model was not fitted on either.
+3. **Report**: per recommender and user model the mean session return with a 95% bootstrap interval over users
+   (:func:`~recagent_gym.runs.evaluation.metrics.summarize`),
+   and the policy's paired difference with every baseline on the
+   same users (:func:`~recagent_gym.runs.evaluation.metrics.paired_difference`): ``transfer.md``, ``transfer.csv``,
+   ``transfer.png``.
+"""
+
+from __future__ import annotations
+
+import csv
+import logging
+import math
+import textwrap
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from recagent_gym.data.schema import Dataset
+from recagent_gym.runs.config import Config
+from recagent_gym.runs.evaluation.metrics import Estimate, paired_difference, summarize
+from recagent_gym.users.distilled.artefact import Artefact
+from recagent_gym.users.distilled.user import BUNDLED_DIR
+
+logger = logging.getLogger(__name__)
+
+POLICY = "ppo (distilled-trained)"
+REAL_NOTE = (
+    "Real hit rate (sim2real): the share of a recommender's pages that hold one of the same held-out users' real "
+    "future items (their last items by time, in pools of the policy's K candidates with uniform negatives; every "
+    "model fitted on the history before them), the real users replayed (`evaluate agreement`'s real side): their "
+    "watches per page. The same in every user model's rows."
+    "\n\n"
+)
+BASELINES = ("random", "popularity", "mf")
+
+
+@dataclass(frozen=True)
+class TransferRow:
+    """One line of ``transfer.csv``: a recommender on one user model (``diff_*``: policy minus this row, paired)."""
+
+    users: str
+    recommender: str
+    mean_return: float
+    ci_low: float
+    ci_high: float
+    n_users: int
+    sessions: int
+    seeds: int
+    diff: float
+    diff_low: float
+    diff_high: float
+    fallbacks: int
+    seconds: float
+    real_hit: float = math.nan
+    """The recommender's real offline metric (hit@k per page against the users' real future items, the agreement
+    test's real side) on the same held-out users; NaN on RecAgent-v0."""
+    real_ci_low: float = math.nan
+    real_ci_high: float = math.nan
+
+
+def held_out_users(dataset: Dataset, config: Config, n_users: int) -> np.ndarray:
+    """The first ``n_users`` of the policy split's held-out users that the distilled model was not fitted on."""
+    from recagent_gym.runs.policies.protocol import split_users
+
+    split = split_users(dataset.n_users, test_fraction=config.train.test_fraction, seed=config.train.split_seed)
+    meta = Artefact.load(config.user.distilled_path or BUNDLED_DIR).meta
+    fitted = set(meta.get("train_users", []))
+    users = np.array([u for u in split.test.tolist() if u not in fitted], dtype=np.int64)
+    return users[:n_users] if n_users else users
+
+
+def train_on_distilled(
+    config: Config, dataset: Dataset, out: Path, seeds: Sequence[int], *, progress: bool
+) -> list[Path]:
+    """One PPO policy per seed on the distilled users of the training split; their ``policy.zip`` paths."""
+    from recagent_gym.runs.policies.training import train_policy
+
+    paths = []
+    for seed in seeds:
+        cfg = config.model_copy(deep=True)
+        cfg.user.model = "distilled"
+        cfg.train.seed = int(seed)
+        result = train_policy(cfg, dataset=dataset, output_dir=out / f"policy-seed{seed}", progress_bar=progress)
+        logger.info("seed %d: %d steps on distilled users in %.0fs", seed, result.timesteps, result.seconds)
+        paths.append(result.policy_path)
+    return paths
+
+
+def _per_user(recommenders: list[Any], env: Any, protocol: Any) -> tuple[np.ndarray, int, int]:
+    """Per-user mean return (seeds pooled), sessions run and user-model fallbacks."""
+    from recagent_gym.runs.policies.evaluate_policies import run_sessions
+
+    runs = [run_sessions(r, env, protocol) for r in recommenders]
+    per_user = np.mean([r.returns.mean(axis=1) for r in runs], axis=0)
+    return per_user, sum(r.returns.size for r in runs), sum(r.fallbacks for r in runs)
+
+
+def _v0_arena(config: Config, dataset: Dataset, policies: Sequence[Path], user_model: str) -> tuple[Any, dict]:
+    """RecAgent-v0 with ``user_model`` users, the catalogue-wide baselines and the trained v0 policies."""
+    from recagent_gym.envs.recagent_env import RecAgentEnv
+    from recagent_gym.recommenders.factory import build_recommender
+    from recagent_gym.runs.policies.evaluate_policies import PolicyRecommender
+
+    cfg = config.model_copy(deep=True)
+    cfg.user.model = user_model  # type: ignore[assignment]
+    env = RecAgentEnv(dataset, user_model, config=cfg)
+    seed = cfg.train.seed
+    candidates: dict[str, list[Any]] = {
+        name: [build_recommender(name, dataset, cfg.recommender, env.page_size, seed)] for name in BASELINES
+    }
+    candidates[POLICY] = [PolicyRecommender.load(p, env) for p in policies]
+    return env, candidates
+
+
+def check_policies(policies: Sequence[Path], transfer_env: str) -> None:
+    """Each given policy's ``policy.json`` (trained on this transfer's env) and zip, before anything is built; the
+    spaces are checked against the env where it is loaded."""
+    from recagent_gym.runs.policies.artefacts import PolicyError, check_zip, read_meta, trained_env
+
+    expected = "RecAgent-v1" if transfer_env == "v1" else "RecAgent-v0"
+    for path in policies:
+        trained = trained_env(read_meta(path))
+        if trained != expected:
+            other = "v0" if transfer_env == "v1" else "v1"
+            raise PolicyError(
+                f"{path}: trained on {trained}, but this transfer runs {expected} (train.transfer_env={transfer_env});"
+                f" give a policy trained on {expected}, or set train.transfer_env={other}"
+            )
+        check_zip(path)
+
+
+def evaluate_on(
+    user_model: str,
+    config: Config,
+    dataset: Dataset,
+    policies: Sequence[Path],
+    users: np.ndarray,
+    *,
+    bootstrap: int,
+    say: Callable[[str], None],
+    shared: Any = None,
+) -> list[TransferRow]:
+    """Baselines and the trained policy on ``users`` with ``user_model`` users; one row per recommender
+    (``shared``: the v1 transfer's :class:`~recagent_gym.runs.distill.transfer_v1.Shared`, else RecAgent-v0)."""
+    from recagent_gym.runs.policies.evaluate_policies import EvalProtocol
+
+    seed = config.train.seed
+    if shared is None:
+        env, candidates = _v0_arena(config, dataset, policies, user_model)
+    else:
+        from recagent_gym.runs.distill.transfer_v1 import recommenders_v1
+
+        env = shared.make_env(config, dataset, users, user_model)
+        named = recommenders_v1(env, policies, seed)
+        candidates = {**{name: named[name] for name in BASELINES}, POLICY: named["policy"]}
+    protocol = EvalProtocol(
+        users=users, sessions_per_user=config.train.eval_sessions_per_user, seed=seed, swapped=False
+    )
+    measured: dict[str, tuple[np.ndarray, int, int, float]] = {}
+    for name, recs in candidates.items():
+        say(f"{user_model} users: {name} on {len(users)} held-out users")
+        start = time.perf_counter()
+        per_user, sessions, fallbacks = _per_user(recs, env, protocol)
+        measured[name] = (per_user, sessions, fallbacks, time.perf_counter() - start)
+    cache = getattr(env.user_model, "score_cache", None)
+    if cache is not None:  # the LLM users meet each held-out user again, in the same state, per recommender
+        say(f"{user_model} users: item score cache {cache.stats()}")
+    if shared is None or env is not shared.env:
+        env.close()
+    policy_returns = measured[POLICY][0]
+    rows = []
+    for k, (name, (per_user, sessions, fallbacks, seconds)) in enumerate(measured.items()):
+        est = summarize(per_user, np.random.default_rng(seed + k), bootstrap=bootstrap)
+        if name == POLICY:
+            diff = Estimate(math.nan, math.nan, math.nan, math.nan, 0)
+        else:
+            rng = np.random.default_rng(seed + 100 + k)
+            diff = paired_difference(policy_returns, per_user, rng, bootstrap=bootstrap)
+        rows.append(
+            TransferRow(user_model, name, est.mean, est.low, est.high, est.n, sessions, len(candidates[name]),
+                        diff.mean, diff.low, diff.high, fallbacks, seconds)
+        )  # fmt: skip
+    return rows
+
+
+def with_real_metric(
+    rows: list[TransferRow], config: Config, dataset: Dataset, users: np.ndarray, policies: Sequence[Path],
+    shared: Any, out: Path, say: Callable[[str], None],
+) -> list[TransferRow]:  # fmt: skip
+    """``rows`` with each recommender's real offline metric (:mod:`recagent_gym.runs.evaluation.agreement.sim2real`)."""
+    from recagent_gym.runs.evaluation.agreement.sim2real import attach, real_metrics
+
+    say(f"real side: {', '.join([*BASELINES, POLICY])} on the real future items of {len(users)} held-out users")
+    real = real_metrics(config, dataset, users, baselines={name: name for name in BASELINES},
+                        policies={POLICY: list(policies)}, item_features=shared.item_features, out=out)  # fmt: skip
+    return attach(rows, real)
+
+
+def verdict(rows: Sequence[TransferRow], user_model: str | None = None) -> str:
+    """What the rows show about the policy on ``user_model`` users (default: the last evaluated, the LLM users in
+    the default order), read off the paired intervals."""
+    user_model = user_model or (rows[-1].users if rows else "llm")
+    part = [r for r in rows if r.users == user_model and r.recommender != POLICY]
+    if not part or any(math.isnan(r.diff_low) for r in part):
+        return "Too few users for intervals: the run shows the pipeline, not which recommender is better."
+    above = [r.recommender for r in part if r.diff_low > 0]
+    below = [r.recommender for r in part if r.diff_high < 0]
+    tied = [r.recommender for r in part if r.recommender not in above + below]
+    n = part[0].n_users
+    words = [f"On {n} held-out {user_model.upper() if user_model == 'llm' else user_model} users the "
+             "distilled-trained policy"]  # fmt: skip
+    if above:
+        words.append(f"beats {', '.join(above)} (paired 95% interval of the difference above 0)")
+    if below:
+        words.append(f"{'and ' if above else ''}is beaten by {', '.join(below)} (interval below 0)")
+    if tied:
+        words.append(f"{'and ' if above or below else ''}is not separable from {', '.join(tied)} (interval spans 0)")
+    return " ".join(words) + "."
+
+
+def ranking(rows: Sequence[TransferRow], reference: str = "llm") -> str:
+    """Recommenders by mean return per user model (best first), whether the order is the ``reference`` users',
+    and the Spearman correlation of the mean returns with theirs (the surrogate's fidelity for choosing policies)."""
+    from recagent_gym.runs.distill.fit import spearman
+
+    models = list(dict.fromkeys(r.users for r in rows))
+    means = {m: {r.recommender: r.mean_return for r in rows if r.users == m} for m in models}
+    order = {m: sorted(means[m], key=lambda name: -means[m][name]) for m in models}
+    lines = ["| users | ranking (best first) | same as " + reference + " | Spearman with " + reference + " |",
+             "|---|---|---|---|"]  # fmt: skip
+    for m in models:
+        same, rho = "", ""
+        if reference in means and m != reference:
+            names = list(means[reference])
+            same = "yes" if order[m] == order[reference] else "no"
+            value = spearman(
+                np.array([means[m].get(n, math.nan) for n in names]), np.array([means[reference][n] for n in names])
+            )
+            rho = "" if math.isnan(value) else f"{value:+.2f}"
+        lines.append(f"| {m} | {' > '.join(order[m])} | {same} | {rho} |")
+    return "\n".join(lines)
+
+
+def write_report(rows: Sequence[TransferRow], out: Path, title: str) -> dict[str, Path]:
+    """``transfer.md``, ``transfer.csv`` and ``transfer.png`` (return per recommender and user model, 95% CI)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {"markdown": out / "transfer.md", "csv": out / "transfer.csv", "plot": out / "transfer.png"}
+    with paths["csv"].open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(TransferRow.__dataclass_fields__))
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({k: "" if isinstance(v, float) and math.isnan(v) else v for k, v in asdict(row).items()})
+    verdicts = "\n\n".join(verdict(rows, m) for m in dict.fromkeys(r.users for r in rows))
+    real = REAL_NOTE if any(not math.isnan(r.real_hit) for r in rows) else ""
+    text = f"# {title}\n\n{markdown(rows)}\n\n{real}{verdicts}\n\nRanking of the recommenders:\n\n{ranking(rows)}\n"
+    paths["markdown"].write_text(text, encoding="utf-8")
+    models = list(dict.fromkeys(r.users for r in rows))
+    recs = list(dict.fromkeys(r.recommender for r in rows))
+    fig, ax = plt.subplots(figsize=(8, 4))
+    width = 0.8 / max(len(models), 1)
+    for k, model in enumerate(models):
+        part = {r.recommender: r for r in rows if r.users == model}
+        means = np.array([part[c].mean_return for c in recs])
+        lows, highs = np.array([part[c].ci_low for c in recs]), np.array([part[c].ci_high for c in recs])
+        err = np.nan_to_num(np.vstack([means - lows, highs - means]))
+        ax.bar(np.arange(len(recs)) + k * width, means, width, yerr=err, capsize=3, label=f"{model} users")
+    ax.set_xticks(np.arange(len(recs)) + 0.4 - width / 2, recs, fontsize=9)
+    ax.set_ylabel("mean session return (95% CI over users)")
+    ax.set_title(textwrap.fill(title, 110), fontsize=9)  # the title names users, env and steps: wrap it
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(paths["plot"], dpi=100)
+    plt.close(fig)
+    return paths
+
+
+def markdown(rows: Sequence[TransferRow]) -> str:
+    header = ["users", "recommender", "return [95% CI]", "policy - this [paired 95% CI]",
+              "real hit rate [95% CI]", "users (n)", "sessions", "seeds", "fallbacks", "seconds"]  # fmt: skip
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for r in rows:
+        diff = "" if math.isnan(r.diff) else f"{r.diff:+.3f} [{r.diff_low:+.3f}, {r.diff_high:+.3f}]"
+        real = "" if math.isnan(r.real_hit) else f"{r.real_hit:.3f} [{r.real_ci_low:.3f}, {r.real_ci_high:.3f}]"
+        cells = [r.users, r.recommender, f"{r.mean_return:.3f} [{r.ci_low:.3f}, {r.ci_high:.3f}]", diff, real,
+                 str(r.n_users), str(r.sessions), str(r.seeds), str(r.fallbacks), f"{r.seconds:.0f}"]  # fmt: skip
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def run_transfer(
+    config: Config,
+    out: str | Path,
+    *,
+    n_users: int,
+    seeds: Sequence[int],
+    user_models: Sequence[str] = ("distilled", "llm"),
+    bootstrap: int = 2000,
+    progress: bool = True,
+    say: Callable[[str], None] = print,
+    dataset: Dataset | None = None,
+    policies: Sequence[Path] = (),
+) -> list[TransferRow]:
+    """Train on distilled users (or take ``policies`` already trained), evaluate on ``user_models`` (the LLM users
+    last: the slow part); write the report."""
+    from recagent_gym.envs.resolve import resolve_dataset
+
+    out = Path(out)
+    check_policies(policies, config.train.transfer_env)
+    dataset = resolve_dataset(dataset, config)
+    users = held_out_users(dataset, config, n_users)
+    if len(users) == 0:
+        raise ValueError("users transfer: no held-out user left (the distilled model was fitted on all of them)")
+    shared = None
+    if config.train.transfer_env == "v1":
+        from recagent_gym.runs.distill.transfer_v1 import Shared, load_v1, train_v1
+        from recagent_gym.runs.policies.protocol import split_users
+
+        shared = Shared(config, dataset, users)
+        for path in policies:  # each given policy's spaces checked before anything runs or is written
+            load_v1(path, shared.env)
+    if not policies:
+        start = time.perf_counter()
+        if shared is None:
+            policies = train_on_distilled(config, dataset, out, seeds, progress=progress)
+        else:
+            split = split_users(dataset.n_users, test_fraction=config.train.test_fraction, seed=config.train.split_seed)
+            policies = train_v1(config, dataset, out, seeds, shared, split.train, say)
+        say(f"trained {len(policies)} policy(ies) on distilled users in {time.perf_counter() - start:.0f}s")
+    rows: list[TransferRow] = []
+    for model in user_models:
+        rows += evaluate_on(model, config, dataset, policies, users, bootstrap=bootstrap, say=say, shared=shared)
+    if shared is not None:
+        rows = with_real_metric(rows, config, dataset, users, policies, shared, out, say)
+    from recagent_gym.runs.policies.evaluate_policies import load_meta
+
+    steps = "/".join(str(load_meta(p).get("timesteps", "?")) for p in policies)
+    trained_on = "/".join(sorted({str(load_meta(p).get("user_model", "?")) for p in policies}))
+    env_name = "RecAgent-v1 (candidates)" if shared is not None else "RecAgent-v0"
+    title = (
+        f"{dataset.name}, {env_name}: {len(policies)} PPO policy(ies) trained {steps} steps on {trained_on} users, "
+        f"evaluated on {len(users)} held-out users"
+    )
+    write_report(rows, out, title)
+    return rows

@@ -1,0 +1,110 @@
+"""``users transfer`` on RecAgent-v1 (``train.transfer_env: v1``): candidates, item features, item-scoring PPO.
+
+The policy is :mod:`recagent_gym.policies.item_scoring`'s PPO, trained on the distilled users of the training split
+(one per seed, as in ``evaluate rl-comparison``); the baselines (random, popularity, MF) choose among the same
+retrieved candidates (``train.candidate_mix``; ``{random: 1.0}`` is RecSim's uniformly sampled candidates). Every
+user model's env shares one retriever and the distilled env's item features: the LLM users' env would otherwise
+describe items by their genres only (the LLM agents expose no item vectors), and the policy must see the
+observation it was trained on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from recagent_gym.data.schema import Dataset
+from recagent_gym.runs.config import Config
+
+CURVE_USERS = 20
+"""Held-out users of the learning curve during training (distilled users: cheap)."""
+
+
+class Shared:
+    """The retriever and the item features every env of one transfer uses: those of the env of the users the
+    policy trains on (``trained_on``, default the distilled users), built once."""
+
+    def __init__(self, config: Config, dataset: Dataset, users: np.ndarray, trained_on: str = "distilled") -> None:
+        from recagent_gym.runs.policies.comparison import make_candidate_env
+
+        self.trained_on = trained_on
+        self.env = make_candidate_env(config, dataset, users, trained_on)
+        self.retriever = self.env.retriever
+        self.item_features = (self.env.item_features, self.env.latent_source)
+
+    def make_env(self, config: Config, dataset: Dataset, users: np.ndarray, user_model: Any) -> Any:
+        """The env of ``user_model`` (a name, or a user-model instance) with the shared retriever and items."""
+        from recagent_gym.runs.policies.comparison import make_candidate_env
+
+        if user_model == self.trained_on:
+            return self.env
+        return make_candidate_env(
+            config, dataset, users, user_model, retriever=self.retriever, item_features=self.item_features
+        )
+
+
+def train_v1(
+    config: Config, dataset: Dataset, out: Path, seeds: Sequence[int], shared: Shared, train_users: np.ndarray,
+    say: Callable[[str], None],
+) -> list[Path]:  # fmt: skip
+    """One item-scoring PPO per seed on the distilled users of ``train_users``; their ``policy.zip`` paths (with a
+    ``policy.json`` beside each and a held-out learning curve on distilled users)."""
+    import json
+
+    import torch
+
+    from recagent_gym.runs.policies.callbacks import HeldOutEval
+    from recagent_gym.runs.policies.comparison import learner_steps, train_item_scoring
+    from recagent_gym.runs.policies.evaluate_policies import EvalProtocol, run_sessions
+
+    torch.set_num_threads(config.train.torch_threads)
+    cfg = config.model_copy(deep=True)
+    cfg.user.model = "distilled"
+    curve_users = shared.env.users[:CURVE_USERS]
+    protocol = EvalProtocol(users=curve_users, seed=cfg.train.split_seed, swapped=False)
+    steps = learner_steps(cfg, "ppo")
+    paths = []
+    for seed in seeds:
+        folder = out / f"policy-seed{seed}"
+        say(f"training PPO (item scoring, RecAgent-v1) on distilled users, seed {seed}: {steps} steps")
+        curve = HeldOutEval(
+            lambda model: run_sessions(model, shared.env, protocol).returns.mean(axis=1),
+            eval_every=max(steps // 4, 1),
+            output_dir=folder,
+        )
+        model = train_item_scoring("ppo", cfg, dataset, train_users, int(seed), curve, shared.retriever)
+        model.save(folder / "policy.zip")
+        meta = {"algorithm": "ppo", "env": "RecAgent-v1", "policy": "ItemScoringPolicy",
+                "timesteps": int(model.num_timesteps),
+                "user_model": "distilled", "seed": int(seed), "candidate_mix": cfg.train.candidate_mix}  # fmt: skip
+        (folder / "policy.json").write_text(json.dumps(meta, indent=2), encoding="utf-8")
+        paths.append(folder / "policy.zip")
+    return paths
+
+
+def recommenders_v1(env: Any, policies: Sequence[Path], seed: int) -> dict[str, list[Any]]:
+    """The baselines among the env's candidates and the trained policies (one per seed), by report name."""
+    from recagent_gym.policies.candidate_baselines import MFCandidates, PopularCandidates, RandomCandidates
+
+    return {
+        "random": [RandomCandidates(env, seed=seed)],
+        "popularity": [PopularCandidates(env)],
+        "mf": [MFCandidates(env)],
+        "policy": [load_v1(p, env) for p in policies],
+    }
+
+
+def load_v1(path: Path, env: Any) -> Any:
+    """A RecAgent-v1 item-scoring PPO (``policy.json`` beside it says so), checked against ``env``'s spaces."""
+    from recagent_gym.runs.policies.artefacts import PolicyError, load_policy, read_meta, trained_env
+
+    meta = read_meta(path)
+    if trained_env(meta) != "RecAgent-v1":
+        raise PolicyError(
+            f"{path}: trained on {trained_env(meta)}, but this transfer runs RecAgent-v1 (train.transfer_env=v1); "
+            "give a policy of 'users transfer' on v1, or set train.transfer_env=v0"
+        )
+    return load_policy(path, "ppo", observation_space=env.observation_space, action_space=env.action_space)

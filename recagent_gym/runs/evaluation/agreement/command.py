@@ -1,0 +1,83 @@
+"""``recagent-gym evaluate agreement``: rank agreement of each user model with real held-out behaviour.
+
+    recagent-gym evaluate agreement [--config agreement] [--dataset D] [--users 200] [--user-model M ...]
+                                    [--recommender R ...] [--policy NAME=PATH ...] [--seed 0] [--out DIR]
+
+Writes ``agreement.md``, ``agreement.csv``, ``rank_agreement.csv``, ``agreement.png`` and the redacted
+``config.yaml`` into the output folder (default ``runs/evaluate/agreement``).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from recagent_gym.runs.cli import add_config_arguments
+
+USER_MODELS = ("recsim", "embedding", "distilled", "llm", "llm+prior", "llm-only", "llm-embedding-term")
+
+
+def add_evaluate_agreement(evaluate_subparsers: Any) -> None:
+    from recagent_gym.runs.evaluation.agreement.zoo import RECOMMENDERS
+
+    parser = evaluate_subparsers.add_parser(
+        "agreement", help="does each user model rank recommenders the way real held-out behaviour does? "
+        "(Kendall tau, dose-response, sim vs real)",
+    )  # fmt: skip
+    add_config_arguments(parser)
+    parser.add_argument("--dataset", default=None, help="'bundled' or a dataset folder (default: data.dataset)")
+    parser.add_argument("--users", type=int, default=None, help="held-out users (default 200)")
+    parser.add_argument("--user-model", dest="user_models", action="append", choices=USER_MODELS, default=None,
+                        help="simulated user model (repeatable; default the first five; the last two "
+                        "are ablations of the llm row)")  # fmt: skip
+    parser.add_argument("--recommender", dest="recommenders", action="append", choices=RECOMMENDERS, default=None,
+                        help="recommender of the zoo (repeatable; default all)")  # fmt: skip
+    parser.add_argument("--policy", action="append", default=[], metavar="NAME=PATH",
+                        help="a trained RecAgent-v1 policy (policy.zip or its folder); a name given several times "
+                             "is one row, its seeds pooled per user (repeatable)")  # fmt: skip
+    parser.add_argument("--negatives", choices=("uniform", "popularity-matched", "both"), default=None,
+                        help="how the pools' negatives are drawn (default both)")  # fmt: skip
+    parser.add_argument("--seed", type=int, default=None, help="seed of every draw (default 0)")
+    parser.add_argument("--out", default="runs/evaluate/agreement", help="output folder")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.set_defaults(func=run_agreement_command)
+
+
+def parse_policies(values: list[str]) -> dict[str, list[Path]]:
+    from recagent_gym.section import ConfigError
+
+    out: dict[str, list[Path]] = {}
+    for value in values:
+        name, sep, path = value.partition("=")
+        if not sep or not name or not path:
+            raise ConfigError(f"--policy wants NAME=PATH, got {value!r}")
+        out.setdefault(name, []).append(Path(path))
+    return out
+
+
+def run_agreement_command(args: argparse.Namespace) -> int:
+    from recagent_gym.data.load import load_dataset_from_config
+    from recagent_gym.runs.config import dump_config, load_config
+    from recagent_gym.runs.evaluation.agreement.evaluate import run_agreement
+    from recagent_gym.runs.evaluation.agreement.report import Report
+
+    policies = parse_policies(args.policy)
+    pairs: dict[str, Any] = {
+        "agreement_users": args.users, "seed": args.seed, "negatives": args.negatives,
+        "agreement_user_models": f"[{','.join(args.user_models)}]" if args.user_models else None,
+        "agreement_recommenders": f"[{','.join(args.recommenders)}]" if args.recommenders else None,
+    }  # fmt: skip
+    overrides = [*args.overrides, *(f"evaluation.{k}={v}" for k, v in pairs.items() if v is not None)]
+    config = load_config(args.config or "agreement", overrides).in_run_folder(args.out)
+    if args.dataset is not None:
+        config.data.dataset = args.dataset
+    dataset = load_dataset_from_config(config.data)
+    out = Path(args.out)
+    run = run_agreement(config, dataset, out=out, policies=policies, progress=not args.no_progress, say=print)
+    report = Report(run)
+    paths = report.write(out)
+    (out / "config.yaml").write_text(dump_config(config), encoding="utf-8")
+    print(report.markdown())
+    print("written: " + ", ".join(str(p) for p in paths.values()))
+    return 0

@@ -1,0 +1,279 @@
+"""The agreement test from a config and a dataset: subjects, user models, the zoo, arms; see the package docstring."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from recagent_gym.data.schema import DataError, Dataset
+from recagent_gym.runs.config import Config
+from recagent_gym.runs.evaluation.agreement.pools import PoolRetriever, build_pools, temporal_split
+from recagent_gym.runs.evaluation.agreement.run import REAL, Arm, run_arms
+from recagent_gym.runs.evaluation.agreement.zoo import Zoo
+from recagent_gym.runs.evaluation.subjects import Resources, child_rng
+
+logger = logging.getLogger(__name__)
+
+LLM_PRIOR = "llm+prior"
+ABLATIONS: dict[str, dict[str, float]] = {
+    "llm-only": {"score_embedding_weight": 0.0},
+    "llm-embedding-term": {"score_llm_weight": 0.0},
+}
+"""The LLM agent's item score taken apart: the LLM's score alone, the embedding relevance alone (both share the
+``llm`` row's score cache: no LLM call of their own)."""
+CALIBRATION_USERS = 40
+
+
+@dataclass
+class AgreementRun:
+    """Everything the report needs."""
+
+    dataset: str
+    users: np.ndarray
+    samplers: list[str]
+    user_models: list[str]
+    recommenders: list[str]
+    arms: list[Arm]
+    settings: dict[str, Any]
+    seconds_per_user: dict[str, float] = field(default_factory=dict)
+    """Per user model: seconds of its sessions (every recommender and sampler) per held-out user."""
+    notes: list[str] = field(default_factory=list)
+    prior: dict[str, Any] = field(default_factory=dict)
+
+    def arm(self, sampler: str, user_model: str, recommender: str) -> Arm:
+        for a in self.arms:
+            if (a.sampler, a.user_model, a.recommender) == (sampler, user_model, recommender):
+                return a
+        raise KeyError((sampler, user_model, recommender))
+
+
+def _distilled_fits(dataset: Dataset, config: Config) -> tuple[Any, str | None]:
+    """The distilled artefact when one fits ``dataset`` (else None and why)."""
+    from recagent_gym.users.distilled.artefact import Artefact
+    from recagent_gym.users.distilled.errors import DistillError
+    from recagent_gym.users.distilled.user import BUNDLED_DIR
+
+    try:
+        artefact = Artefact.load(config.user.distilled_path or BUNDLED_DIR)
+    except DistillError as error:
+        return None, str(error)
+    if artefact.meta.get("n_items") != dataset.n_items or artefact.meta.get("user_raw_ids") != [
+        str(r) for r in dataset.users["raw_id"]
+    ]:
+        return None, f"the distilled model was fitted on {artefact.meta.get('dataset')!r}, not this dataset"
+    return artefact, None
+
+
+def _prior_weights(resources: Resources, out: Path, progress: bool, say: Callable[[str], None]) -> tuple[str, bool]:
+    """``user.prior_weights``, or a fresh calibration on other users written to ``out/prior``; ``(path, fresh)``."""
+    path = resources.config.user.prior_weights
+    if path is not None:
+        return str(path), False
+    from recagent_gym.runs.evaluation.calibrate import run_calibration, write_calibration
+
+    say(f"llm+prior: no user.prior_weights given; calibrating on {CALIBRATION_USERS} other users first")
+    result = run_calibration(resources, users=CALIBRATION_USERS, progress=progress)
+    return str(write_calibration(result, out / "prior")["prior.json"]), True
+
+
+def _excluded(dataset: Dataset, raw_ids: Sequence[str]) -> set[int]:
+    wanted = {str(r) for r in raw_ids}
+    raw = dataset.users["raw_id"].astype(str).to_numpy()
+    return {u for u in range(dataset.n_users) if raw[u] in wanted}
+
+
+def run_agreement(
+    config: Config,
+    dataset: Dataset,
+    *,
+    out: Path,
+    policies: Mapping[str, Sequence[Path]] | None = None,
+    ready: Mapping[str, Sequence[Any]] | None = None,
+    only_users: Sequence[int] | None = None,
+    item_features: tuple[np.ndarray, str] | None = None,
+    resources: Resources | None = None,
+    progress: bool = True,
+    say: Callable[[str], None] = logger.info,
+) -> AgreementRun:
+    """The whole test (see the package docstring). ``policies``: trained RecAgent-v1 policies by name (paths);
+    ``ready``: recommenders already built; ``only_users``: sample among these users only (a policy's held-out
+    users); ``item_features``: the observation's item features (default: see :func:`_item_features`);
+    ``resources`` may bring an LLM and embedder (tests do)."""
+    ev = config.evaluation
+    samplers = ["uniform", "popularity-matched"] if ev.negatives == "both" else [ev.negatives]
+    models = list(ev.agreement_user_models)
+    notes: list[str] = []
+    resources = resources or Resources(dataset, config, ev, progress=progress)
+    split = temporal_split(dataset, ev.agreement_future, ev.agreement_min_history)
+    history = split.train
+    excluded: set[int] = set()
+    artefact = None
+    if "distilled" in models:
+        artefact, why = _distilled_fits(dataset, config)
+        if artefact is None:
+            models.remove("distilled")
+            notes.append(f"distilled users left out: {why}")
+        else:
+            excluded |= {int(u) for u in artefact.meta.get("train_users", [])}
+    prior: dict[str, Any] = {}
+    if LLM_PRIOR in models:
+        from recagent_gym.users.agent.prior import load_weights
+
+        path, fresh = _prior_weights(resources, out, progress, say)
+        meta = load_weights(path, which="prior_only").meta
+        excluded |= _excluded(dataset, meta.get("users_raw", []))
+        prior = {"file": path, "calibrated_here": fresh, "both": load_weights(path).to_dict()}
+    candidates = set(split.held_out) if only_users is None else set(split.held_out) & {int(u) for u in only_users}
+    eligible = np.array(sorted(candidates - excluded), dtype=np.int64)
+    if len(eligible) < 2:
+        raise DataError(f"{dataset.name}: fewer than 2 users with {ev.agreement_min_history} items of history and "
+                        "held-out items that no model was fitted on")  # fmt: skip
+    n = min(ev.agreement_users, len(eligible))
+    if n < ev.agreement_users:
+        notes.append(f"only {len(eligible)} eligible users (asked for {ev.agreement_users})")
+    users = np.sort(child_rng(ev.seed, "agreement-users").choice(eligible, size=n, replace=False))
+    future = {int(u): tuple(dict.fromkeys(split.held_out[int(u)])) for u in users}
+    say(f"{dataset.name}: {n} held-out users, {sum(len(f) for f in future.values()) / n:.1f} future items each "
+        f"on average, pools of {ev.agreement_pool}, {ev.agreement_pages} pages of {config.env.page_size}")  # fmt: skip
+
+    zoo = Zoo(ev.agreement_recommenders, history, future, policies=policies, ready=ready, seed=ev.seed, say=say)
+    built = _user_models(models, history, config, resources, artefact, prior, future, dataset)
+    features = item_features or _item_features(history, config, built, resources)
+    arms: list[Arm] = []
+    pools_of = {
+        sampler: build_pools(dataset, split, users, sampler=sampler, size=ev.agreement_pool, seed=ev.seed,
+                             n_bands=ev.popularity_bands)
+        for sampler in samplers
+    }  # fmt: skip
+    every_item = {int(u): sorted({int(i) for pools in pools_of.values() for i in pools[int(u)].candidates})
+                  for u in users}  # fmt: skip
+    prefetch_seconds: dict[str, float] = {}
+    for s, sampler in enumerate(samplers):
+        pools = pools_of[sampler]
+        retriever = PoolRetriever(pools, ev.agreement_pool, history.n_users)
+        envs = {name: _env_builder(history, config, model, state, retriever, users, features, ev)
+                for name, (model, state) in built.items()}  # fmt: skip
+        played, extra = run_arms(envs, zoo, users, future, sampler=sampler, seed=ev.seed, k=config.env.page_size,
+                                 pages=ev.agreement_pages, prefetch=every_item if s == 0 else None,
+                                 progress=progress)  # fmt: skip
+        arms += played
+        for name, seconds in extra.items():
+            prefetch_seconds[name] = prefetch_seconds.get(name, 0.0) + seconds
+    per_user = {
+        name: (sum(a.seconds for a in arms if a.user_model == name) + prefetch_seconds.get(name, 0.0)) / n
+        for name in built
+    }
+    caches: dict[int, tuple[Any, list[str]]] = {}
+    for name, (model, _) in built.items():
+        cache = getattr(model, "score_cache", None)
+        if cache is not None:
+            caches.setdefault(id(cache), (cache, []))[1].append(name)
+    for cache, names in caches.values():
+        notes.append(f"item score cache of the {' and '.join(names)} users: {cache.stats()}")
+    if resources.llm is not None and (usage := resources.usage_line()):
+        notes.append(usage.rstrip("."))
+    settings = {
+        "pool": ev.agreement_pool, "future": ev.agreement_future, "pages": ev.agreement_pages,
+        "page_size": config.env.page_size, "min_history": ev.agreement_min_history, "seed": ev.seed,
+        "real_metric": ev.agreement_real_metric, "item_features": features[1],
+        "llm": (f"{config.llm.backend}" + (f" {config.llm.model}" if getattr(config.llm, "model", None) else ""))
+        if resources.llm is not None else "none",
+        "embedder": ev.embedder, "memory": config.memory.implementation, "recsim": _recsim_line(built),
+    }  # fmt: skip
+    return AgreementRun(dataset.name, users, samplers, list(built), zoo.all_names(), arms, settings, per_user, notes,
+                        prior)  # fmt: skip
+
+
+def _recsim_line(built: Mapping[str, Any]) -> str:
+    """How the RecSim users were made: hand-set weights, or which fit (and its weights)."""
+    model = built.get("recsim", (None,))[0]
+    if model is None:
+        return "none"
+    cfg = model.config
+    where = getattr(model, "fitted_from", None)
+    weights = (f"interest {cfg.recsim_interest_weight:+.3f}, affinity {cfg.recsim_hidden_weight:+.3f}, quality "
+               f"{cfg.recsim_quality_weight:+.3f}, popularity {cfg.recsim_popularity_weight:+.3f}, no-click mass "
+               f"{cfg.recsim_no_click_mass:.1f}")  # fmt: skip
+    return f"fitted on real choices ({where}: {weights})" if where else f"hand-set ({weights})"
+
+
+def _user_models(
+    models: Sequence[str], history: Dataset, config: Config, resources: Resources, artefact: Any,
+    prior: dict[str, Any], future: Mapping[int, Sequence[int]], dataset: Dataset,
+) -> dict[str, tuple[Any, dict[str, Any]]]:  # fmt: skip
+    """``name -> (model built on the history, its starting state)``; ``real`` first."""
+    from recagent_gym.users.factory import build_user_model
+    from recagent_gym.users.replay import ReplayUser
+
+    inter = dataset.interactions
+    wanted = {(u, i) for u, items in future.items() for i in items}
+    ratings = {
+        (int(u), int(i)): float(r)
+        for u, i, r in zip(inter["user_id"], inter["item_id"], inter["rating"], strict=True)
+        if (int(u), int(i)) in wanted and np.isfinite(r)
+    }
+    out: dict[str, tuple[Any, dict[str, Any]]] = {REAL: (ReplayUser(future, ratings), {})}
+    for name in models:
+        if name == "distilled":
+            from recagent_gym.runs.distill.reencode import reencoded
+            from recagent_gym.users.distilled.user import DistilledUser
+
+            model = DistilledUser(history, reencoded(artefact, history, config, text=resources.item_vectors()),
+                                  rating_timing=config.user.feeling_timing)  # fmt: skip
+        elif name == "embedding":
+            model = resources.build("embedding", history)
+        elif name in ("llm", LLM_PRIOR, *ABLATIONS):
+            cfg = config.model_copy(deep=True)
+            cfg.user.prior_weights = prior["file"] if name == LLM_PRIOR else None  # the llm row: the LLM alone
+            for field, value in ABLATIONS.get(name, {}).items():
+                setattr(cfg.user, field, value)
+            model = build_user_model("llm", history, **cfg.user_model_sections(), llm=resources.language_model(),
+                                     embedder=resources.embedder())  # fmt: skip
+            shared = [out[n][0].score_cache for n in ("llm", LLM_PRIOR, *ABLATIONS)
+                      if n in out and getattr(out[n][0], "score_cache", None) is not None]  # fmt: skip
+            if shared:
+                # The same agents in the same contexts (the prior and the weights act after the LLM's score): their
+                # raw item scores are the first LLM row's, so one cache serves all and the others cost no LLM call.
+                model.score_cache = shared[0]
+        else:
+            model = resources.build(name, history)
+        out[name] = (model, model.get_state())
+    return out
+
+
+def _item_features(history: Dataset, config: Config, built: Mapping[str, Any], resources: Resources) -> Any:
+    """One item-feature table for every env (so every recommender sees the same observation): the distilled
+    users' item vectors where they run (the observation the quickstart's policies were trained on), else the item
+    text embeddings."""
+    from types import SimpleNamespace
+
+    from recagent_gym.envs.encoding import item_feature_table
+    from recagent_gym.session.tables import SessionTables
+
+    tables = SessionTables.build(history)
+    source = built["distilled"][0] if "distilled" in built else SimpleNamespace(
+        item_embeddings=resources.item_vectors(), item_embeddings_source="text_embeddings"
+    )  # fmt: skip
+    return item_feature_table(history, tables, source, 8)
+
+
+def _env_builder(
+    history: Dataset, config: Config, model: Any, state: dict[str, Any], retriever: PoolRetriever, users: np.ndarray,
+    features: Any, ev: Any,
+) -> Callable[[], Any]:  # fmt: skip
+    def build() -> Any:
+        from recagent_gym.envs.candidate_env import RecAgentCandidateEnv
+
+        if state:
+            model.set_state(state)
+        return RecAgentCandidateEnv(
+            history, model, config.env.page_size, ev.agreement_pages, False, config, n_candidates=ev.agreement_pool,
+            users=users, retriever=retriever, item_features=features,
+        )  # fmt: skip
+
+    return build

@@ -1,0 +1,222 @@
+"""The agreement test's report: ``agreement.md`` (tables and a closing line read off the intervals),
+``agreement.csv`` (one row per sampler, user model and recommender), ``rank_agreement.csv`` and ``agreement.png``
+(real metric against simulated return, one panel per user model and sampler)."""
+
+from __future__ import annotations
+
+import csv
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from recagent_gym.runs.evaluation.agreement.evaluate import AgreementRun
+from recagent_gym.runs.evaluation.agreement.run import METRICS, REAL
+from recagent_gym.runs.evaluation.agreement.stats import Agreement, DoseResponse, dose_response, rank_agreement
+from recagent_gym.runs.evaluation.metrics import Estimate, summarize
+
+
+def _est(values: np.ndarray, seed: int) -> Estimate:
+    return summarize(values, np.random.default_rng(seed), bootstrap=1000)
+
+
+def _cell(e: Estimate) -> str:
+    if not math.isfinite(e.mean):
+        return "–"
+    return f"{e.mean:.3f} [{e.low:.3f}, {e.high:.3f}]" if math.isfinite(e.low) else f"{e.mean:.3f}"
+
+
+class Report:
+    """Statistics of an :class:`AgreementRun`, computed once."""
+
+    def __init__(self, run: AgreementRun, *, n_boot: int = 1000) -> None:
+        self.run = run
+        metric = run.settings["real_metric"]
+        self.simulated = [m for m in run.user_models if m != REAL]
+        self.agreement: dict[tuple[str, str], Agreement] = {}
+        self.dose: dict[tuple[str, str], DoseResponse] = {}
+        for s, sampler in enumerate(run.samplers):
+            real = {r: getattr(run.arm(sampler, REAL, r), metric) for r in run.recommenders}
+            for m, model in enumerate(run.user_models):
+                arms = [run.arm(sampler, model, r) for r in run.recommenders]
+                seed = run.settings["seed"] + 101 * s + m
+                self.dose[(sampler, model)] = dose_response(
+                    np.vstack([a.dose for a in arms]), len(run.users), n_boot=n_boot, seed=seed
+                )
+                if model != REAL:
+                    sim = {a.recommender: a.returns for a in arms}
+                    self.agreement[(sampler, model)] = rank_agreement(real, sim, n_boot=n_boot, seed=seed)
+
+    # ----------------------------------------------------------------------------------------------- markdown
+    def markdown(self) -> str:
+        run, st = self.run, self.run.settings
+        k = st["page_size"]
+        lines = [
+            f"# Agreement on {run.dataset}: does each user model rank recommenders as real held-out behaviour does?",
+            "",
+            f"{len(run.users)} held-out users (distinct; none fitted on by any model). Temporal split: each user's "
+            f"last {st['future']} items are its real future; every recommender and user model is fitted or built "
+            f"on the history before them. Pools of {st['pool']} candidates hold the user's future items among "
+            f"never-seen negatives; a session is {st['pages']} pages of {k}, one watch per page at most. Real side: "
+            f"the real users replayed (they watch a future item when a page shows one) and the pages scored against "
+            f"their future: hit@{k} per page averaged over the session (= their watches per page, the real "
+            f"counterpart of a simulated return), NDCG@{k} per page, session NDCG (the session's pages as one list) "
+            f"and recall (share of the future shown). The future oracle puts one future item on every page. "
+            f"Simulated side: each user model's mean session return, same pools, same users. Mean [95% bootstrap "
+            f"interval over users].",
+            "",
+            f"Ran with: LLM `{st['llm']}`, embedder `{st['embedder']}`, memory `{st['memory']}`, item features "
+            f"`{st['item_features']}`, RecSim users `{st.get('recsim', 'hand-set')}`, seed {st['seed']}; the real "
+            f"ranking is by `{st['real_metric']}`.",
+            "",
+        ]
+        for note in run.notes:
+            lines.append(f"Note: {note}.")
+        if run.prior:
+            weights = ", ".join(f"{n} {v:+.3f}" for n, v in run.prior["both"].items())
+            how = "calibrated by this run on other users" if run.prior["calibrated_here"] else "given"
+            lines += [f"LLM + prior weights ({how}; `{run.prior['file']}`): {weights}.", ""]
+        for sampler in run.samplers:
+            lines += self._sampler_table(sampler)
+        lines += self._agreement_table()
+        lines += ["", self.closing_line(), ""]
+        return "\n".join(lines)
+
+    def _sampler_table(self, sampler: str) -> list[str]:
+        run, k = self.run, self.run.settings["page_size"]
+        head = [f"real hit@{k}", f"real NDCG@{k}", "real session NDCG", "real recall",
+                *[f"{m} return" for m in self.simulated]]  # fmt: skip
+        lines = [f"## Negatives: {sampler}", "", "| recommender | " + " | ".join(head) + " |",
+                 "|---|" + "---|" * len(head)]  # fmt: skip
+        for i, rec in enumerate(run.recommenders):
+            real = run.arm(sampler, REAL, rec)
+            cells = [_cell(_est(getattr(real, m), i)) for m in ("hit", "ndcg", "session_ndcg", "recall")]
+            cells += [_cell(_est(run.arm(sampler, m, rec).returns, i)) for m in self.simulated]
+            lines.append(f"| {rec} | " + " | ".join(cells) + " |")
+        return [*lines, ""]
+
+    def _agreement_table(self) -> list[str]:
+        run = self.run
+        lines = ["## Rank agreement with the real ranking", "",
+                 "Kendall tau-b and Spearman between the real ranking and each user model's ranking by mean return, "
+                 f"over {len(run.recommenders)} recommenders (95% bootstrap intervals over users); dose-response: "
+                 "least-squares slope of a page's reward on the real future items on it; seconds of the user "
+                 "model's sessions per held-out user (all recommenders and samplers).", "",
+                 "| negatives | user model | Kendall tau | Spearman | dose-response slope | "
+                 "reward at dose 0 / 1 / 2+ | s per user |", "|---|---|---|---|---|---|---|"]  # fmt: skip
+        for sampler in run.samplers:
+            for model in self.simulated:
+                a = self.agreement[(sampler, model)]
+                d = self.dose[(sampler, model)]
+                lines.append(
+                    f"| {sampler} | {model} | {a.tau:.3f} [{a.tau_low:.3f}, {a.tau_high:.3f}] | "
+                    f"{a.rho:.3f} [{a.rho_low:.3f}, {a.rho_high:.3f}] | {d.slope:.3f} [{d.low:.3f}, {d.high:.3f}] | "
+                    f"{_by_dose(d)} | {run.seconds_per_user.get(model, math.nan):.2f} |"
+                )
+        return lines
+
+    def closing_line(self) -> str:
+        run = self.run
+        metric = run.settings["real_metric"]
+        parts = []
+        for sampler in run.samplers:
+            means = {r: float(np.mean(getattr(run.arm(sampler, REAL, r), metric))) for r in run.recommenders}
+            order = sorted(means, key=lambda r: -means[r])
+            sanity = []
+            if "oracle" in means:
+                first = order[0]
+                sanity.append("the future oracle first" if first == "oracle" else f"{first} first (not the oracle)")
+            if "random" in means:
+                sanity.append(f"random {order.index('random') + 1} of {len(order)}")
+            best = [m for m in self.simulated if self.agreement[(sampler, m)].tau_low >= 0.8]
+            taus = ", ".join(f"{m} {self.agreement[(sampler, m)].tau:.2f}" for m in self.simulated)
+            clears = f"interval above 0.8 for {', '.join(best)}" if best else "no user model's tau interval clears 0.8"
+            parts.append(f"With {sampler} negatives the real ranking puts {' and '.join(sanity)}; Kendall tau with "
+                         f"it: {taus}; {clears}")  # fmt: skip
+        return "What this shows: " + ". ".join(parts) + "."
+
+    # ---------------------------------------------------------------------------------------------------- files
+    def write(self, out: str | Path) -> dict[str, Path]:
+        out = Path(out)
+        out.mkdir(parents=True, exist_ok=True)
+        paths = {"markdown": out / "agreement.md", "csv": out / "agreement.csv",
+                 "rank_csv": out / "rank_agreement.csv", "plot": out / "agreement.png"}  # fmt: skip
+        paths["markdown"].write_text(self.markdown(), encoding="utf-8")
+        self._write_arms(paths["csv"])
+        self._write_ranks(paths["rank_csv"])
+        self._plot(paths["plot"])
+        return paths
+
+    def _write_arms(self, path: Path) -> None:
+        rows = []
+        for i, a in enumerate(self.run.arms):
+            row: dict[str, Any] = {"dataset": self.run.dataset, "sampler": a.sampler, "user_model": a.user_model,
+                                   "recommender": a.recommender, "users": len(a.returns)}  # fmt: skip
+            for name in METRICS:
+                e = _est(getattr(a, name), i)
+                key = "return" if name == "returns" else name
+                row.update({key: e.mean, f"{key}_ci_low": e.low, f"{key}_ci_high": e.high})
+            row.update(watches=a.watches, pages=a.pages, fallbacks=a.fallbacks, seconds=round(a.seconds, 2))
+            rows.append(row)
+        _csv(path, rows)
+
+    def _write_ranks(self, path: Path) -> None:
+        rows = []
+        for (sampler, model), a in self.agreement.items():
+            d = self.dose[(sampler, model)]
+            rows.append({"dataset": self.run.dataset, "sampler": sampler, "user_model": model,
+                         "kendall_tau": a.tau, "tau_ci_low": a.tau_low, "tau_ci_high": a.tau_high,
+                         "spearman": a.rho, "rho_ci_low": a.rho_low, "rho_ci_high": a.rho_high,
+                         "recommenders": a.n_recommenders, "users": a.n_users, "dose_slope": d.slope,
+                         "dose_ci_low": d.low, "dose_ci_high": d.high,
+                         "seconds_per_user": self.run.seconds_per_user.get(model, math.nan)})  # fmt: skip
+        _csv(path, rows)
+
+    def _plot(self, path: Path) -> None:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        run, metric = self.run, self.run.settings["real_metric"]
+        n_rows, n_cols = len(run.samplers), max(len(self.simulated), 1)
+        fig, axes = plt.subplots(n_rows, n_cols, figsize=(3.6 * n_cols, 3.2 * n_rows), squeeze=False)
+        for r, sampler in enumerate(run.samplers):
+            for c, model in enumerate(self.simulated):
+                ax = axes[r][c]
+                for i, rec in enumerate(run.recommenders):
+                    x = _est(getattr(run.arm(sampler, REAL, rec), metric), i)
+                    y = _est(run.arm(sampler, model, rec).returns, i)
+                    ax.errorbar(x.mean, y.mean, xerr=[[x.mean - x.low], [x.high - x.mean]],
+                                yerr=[[y.mean - y.low], [y.high - y.mean]], fmt="o", ms=4, capsize=2)  # fmt: skip
+                    ax.annotate(rec, (x.mean, y.mean), fontsize=7, xytext=(3, 3), textcoords="offset points")
+                a = self.agreement[(sampler, model)]
+                ax.set_title(f"{model} ({sampler})\ntau {a.tau:.2f} [{a.tau_low:.2f}, {a.tau_high:.2f}]", fontsize=9)
+                ax.set_xlabel(f"real {metric}", fontsize=8)
+                ax.set_ylabel("simulated return", fontsize=8)
+                ax.tick_params(labelsize=7)
+        fig.suptitle(f"Agreement on {run.dataset}: {len(run.users)} held-out users, 95% intervals", fontsize=10)
+        fig.tight_layout()
+        fig.savefig(path, dpi=100)
+        plt.close(fig)
+
+
+def _by_dose(d: DoseResponse) -> str:
+    def mean_at(doses: list[int]) -> str:
+        pairs = [d.by_dose[x] for x in doses if x in d.by_dose]
+        n = sum(p[1] for p in pairs)
+        return f"{sum(p[0] * p[1] for p in pairs) / n:.2f}" if n else "–"
+
+    high = [x for x in d.by_dose if x >= 2]
+    return f"{mean_at([0])} / {mean_at([1])} / {mean_at(high)}"
+
+
+def _csv(path: Path, rows: list[dict[str, Any]]) -> None:
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        if not rows:
+            return
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({k: ("" if isinstance(v, float) and math.isnan(v) else v) for k, v in row.items()})

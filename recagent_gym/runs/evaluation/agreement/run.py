@@ -1,0 +1,183 @@
+"""Play every recommender of the zoo on every user model over the same pools; the real users are one more model.
+
+For each sampler, each user model (``real``: :class:`~recagent_gym.users.replay.ReplayUser`, then the simulated
+ones) gets a RecAgent-v1 env over the **history** (the training split) whose retrieval stage is the users' fixed
+pools (:class:`~.pools.PoolRetriever`), with ``pages`` pages per session and no social round. Each held-out user
+plays one session per recommender from the same restored state (``reset(seed=seed + k)``), through
+:func:`~recagent_gym.runs.policies.evaluate_policies.run_sessions`, i.e. the session kernel. Per session:
+
+- the **return** (the env's reward summed);
+- per page, the real future items on it (the dose), **hit@k** (any on the page) and **NDCG@k** (their positions,
+  against the ideal page of ``min(k, |future|)`` of them), averaged over the session's pages;
+- over the session's pages read as one list (positions 1 .. pages x k): **session NDCG** (against the ideal list
+  of ``min(pages x k, |future|)`` future items first) and **recall** (the share of the future items shown).
+
+A user watches at most one item per page, real or simulated. The per-page hit rate is therefore the replayed
+real users' watches per page: the real counterpart of a simulated user's return, and the default real metric
+(``evaluation.agreement_real_metric``). It rewards a future item on every page, not several on the first (the
+future oracle spreads them for that reason); session NDCG rewards showing them early, whatever the pages.
+
+The real ranking is the ``real`` model's real metric; each simulated model's ranking is its mean return.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from tqdm.auto import tqdm
+
+REAL = "real"
+METRICS: tuple[str, ...] = ("returns", "hit", "ndcg", "session_ndcg", "recall")
+"""Per-user values of an :class:`Arm`: the simulated return and the real metrics of the pages shown."""
+
+
+@dataclass
+class Arm:
+    """One recommender on one user model under one sampler: per-user values (seeds of a policy pooled)."""
+
+    sampler: str
+    user_model: str
+    recommender: str
+    returns: np.ndarray
+    hit: np.ndarray
+    ndcg: np.ndarray
+    session_ndcg: np.ndarray
+    recall: np.ndarray
+    dose: np.ndarray
+    """``(steps, 3)``: user index, real future items on the page, the step's reward."""
+    seconds: float = 0.0
+    fallbacks: int = 0
+    watches: float = 0.0
+    pages: float = 0.0
+
+
+@dataclass
+class PageScorer:
+    """Per-page hit@k and NDCG@k against each user's real future items, accumulated per user."""
+
+    users: Sequence[int]
+    future: Mapping[int, Sequence[int]]
+    k: int
+    pages: int
+    hits: list[list[float]] = field(default_factory=list)
+    ndcgs: list[list[float]] = field(default_factory=list)
+    shown: list[list[int]] = field(default_factory=list)
+    dose: list[tuple[int, int, float]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.hits = [[] for _ in self.users]
+        self.ndcgs = [[] for _ in self.users]
+        self.shown = [[] for _ in self.users]
+        self._discount = 1.0 / np.log2(np.arange(self.k * self.pages) + 2.0)
+
+    def __call__(self, index: int, info: dict[str, Any], reward: float, done: bool) -> None:
+        future = set(self.future[int(self.users[index])])
+        page = [int(i) for i in info["page"]][: self.k]
+        relevant = np.array([i in future for i in page], dtype=np.float64)
+        ideal = float(self._discount[: min(self.k, len(future))].sum())
+        self.hits[index].append(float(relevant.any()))
+        self.ndcgs[index].append(float(relevant @ self._discount[: len(page)]) / ideal if ideal > 0 else 0.0)
+        self.shown[index].extend(page)
+        self.dose.append((index, int(relevant.sum()), reward))
+
+    def per_user(self) -> tuple[np.ndarray, ...]:
+        """Per user: hit@k, NDCG@k (page averages), session NDCG and recall."""
+        mean = lambda rows: np.array([np.mean(r) if r else math.nan for r in rows])  # noqa: E731
+        session, recall = [], []
+        for user, shown in zip(self.users, self.shown, strict=True):
+            future = set(self.future[int(user)])
+            relevant = np.array([i in future for i in shown[: len(self._discount)]], dtype=np.float64)
+            ideal = float(self._discount[: min(len(self._discount), len(future))].sum())
+            session.append(float(relevant @ self._discount[: len(relevant)]) / ideal if ideal > 0 else math.nan)
+            recall.append(len(future & set(shown)) / len(future) if future else math.nan)
+        return mean(self.hits), mean(self.ndcgs), np.array(session), np.array(recall)
+
+
+def play(
+    env: Any,
+    recommenders: Sequence[Any],
+    users: np.ndarray,
+    future: Mapping[int, Sequence[int]],
+    *,
+    seed: int,
+    k: int,
+    pages: int,
+    tick: Callable[[int], None] | None = None,
+) -> tuple[dict[str, np.ndarray], np.ndarray, int, float, float]:
+    """Each recommender (a policy's seeds) on ``users``: per-user ``returns``, ``hit``, ``ndcg``, ``session_ndcg``
+    and ``recall`` (seeds pooled), the dose rows, fallbacks, watches and pages per session."""
+    from recagent_gym.runs.policies.evaluate_policies import EvalProtocol, run_sessions
+
+    protocol = EvalProtocol(users=users, sessions_per_user=1, seed=seed, swapped=False)
+    values: dict[str, list[np.ndarray]] = {name: [] for name in METRICS}
+    doses: list[np.ndarray] = []
+    fallbacks, watches, shown_pages = 0, [], []
+    for recommender in recommenders:
+        scorer = PageScorer(users.tolist(), future, k, pages)
+
+        def on_step(index: int, info: dict[str, Any], reward: float, done: bool, scorer: PageScorer = scorer) -> None:
+            scorer(index, info, reward, done)
+            if done and tick is not None:
+                tick(1)
+
+        record = run_sessions(recommender, env, protocol, on_step=on_step)
+        for name, per_user in zip(METRICS, (record.returns[:, 0], *scorer.per_user()), strict=True):
+            values[name].append(per_user)
+        doses.append(np.asarray(scorer.dose, dtype=np.float64).reshape(-1, 3))
+        fallbacks += record.fallbacks
+        watches += record.watches
+        shown_pages += record.pages
+    pooled = {name: np.mean(v, axis=0) for name, v in values.items()}
+    return pooled, np.vstack(doses), fallbacks, float(np.mean(watches)), float(np.mean(shown_pages))
+
+
+def run_arms(
+    envs: Mapping[str, Callable[[], Any]],
+    zoo: Any,
+    users: np.ndarray,
+    future: Mapping[int, Sequence[int]],
+    *,
+    sampler: str,
+    seed: int,
+    k: int,
+    pages: int,
+    prefetch: Mapping[int, Sequence[int]] | None = None,
+    progress: bool = True,
+) -> tuple[list[Arm], dict[str, float]]:
+    """Every recommender of ``zoo`` on every user model's env (``envs``: name -> builder), one sampler.
+
+    ``prefetch[u]``: items a user model that can (the LLM agents with a score cache) scores for user ``u`` in one
+    call before the sessions, in the very session context the sessions will have (the same reset seed): every page
+    is then answered from the cache (one long batch instead of many page-sized ones). Returns the arms and the
+    seconds each user model spent outside them (the prefetch)."""
+    total = len(envs) * zoo.sessions_per_user() * len(users)
+    arms: list[Arm] = []
+    extra: dict[str, float] = {}
+    with tqdm(total=total, desc=f"agreement ({sampler})", unit="session", disable=not progress) as bar:
+        for model_name, build in envs.items():
+            env = build()
+            warm = getattr(env.unwrapped.user_model, "prefetch_scores", None)
+            if warm is not None and prefetch:
+                started = time.perf_counter()
+                for index, user in enumerate(users.tolist()):
+                    bar.set_postfix_str(f"{model_name}: scoring the pools of user {index + 1}/{len(users)}")
+                    env.reset(seed=seed + index, options={"user_id": int(user)})
+                    warm(int(user), prefetch[int(user)])
+                extra[model_name] = time.perf_counter() - started
+            for rec_name, recommenders in zoo.for_env(env).items():
+                bar.set_postfix_str(f"{model_name} / {rec_name}")
+                started = time.perf_counter()
+                values, dose, fallbacks, watches, shown = play(
+                    env, recommenders, users, future, seed=seed, k=k, pages=pages, tick=bar.update
+                )
+                seconds = time.perf_counter() - started
+                arm = Arm(sampler, model_name, rec_name, dose=dose, seconds=seconds, fallbacks=fallbacks,
+                          watches=watches, pages=shown, **values)  # fmt: skip
+                arms.append(arm)
+            env.close()
+    return arms, extra

@@ -1,0 +1,102 @@
+"""The recommenders of the agreement test, each fitted on the history only, all answering SB3's ``predict`` on
+RecAgent-v1 through :mod:`recagent_gym.policies.candidate_baselines`.
+
+``random``, ``popularity``, ``quality`` (the candidates' observed quality column: no user information),
+``itemknn``, ``mf``, ``lightgcn`` (:mod:`recagent_gym.recommenders.history_scorers`), ``oracle`` (one of the
+user's real future items on every page: :class:`~recagent_gym.policies.candidate_baselines.FutureOracleCandidates`)
+and ``anti-oracle`` (the real future last), and trained RecAgent-v1 policies (``--policy NAME=PATH``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from recagent_gym.data.schema import Dataset
+from recagent_gym.runs.evaluation.config import AGREEMENT_RECOMMENDERS
+
+RECOMMENDERS: tuple[str, ...] = AGREEMENT_RECOMMENDERS
+
+
+class Zoo:
+    """Fits each history model once and hands out per-env recommenders."""
+
+    def __init__(
+        self,
+        names: Sequence[str],
+        history: Dataset,
+        future: Mapping[int, Sequence[int]],
+        *,
+        policies: Mapping[str, Sequence[Path]] | None = None,
+        ready: Mapping[str, Sequence[Any]] | None = None,
+        seed: int = 0,
+        say: Callable[[str], None] = lambda line: None,
+    ) -> None:
+        from recagent_gym.recommenders import history_scorers as hs
+
+        unknown = sorted(set(names) - set(RECOMMENDERS))
+        if unknown:
+            raise ValueError(f"unknown recommenders {unknown}; expected among {', '.join(RECOMMENDERS)}")
+        self.names = list(names)
+        self.seed = seed
+        self.policies = {name: [Path(p) for p in paths] for name, paths in (policies or {}).items()}
+        self.ready = {name: list(models) for name, models in (ready or {}).items()}
+        """Recommenders already built (trained learners of ``rl-comparison``), answering ``predict`` on any
+        RecAgent-v1 observation of the same shape."""
+        builders: dict[str, Callable[[], Any]] = {
+            "itemknn": lambda: hs.ItemKNN(history),
+            "mf": lambda: hs.SVDScores(history),
+            "lightgcn": lambda: hs.LightGCN(history, seed=seed),
+            "anti-oracle": lambda: hs.FutureLast(future),
+        }
+        self.future = future
+        self.scorers: dict[str, Any] = {}
+        for name in self.names:
+            if name in builders:
+                say(f"fitting {name} on the history")
+                self.scorers[name] = builders[name]()
+        self._loaded: dict[str, list[Any]] = {}
+
+    def all_names(self) -> list[str]:
+        return [*self.names, *self.policies, *self.ready]
+
+    def sessions_per_user(self) -> int:
+        return len(self.names) + sum(len(p) for p in self.policies.values()) + sum(len(r) for r in self.ready.values())
+
+    def for_env(self, env: Any) -> dict[str, list[Any]]:
+        """Every recommender bound to ``env`` (a list per name: a policy given for several seeds)."""
+        from recagent_gym.policies.candidate_baselines import (
+            FutureOracleCandidates,
+            PopularCandidates,
+            QualityCandidates,
+            RandomCandidates,
+            ScoredCandidates,
+        )
+
+        out: dict[str, list[Any]] = {}
+        for name in self.names:
+            if name == "random":
+                out[name] = [RandomCandidates(env, seed=self.seed)]
+            elif name == "popularity":  # the env is built on the history: its popularity is the history's
+                out[name] = [PopularCandidates(env)]
+            elif name == "quality":
+                out[name] = [QualityCandidates(env)]
+            elif name == "oracle":
+                out[name] = [FutureOracleCandidates(env, self.future)]
+            else:
+                out[name] = [ScoredCandidates(env, self.scorers[name])]
+        for name, paths in self.policies.items():
+            out[name] = self._policy(name, paths, env)
+        out.update(self.ready)
+        return out
+
+    def _policy(self, name: str, paths: list[Path], env: Any) -> list[Any]:
+        """The item-scoring PPOs of ``paths``, checked against ``env``'s spaces (a clear error for a missing,
+        damaged or foreign zip, or a policy of another env)."""
+        if name not in self._loaded:
+            from recagent_gym.runs.policies.artefacts import load_policy
+
+            spaces = {"observation_space": env.observation_space, "action_space": env.action_space}
+            self._loaded[name] = [load_policy(path, "ppo", **spaces) for path in paths]
+        return self._loaded[name]

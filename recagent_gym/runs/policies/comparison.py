@@ -1,0 +1,306 @@
+"""The RL comparison on RecAgent-v1, one call: every recommender, every training seed, held-out users.
+
+Protocol (:mod:`recagent_gym.runs.policies.protocol`): a fixed seeded split of users; learners (PPO/A2C with
+:class:`ItemScoringPolicy`, SlateQ, the LinUCB bandit) train on training users only, for ``train.total_timesteps``
+(or the learner's entry in ``train.learner_timesteps``)
+env steps per seed; PPO/A2C and SlateQ are evaluated on ``train.eval_curve_users`` held-out users every
+``train.eval_every`` steps (learning curves, seeds pooled per user, 95% bands); at the end every recommender runs
+``train.eval_sessions_per_user`` sessions of each held-out user from their restored starting state, with the
+personalisation (swapped encoding) check and the oracle's ratio and per-user correlation.
+
+Writes ``policies.md/.csv/.png``, ``learning_curves.csv/.png`` and ``timing.json`` into the output folder.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from recagent_gym.data.schema import Dataset
+from recagent_gym.envs.candidate_env import RecAgentCandidateEnv
+from recagent_gym.envs.encoding import ENCODING_KEYS
+from recagent_gym.envs.resolve import resolve_dataset
+from recagent_gym.policies.bandit import train_bandit
+from recagent_gym.policies.candidate_baselines import (
+    MFCandidates,
+    OracleCandidates,
+    PopularCandidates,
+    QualityCandidates,
+    RandomCandidates,
+)
+from recagent_gym.policies.slateq import train_slateq
+from recagent_gym.policies.threads import blas_threads
+from recagent_gym.runs.config import Config, dump_config
+from recagent_gym.runs.policies.callbacks import HeldOutEval, ProgressLine, write_curve_plot
+from recagent_gym.runs.policies.evaluate_policies import (
+    EvalProtocol,
+    PolicyMetrics,
+    evaluate_recommenders,
+    markdown_table,
+    run_sessions,
+    summary_line,
+    write_results,
+)
+from recagent_gym.runs.policies.protocol import Interval, bootstrap_mean, split_users
+
+LEARNERS: tuple[str, ...] = ("ppo", "a2c", "slateq", "bandit")
+KNOWN: tuple[str, ...] = ("random", "popularity", "quality", "mf", "oracle", *LEARNERS)
+REAL_BASELINES: tuple[str, ...] = ("random", "popularity", "quality", "mf")
+"""Rows whose real offline metric is measured by the agreement test's zoo under the same name (the oracle reads the
+simulated users' hidden state: it has no real counterpart)."""
+
+
+def make_candidate_env(
+    config: Config, dataset: Dataset, users: np.ndarray, user_model: Any = None, **kwargs: Any
+) -> RecAgentCandidateEnv:
+    """A RecAgent-v1 env over ``users`` with ``user_model`` (a name or an instance; default ``config.user.model``);
+    pass ``retriever=`` an existing env's to skip its MF factorisation."""
+    kwargs.setdefault("candidate_mix", config.train.candidate_mix)
+    users_of = config.user.model if user_model is None else user_model
+    return RecAgentCandidateEnv(
+        dataset, users_of, config=config, n_candidates=config.train.n_candidates, users=users, **kwargs
+    )
+
+
+def learner_steps(config: Config, name: str) -> int:
+    """Env steps a learner trains for: its ``train.learner_timesteps`` entry, else ``train.total_timesteps``."""
+    return int(config.train.learner_timesteps.get(name, config.train.total_timesteps))
+
+
+def _say(line: str) -> None:
+    print(line, file=sys.stdout, flush=True)
+
+
+def train_item_scoring(
+    name: str, config: Config, dataset: Dataset, users: np.ndarray, seed: int, curve: HeldOutEval, retriever: Any
+) -> Any:
+    """PPO or A2C (``name``) with :class:`ItemScoringPolicy` on RecAgent-v1 over ``users`` for the learner's steps;
+    the trained SB3 model (its ``predict`` answers the env's observation)."""
+    from stable_baselines3 import A2C, PPO
+    from stable_baselines3.common.vec_env import DummyVecEnv, VecMonitor
+
+    from recagent_gym.policies.item_scoring import ItemScoringPolicy
+
+    train = config.train
+    # Sync vector env for now: RecAgent-v1 composes v0 one session at a time (no batched user-model call yet).
+    build = lambda: make_candidate_env(config, dataset, users, retriever=retriever)  # noqa: E731
+    venv = VecMonitor(DummyVecEnv([build] * train.n_envs))
+    venv.seed(seed)
+    common = {
+        "learning_rate": train.learning_rate,
+        "gamma": train.gamma,
+        "seed": seed,
+        "device": "cpu",
+        "verbose": 0,
+        # Pages drawn as Plackett-Luce slates of the scores (the policy gradient credits the items shown).
+        "policy_kwargs": {"page_size": venv.get_attr("page_size", [0])[0]},
+    }
+    if name == "ppo":
+        model = PPO(ItemScoringPolicy, venv, n_steps=train.n_steps, batch_size=train.batch_size, **common)
+    else:
+        model = A2C(ItemScoringPolicy, venv, n_steps=train.n_steps, **common)
+    steps = learner_steps(config, name)
+    model.learn(steps, callback=[curve, ProgressLine(steps, every=train.log_every)])
+    venv.close()
+    return model
+
+
+def run_comparison(
+    config: Config, *, output_dir: str | Path, dataset: Dataset | None = None,
+    per_user: dict[str, np.ndarray] | None = None,
+) -> list[PolicyMetrics]:  # fmt: skip
+    """Train and evaluate everything in ``config.train.compare``; see the module docstring. ``per_user`` receives
+    each row's per-user mean return."""
+    # numpy's BLAS as torch: ``train.torch_threads`` threads (spinning BLAS threads cost 10x on a busy machine)
+    with blas_threads(config.train.torch_threads):
+        return _run_comparison(config, output_dir=output_dir, dataset=dataset, per_user=per_user)
+
+
+def _run_comparison(
+    config: Config, *, output_dir: str | Path, dataset: Dataset | None, per_user: dict[str, np.ndarray] | None = None
+) -> list[PolicyMetrics]:
+    train = config.train
+    unknown = sorted(set(train.compare) - set(KNOWN))
+    if unknown:
+        raise ValueError(f"train.compare: unknown recommenders {unknown}; expected among {', '.join(KNOWN)}")
+    unknown = sorted(set(train.learner_timesteps) - set(LEARNERS))
+    if unknown:
+        raise ValueError(f"train.learner_timesteps: unknown learners {unknown}; expected among {', '.join(LEARNERS)}")
+    torch.set_num_threads(train.torch_threads)  # small nets: one thread is fastest (measured, see README)
+    out = Path(output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.yaml").write_text(dump_config(config), encoding="utf-8")
+    started = time.perf_counter()
+    dataset = resolve_dataset(dataset, config)
+    split = split_users(dataset.n_users, test_fraction=train.test_fraction, seed=train.split_seed)
+    test_users = split.test[: train.eval_users] if train.eval_users else split.test
+    eval_env = make_candidate_env(config, dataset, test_users)
+    curve_protocol = EvalProtocol(
+        users=test_users[: train.eval_curve_users], seed=train.split_seed, swapped=False, n_boot=train.n_bootstrap
+    )
+    _say(
+        f"{dataset.name}, {config.user.model} users: {len(split.train)} training users, {len(test_users)} held-out "
+        f"users; seeds {train.seeds}; steps per seed: {_steps_text(config)}"
+    )
+
+    def curve_eval(model: Any) -> np.ndarray:
+        return run_sessions(model, eval_env, curve_protocol).returns.mean(axis=1)
+
+    recommenders: dict[str, Any] = {}
+    curves: dict[str, list[list[tuple[int, np.ndarray]]]] = {}
+    timing: dict[str, float] = {}
+    for name in train.compare:
+        tick = time.perf_counter()
+        if name == "random":
+            recommenders[name] = RandomCandidates(eval_env, seed=train.seeds[0])
+        elif name == "popularity":
+            recommenders[name] = PopularCandidates(eval_env)
+        elif name == "quality":
+            recommenders[name] = QualityCandidates(eval_env)
+        elif name == "mf":
+            recommenders[name] = MFCandidates(eval_env)
+        elif name == "oracle":
+            recommenders[name] = OracleCandidates(eval_env, minute_value=train.oracle_minute_value)
+        elif name == "bandit":
+            recommenders[name] = [
+                train_bandit(
+                    make_candidate_env(config, dataset, split.train, retriever=eval_env.retriever),
+                    steps=learner_steps(config, name),
+                    seed=seed,
+                    alpha=train.bandit_alpha,
+                )
+                for seed in train.seeds
+            ]
+        else:
+            models = []
+            for seed in train.seeds:
+                _say(f"training {name}, seed {seed}")
+                curve = HeldOutEval(
+                    curve_eval,
+                    eval_every=train.eval_every or learner_steps(config, name),
+                    output_dir=out / f"{name}_{seed}",
+                )
+                if name == "slateq":
+                    models.append(_train_slateq(config, dataset, split.train, seed, curve, eval_env.retriever))
+                else:
+                    retriever = eval_env.retriever
+                    models.append(train_item_scoring(name, config, dataset, split.train, seed, curve, retriever))
+                curves.setdefault(name, []).append(curve.per_user)
+            recommenders[name] = models
+        timing[f"train_{name}_s"] = time.perf_counter() - tick
+    protocol = EvalProtocol(
+        users=test_users,
+        sessions_per_user=train.eval_sessions_per_user,
+        seed=train.split_seed,
+        n_boot=train.n_bootstrap,
+        swapped=train.eval_swapped,
+        encoding_keys=ENCODING_KEYS,
+    )
+    tick = time.perf_counter()
+    oracle = "oracle" if "oracle" in recommenders else None
+    results = evaluate_recommenders(recommenders, eval_env, protocol, oracle=oracle, progress=_say,
+                                    per_user_out=per_user)  # fmt: skip
+    timing["evaluate_s"] = time.perf_counter() - tick
+    if train.real_metric:
+        tick = time.perf_counter()
+        results = _with_real_metric(results, recommenders, config, dataset, test_users, eval_env, out)
+        timing["real_metric_s"] = time.perf_counter() - tick
+    timing["total_s"] = time.perf_counter() - started
+    learned = [n for n in recommenders if n in LEARNERS]
+    title = (
+        f"RecAgent-v1, {dataset.name}, {config.user.model} users: {len(test_users)} held-out users x "
+        f"{protocol.sessions_per_user} session(s); learners: {_steps_text(config)} steps x seeds {train.seeds}"
+    )
+    summary = summary_line(results, learned=learned, oracle=oracle)
+    if any(not np.isnan(r.real_hit) for r in results):
+        summary += (
+            " Real hit rate (sim2real): the share of a recommender's pages that hold one of the same held-out "
+            "users' real future items (their last items by time among never-seen negatives, every model fitted on "
+            "the history before them), the real users replayed (`evaluate agreement`'s real side); the oracle has "
+            "none (it reads the simulated users' hidden state)."
+        )
+    write_results(results, out, title, summary)
+    pooled = _write_curves(curves, out, train.n_bootstrap)
+    (out / "timing.json").write_text(json.dumps(timing, indent=2), encoding="utf-8")
+    _say(title)
+    _say(markdown_table(results))
+    _say(summary)
+    for name, points in pooled.items():
+        _say(f"learning curve {name}: " + ", ".join(f"{s}: {i}" for s, i in points))
+    _say(f"total {timing['total_s']:.0f}s; written to {out}")
+    return results
+
+
+def _with_real_metric(
+    results: list[PolicyMetrics], recommenders: dict[str, Any], config: Config, dataset: Dataset,
+    users: np.ndarray, eval_env: RecAgentCandidateEnv, out: Path,
+) -> list[PolicyMetrics]:  # fmt: skip
+    """Each row's real offline metric on the held-out users (sim2real), the learners as trained."""
+    from recagent_gym.runs.evaluation.agreement.sim2real import attach, real_metrics
+
+    _say(f"real side: every recommender on the real future items of {len(users)} held-out users")
+    ready = {n: r if isinstance(r, list) else [r] for n, r in recommenders.items() if n in LEARNERS}
+    real = real_metrics(config, dataset, users, baselines={n: n for n in REAL_BASELINES if n in recommenders},
+                        ready=ready, item_features=(eval_env.item_features, eval_env.latent_source),
+                        out=out)  # fmt: skip
+    return attach(results, real)
+
+
+def _train_slateq(
+    config: Config, dataset: Dataset, users: np.ndarray, seed: int, curve: HeldOutEval, retriever: Any
+) -> Any:
+    train = config.train
+    env = make_candidate_env(config, dataset, users, retriever=retriever)
+    steps = learner_steps(config, "slateq")
+    every = train.eval_every or steps
+
+    def callback(agent: Any, step: int) -> None:
+        if step == 1 or step % every == 0 or step == steps:
+            curve.per_user.append((step if step > 1 else 0, curve.evaluate(agent)))
+        if step % max(steps // 4, 1) == 0:
+            _say(f"slateq seed {seed}: step {step}/{steps}")
+
+    return train_slateq(
+        env,
+        steps=steps,
+        seed=seed,
+        gamma=train.gamma,
+        n_step=train.slateq_n_step,
+        train_every=train.slateq_train_every,
+        callback=callback,
+    )
+
+
+def _steps_text(config: Config) -> str:
+    learners = [n for n in config.train.compare if n in LEARNERS]
+    return ", ".join(f"{n} {learner_steps(config, n)}" for n in learners) or "none"
+
+
+def _write_curves(
+    curves: dict[str, list[list[tuple[int, np.ndarray]]]], out: Path, n_boot: int
+) -> dict[str, list[tuple[int, Interval]]]:
+    """Pool seeds per user at each evaluation step (steps every seed reached), bootstrap, write CSV and plot."""
+    pooled: dict[str, list[tuple[int, Interval]]] = {}
+    rows = []
+    for name, seeds in curves.items():
+        steps = sorted(set.intersection(*(set(s for s, _ in runs) for runs in seeds))) if seeds else []
+        points = []
+        for step in steps:
+            per_user = np.mean([dict(runs)[step] for runs in seeds], axis=0)
+            interval = bootstrap_mean(per_user, n_boot=n_boot, seed=step)
+            points.append((step, interval))
+            rows.append([name, step, interval.mean, interval.low, interval.high, interval.n, len(seeds)])
+        pooled[name] = points
+    with (out / "learning_curves.csv").open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["recommender", "step", "mean_return", "ci_low", "ci_high", "n_users", "seeds"])
+        writer.writerows(rows)
+    write_curve_plot(pooled, out / "learning_curves.png", "held-out return during training (seeds pooled per user)")
+    return pooled

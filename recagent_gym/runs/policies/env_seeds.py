@@ -1,0 +1,103 @@
+"""The RL comparison at several env seeds (``evaluate rl-comparison --env-seeds 0,1,2``): does a result survive
+another population of simulated users and another split?
+
+Env seed ``s`` sets the user model's seed (``user.recsim_seed``: the RecSim-style users' hidden state) and the
+train/held-out split (``train.split_seed``); each seed is a whole comparison in ``env_seed_<s>/``. Per seed,
+``env_seeds.md`` / ``env_seeds.csv`` give the best learner (highest mean return) minus the best non-learning
+baseline (the oracle excluded: it reads the hidden state) as a paired interval over the same held-out users, the
+learner's swapped-encoding drop, the drop against its own frozen encoding (the control), and its ratio to the
+oracle. Settings are whatever the config says, the same at every seed: fix them before the run.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from recagent_gym.data.schema import Dataset
+from recagent_gym.runs.config import Config
+from recagent_gym.runs.policies.comparison import LEARNERS, run_comparison
+from recagent_gym.runs.policies.evaluate_policies import PolicyMetrics
+from recagent_gym.runs.policies.protocol import bootstrap_mean
+
+COLUMNS = ("env_seed", "learner", "learner_return", "baseline", "baseline_return", "difference", "diff_ci_low",
+           "diff_ci_high", "swapped_drop", "swapped_ci_low", "swapped_ci_high", "frozen_drop", "frozen_ci_low",
+           "frozen_ci_high", "oracle_ratio", "oracle_ratio_ci_low", "oracle_ratio_ci_high", "n_users")  # fmt: skip
+
+
+def seed_row(seed: int, results: Sequence[PolicyMetrics], per_user: dict[str, np.ndarray], n_boot: int) -> dict:
+    """The best learner against the best non-learning baseline at one env seed (paired over users)."""
+    learners = [r for r in results if r.recommender in LEARNERS]
+    baselines = [r for r in results if r.recommender not in LEARNERS and r.recommender != "oracle"]
+    if not learners or not baselines:
+        raise ValueError("--env-seeds needs at least one learner and one non-learning baseline in train.compare")
+    best = max(learners, key=lambda r: r.mean_return)
+    base = max(baselines, key=lambda r: r.mean_return)
+    diff = bootstrap_mean(per_user[best.recommender] - per_user[base.recommender], n_boot=n_boot, seed=seed)
+    return {
+        "env_seed": seed, "learner": best.recommender, "learner_return": best.mean_return,
+        "baseline": base.recommender, "baseline_return": base.mean_return, "difference": diff.mean,
+        "diff_ci_low": diff.low, "diff_ci_high": diff.high, "swapped_drop": best.swapped_drop,
+        "swapped_ci_low": best.swapped_ci_low, "swapped_ci_high": best.swapped_ci_high,
+        "frozen_drop": best.frozen_drop, "frozen_ci_low": best.frozen_ci_low, "frozen_ci_high": best.frozen_ci_high,
+        "oracle_ratio": best.oracle_ratio, "oracle_ratio_ci_low": best.oracle_ratio_ci_low,
+        "oracle_ratio_ci_high": best.oracle_ratio_ci_high, "n_users": best.n_users,
+    }  # fmt: skip
+
+
+INTERVALS = {"difference": "diff", "swapped_drop": "swapped", "frozen_drop": "frozen", "oracle_ratio": "oracle_ratio"}
+"""The prefix of each column's interval bounds (``<prefix>_ci_low``, ``<prefix>_ci_high``)."""
+
+
+def _cell(row: dict[str, Any], name: str) -> str:
+    prefix = INTERVALS[name]
+    mean, low, high = (float(row[k]) for k in (name, f"{prefix}_ci_low", f"{prefix}_ci_high"))
+    if np.isnan(mean):
+        return ""
+    return f"{mean:+.3f} [{low:+.3f}, {high:+.3f}]" if np.isfinite(low) else f"{mean:+.3f}"
+
+
+def markdown(rows: Sequence[dict[str, Any]]) -> str:
+    lines = [
+        "| env seed | best learner | best baseline | learner - baseline [95% CI] | swapped drop [95% CI] | "
+        "vs frozen own [95% CI] | / oracle [95% CI] | users |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['env_seed']} | {r['learner']} ({r['learner_return']:.3f}) | {r['baseline']} "
+            f"({r['baseline_return']:.3f}) | {_cell(r, 'difference')} | {_cell(r, 'swapped_drop')} | "
+            f"{_cell(r, 'frozen_drop')} | {_cell(r, 'oracle_ratio')} | {r['n_users']} |"
+        )
+    held = [r for r in rows if r["diff_ci_low"] > 0]
+    lines += ["", f"The best learner is above the best non-learning baseline (paired 95% interval above 0) at "
+              f"{len(held)} of {len(rows)} env seeds."]  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
+def run_env_seeds(
+    config: Config, seeds: Sequence[int], *, output_dir: str | Path, dataset: Dataset | None = None
+) -> list[dict[str, Any]]:
+    """One comparison per env seed, then ``env_seeds.md`` / ``env_seeds.csv`` in ``output_dir``."""
+    out = Path(output_dir)
+    rows = []
+    for seed in seeds:
+        cfg = config.model_copy(deep=True)
+        cfg.user.recsim_seed = int(seed)
+        cfg.train.split_seed = int(seed)
+        per_user: dict[str, np.ndarray] = {}
+        results = run_comparison(cfg.in_run_folder(out / f"env_seed_{seed}"), output_dir=out / f"env_seed_{seed}",
+                                 dataset=dataset, per_user=per_user)  # fmt: skip
+        rows.append(seed_row(int(seed), results, per_user, config.train.n_bootstrap))
+    text = f"# RL comparison at env seeds {', '.join(str(s) for s in seeds)}\n\n{markdown(rows)}"
+    (out / "env_seeds.md").write_text(text, encoding="utf-8")
+    with (out / "env_seeds.csv").open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=COLUMNS)
+        writer.writeheader()
+        writer.writerows(rows)
+    print(text, flush=True)
+    return rows
