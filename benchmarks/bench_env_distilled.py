@@ -21,7 +21,7 @@ import torch
 from recagent_gym.data.load import load_dataset
 from recagent_gym.envs.vector import RecAgentVectorEnv
 from recagent_gym.runs.config import Config
-from recagent_gym.users.distilled.artefact import FORMAT, Artefact
+from recagent_gym.users.distilled.saved_model import FORMAT, Artefact
 from recagent_gym.users.distilled.user import BUNDLED_DIR, DistilledUser
 from recagent_gym.users.protocol import Context, Page
 

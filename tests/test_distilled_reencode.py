@@ -13,8 +13,8 @@ from recagent_gym.runs.distill.features import item_features, user_features
 from recagent_gym.runs.distill.fit import population_profiles
 from recagent_gym.runs.distill.network import TwoTower
 from recagent_gym.runs.distill.reencode import reencoded
-from recagent_gym.users.distilled.artefact import Artefact
 from recagent_gym.users.distilled.errors import DistillError
+from recagent_gym.users.distilled.saved_model import Artefact
 from tests._eval_fixtures import movielens_dir, tiny_ml  # noqa: F401
 
 

@@ -17,7 +17,7 @@ from recagent_gym.runs.distill.transfer import POLICY, held_out_users, verdict
 
 def test_held_out_users_are_unseen_by_the_policy_and_the_distilled_model():
     from recagent_gym.runs.policies.protocol import split_users
-    from recagent_gym.users.distilled.artefact import Artefact
+    from recagent_gym.users.distilled.saved_model import Artefact
     from recagent_gym.users.distilled.user import BUNDLED_DIR
 
     dataset, config = load_dataset("bundled"), load_config("quickstart")

@@ -13,8 +13,8 @@ pytest.importorskip("pyarrow")
 from recagent_gym.runs.config import Config
 from recagent_gym.runs.distill import logs
 from recagent_gym.runs.distill.fit import split_users
-from recagent_gym.users.distilled.artefact import Artefact
 from recagent_gym.users.distilled.errors import DistillError
+from recagent_gym.users.distilled.saved_model import Artefact
 from recagent_gym.users.distilled.user import DistilledUser
 from recagent_gym.users.factory import build_user_model
 from recagent_gym.users.protocol import Action, Context, Page, UserModel

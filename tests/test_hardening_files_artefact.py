@@ -12,8 +12,8 @@ import pytest
 
 pytest.importorskip("pyarrow")
 
-from recagent_gym.users.distilled.artefact import Artefact
 from recagent_gym.users.distilled.errors import DistillError
+from recagent_gym.users.distilled.saved_model import Artefact
 from tests._hardening_files import bundled_logs, flip_bit, model_copy, one_error_line, truncate
 
 

@@ -24,8 +24,8 @@ from recagent_gym.errors import RecAgentError
 from recagent_gym.llm.testing import HashingEmbedder
 from recagent_gym.runs.distill import logs
 from recagent_gym.runs.distill.fit import FitSettings, distill
-from recagent_gym.runs.policies.artefacts import load_policy
-from recagent_gym.users.distilled.artefact import Artefact
+from recagent_gym.runs.policies.policy_files import load_policy
+from recagent_gym.users.distilled.saved_model import Artefact
 from recagent_gym.users.distilled.user import DistilledUser
 from recagent_gym.users.protocol import Context, Page
 from tests._agent_fixtures import make_config, tiny_dataset

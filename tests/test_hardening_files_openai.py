@@ -19,7 +19,7 @@ pytest.importorskip("pyarrow")
 from recagent_gym.llm.local_server import LocalServer
 from recagent_gym.runs.cli import main
 from recagent_gym.runs.distill import logs
-from recagent_gym.users.distilled.artefact import Artefact
+from recagent_gym.users.distilled.saved_model import Artefact
 
 KEY = "sk-" + "localtestkey" * 2  # built at run time: no key-shaped string in the repository
 

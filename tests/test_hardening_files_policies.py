@@ -2,7 +2,7 @@
 nonexistent, empty, garbage, cut-short or unrelated zip, or a policy of the other env, end in one ``policy error``
 (or ``distill error`` for the collect source's own checks) naming the file, and write nothing.
 
-The zip is checked once where policies are loaded (:func:`recagent_gym.runs.policies.artefacts.load_policy`): SB3's
+The zip is checked once where policies are loaded (:func:`recagent_gym.runs.policies.policy_files.load_policy`): SB3's
 members (``data``, ``policy.pth``), ``data`` a JSON object with the spaces, then the loaded spaces against the env.
 """
 
@@ -147,7 +147,7 @@ def test_collect_source_refuses_a_v0_policy(tmp_path, v0_policy):
 def test_load_policy_checks_spaces_and_loads_a_good_zip(v0_policy):
     from gymnasium import spaces
 
-    from recagent_gym.runs.policies.artefacts import PolicyError, load_policy
+    from recagent_gym.runs.policies.policy_files import PolicyError, load_policy
 
     model = load_policy(v0_policy, "ppo")
     assert load_policy(v0_policy, "ppo", observation_space=model.observation_space).observation_space.shape

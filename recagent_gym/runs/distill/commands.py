@@ -99,7 +99,7 @@ def run_collect(args: argparse.Namespace) -> int:
     from recagent_gym.users.factory import build_user_model
 
     if args.policy is not None:  # a damaged or foreign zip fails before the LLM users are built
-        from recagent_gym.runs.policies.artefacts import check_zip
+        from recagent_gym.runs.policies.policy_files import check_zip
 
         check_zip(args.policy)
     config, dataset = _config_and_dataset(args)

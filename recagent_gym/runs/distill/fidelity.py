@@ -30,8 +30,8 @@ from recagent_gym.runs.distill.fit import item_rows, spearman, text_vectors
 from recagent_gym.runs.distill.harness import ACTIONS, SessionPlan, run_sessions
 from recagent_gym.runs.distill.pages import PageSources
 from recagent_gym.users.config import UserConfig
-from recagent_gym.users.distilled.artefact import Artefact
 from recagent_gym.users.distilled.errors import DistillError
+from recagent_gym.users.distilled.saved_model import Artefact
 from recagent_gym.users.distilled.user import DistilledUser
 from recagent_gym.users.protocol import Context, Page
 

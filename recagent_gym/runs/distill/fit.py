@@ -24,8 +24,8 @@ from recagent_gym.data.schema import Dataset
 from recagent_gym.runs.distill import logs
 from recagent_gym.runs.distill.decisions import Pages, choice_logits, decision_pages
 from recagent_gym.runs.distill.features import item_features, user_features
-from recagent_gym.users.distilled.artefact import FORMAT, Artefact
 from recagent_gym.users.distilled.errors import DistillError
+from recagent_gym.users.distilled.saved_model import FORMAT, Artefact
 
 log = logging.getLogger(__name__)
 

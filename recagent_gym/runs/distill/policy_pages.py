@@ -57,7 +57,7 @@ class PolicySessions:
 
     def __init__(self, model: Any, dataset: Dataset, config: Any, policy_path: str | Path, *, max_pages: int) -> None:
         from recagent_gym.runs.distill.transfer_v1 import Shared
-        from recagent_gym.runs.policies.artefacts import load_policy, read_meta, same_space, trained_env
+        from recagent_gym.runs.policies.policy_files import load_policy, read_meta, same_space, trained_env
 
         path = Path(policy_path)
         if not path.is_file():

@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 
 from recagent_gym.data.schema import Dataset
-from recagent_gym.users.distilled.artefact import Artefact
 from recagent_gym.users.distilled.errors import DistillError
+from recagent_gym.users.distilled.saved_model import Artefact
 
 
 def reencoded(artefact: Artefact, dataset: Dataset, config: Any, *, text: np.ndarray) -> Artefact:

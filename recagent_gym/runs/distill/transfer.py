@@ -31,7 +31,7 @@ import numpy as np
 from recagent_gym.data.schema import Dataset
 from recagent_gym.runs.config import Config
 from recagent_gym.runs.evaluation.metrics import Estimate, paired_difference, summarize
-from recagent_gym.users.distilled.artefact import Artefact
+from recagent_gym.users.distilled.saved_model import Artefact
 from recagent_gym.users.distilled.user import BUNDLED_DIR
 
 logger = logging.getLogger(__name__)
@@ -128,7 +128,7 @@ def _v0_arena(config: Config, dataset: Dataset, policies: Sequence[Path], user_m
 def check_policies(policies: Sequence[Path], transfer_env: str) -> None:
     """Each given policy's ``policy.json`` (trained on this transfer's env) and zip, before anything is built; the
     spaces are checked against the env where it is loaded."""
-    from recagent_gym.runs.policies.artefacts import PolicyError, check_zip, read_meta, trained_env
+    from recagent_gym.runs.policies.policy_files import PolicyError, check_zip, read_meta, trained_env
 
     expected = "RecAgent-v1" if transfer_env == "v1" else "RecAgent-v0"
     for path in policies:

@@ -99,7 +99,7 @@ def recommenders_v1(env: Any, policies: Sequence[Path], seed: int) -> dict[str, 
 
 def load_v1(path: Path, env: Any) -> Any:
     """A RecAgent-v1 item-scoring PPO (``policy.json`` beside it says so), checked against ``env``'s spaces."""
-    from recagent_gym.runs.policies.artefacts import PolicyError, load_policy, read_meta, trained_env
+    from recagent_gym.runs.policies.policy_files import PolicyError, load_policy, read_meta, trained_env
 
     meta = read_meta(path)
     if trained_env(meta) != "RecAgent-v1":

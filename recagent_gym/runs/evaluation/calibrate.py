@@ -38,8 +38,8 @@ from recagent_gym.data.schema import DataError
 from recagent_gym.data.splits import leave_last_out
 from recagent_gym.runs.evaluation.config import NEGATIVE_SAMPLERS
 from recagent_gym.runs.evaluation.discrimination import build_trials
+from recagent_gym.runs.evaluation.scores_per_user import score_union
 from recagent_gym.runs.evaluation.subjects import Resources, child_rng, history_counts, sample_users
-from recagent_gym.runs.evaluation.union_scores import score_union
 from recagent_gym.users.agent.prior import FEATURES, LLM, BehaviouralPrior
 
 logger = logging.getLogger(__name__)

@@ -32,7 +32,7 @@ class EvaluationConfig(Section):
     )
     """User models evaluated, in table order (Random and Popularity rows are always added to discrimination).
     ``prior`` and ``llm+prior``: the behavioural prior alone and combined with the LLM agent, with the weights of
-    ``user.prior_weights`` (``recagent-gym calibrate``; ``evaluation/prior_rows.py``)."""
+    ``user.prior_weights`` (``recagent-gym calibrate``; ``evaluation/prior_ablation.py``)."""
 
     min_interactions: int = Field(30, ge=2)
     """Interactions (held-out items included) a sampled user must have. The same users are drawn whatever the

@@ -13,7 +13,7 @@ Protocol, per setting ``(a, b)``:
 4. A model's pick is its top-``a`` candidates by ``score_items`` (ties broken at random, never by position);
    ``p = mean_u |T ∩ S| / |T|`` with standard error and a bootstrap interval over users. Each model scores the
    union of a user's candidates over every sampler and ``b`` with the same ``a`` in one call (same scores as one
-   call per trial, a quarter of the embedded model's calls: ``evaluation/union_scores.py``).
+   call per trial, a quarter of the embedded model's calls: ``evaluation/scores_per_user.py``).
 5. **Paired differences**: each model's per-user ``p`` minus Embedding's and minus Popularity's on the same users
    and candidates, with a bootstrap interval over users
    (:func:`~recagent_gym.runs.evaluation.metrics.paired_difference`).
@@ -45,8 +45,8 @@ from recagent_gym.data.schema import Dataset
 from recagent_gym.data.splits import leave_last_out, sample_negatives, sample_negatives_popularity_matched
 from recagent_gym.runs.evaluation.config import NEGATIVE_SAMPLERS
 from recagent_gym.runs.evaluation.metrics import DiscriminationHitRate, Estimate, paired_difference, summarize, top_k
-from recagent_gym.runs.evaluation.prior_rows import LABELS as PRIOR_LABELS
-from recagent_gym.runs.evaluation.prior_rows import (
+from recagent_gym.runs.evaluation.prior_ablation import LABELS as PRIOR_LABELS
+from recagent_gym.runs.evaluation.prior_ablation import (
     LLM_PRIOR,
     PRIOR_KINDS,
     Memo,
@@ -57,8 +57,8 @@ from recagent_gym.runs.evaluation.prior_rows import (
     weights_file,
     without_calibration_users,
 )
+from recagent_gym.runs.evaluation.scores_per_user import score_union
 from recagent_gym.runs.evaluation.subjects import Resources, child_rng, pick_donors, sample_users, swap_histories
-from recagent_gym.runs.evaluation.union_scores import score_union
 
 logger = logging.getLogger(__name__)
 
@@ -315,7 +315,7 @@ def _score_user(model: Any, group: Sequence[Trial], label: str, kind: str, a: in
 
     The scoring generator depends on the model, ``a`` and the user only, not on the sampler or ``b``: the user's
     few-shot examples are the same in every setting with the same history, so one call over the union of the
-    candidates gives each trial the scores it would get alone (:mod:`~recagent_gym.runs.evaluation.union_scores`).
+    candidates gives each trial the scores it would get alone (:mod:`~recagent_gym.runs.evaluation.scores_per_user`).
     """
     user = group[0].user
     rng = child_rng(seed, "score", score_kind(kind), a, user)

@@ -49,7 +49,7 @@ from recagent_gym.runs.evaluation.discrimination import (
     build_trials,
 )
 from recagent_gym.runs.evaluation.metrics import Estimate, summarize
-from recagent_gym.runs.evaluation.prior_rows import (
+from recagent_gym.runs.evaluation.prior_ablation import (
     PRIOR_KINDS,
     prior_lines,
     prior_record,
@@ -57,8 +57,8 @@ from recagent_gym.runs.evaluation.prior_rows import (
     weights_file,
     without_calibration_users,
 )
+from recagent_gym.runs.evaluation.scores_per_user import score_union
 from recagent_gym.runs.evaluation.subjects import Resources, child_rng, pick_donors, sample_users, swap_histories
-from recagent_gym.runs.evaluation.union_scores import score_union
 
 logger = logging.getLogger(__name__)
 

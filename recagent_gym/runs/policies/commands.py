@@ -171,7 +171,6 @@ def run_rl_comparison(args: argparse.Namespace) -> int:
 def run_evaluate_policies(args: argparse.Namespace) -> int:
     from recagent_gym.envs.recagent_env import RecAgentEnv
     from recagent_gym.recommenders.factory import build_recommender
-    from recagent_gym.runs.policies.artefacts import check_zip
     from recagent_gym.runs.policies.evaluate_policies import (
         EvalProtocol,
         PolicyRecommender,
@@ -181,6 +180,7 @@ def run_evaluate_policies(args: argparse.Namespace) -> int:
         summary_line,
         write_results,
     )
+    from recagent_gym.runs.policies.policy_files import check_zip
     from recagent_gym.runs.policies.protocol import split_users
 
     overrides = _user_model_override(args)

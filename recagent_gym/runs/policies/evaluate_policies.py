@@ -33,7 +33,7 @@ import numpy as np
 from recagent_gym.envs.adapters import ObsFlattener, PageAdapter
 from recagent_gym.envs.recagent_env import RecAgentEnv
 from recagent_gym.envs.wrappers import page_adapter
-from recagent_gym.runs.policies.artefacts import PolicyError, check_v0_meta, load_policy, read_meta
+from recagent_gym.runs.policies.policy_files import PolicyError, check_v0_meta, load_policy, read_meta
 from recagent_gym.runs.policies.protocol import Interval, bootstrap_mean, bootstrap_ratio, derangement
 
 V0_ENCODING_KEYS: tuple[str, ...] = ("user_id", "user_features", "history", "history_genres")
@@ -135,7 +135,7 @@ class PolicyRecommender:
     @classmethod
     def load(cls, path: str | Path, env: RecAgentEnv) -> PolicyRecommender:
         """Load ``policy.zip`` (or a checkpoint) with the ``policy.json`` written beside it by training, checked
-        against ``env`` (:func:`~recagent_gym.runs.policies.artefacts.load_policy`)."""
+        against ``env`` (:func:`~recagent_gym.runs.policies.policy_files.load_policy`)."""
         meta = check_v0_meta(path, load_meta(path), list(env.observation_space.spaces))
         if meta["n_items"] != env.tables.n_items or meta["page_size"] != env.page_size:
             raise PolicyError(

@@ -25,9 +25,9 @@ from recagent_gym.envs.vector import RecAgentVectorEnv, SB3VecEnv
 from recagent_gym.envs.wrappers import page_adapter
 from recagent_gym.runs.config import Config, ConfigError, dump_config
 from recagent_gym.runs.output_folder import check_output_folder
-from recagent_gym.runs.policies.artefacts import ALGORITHMS, META_FILE, POLICY_FILE
 from recagent_gym.runs.policies.callbacks import HeldOutEval, ProgressLine
 from recagent_gym.runs.policies.evaluate_policies import EvalProtocol, PolicyRecommender, run_sessions
+from recagent_gym.runs.policies.policy_files import ALGORITHMS, META_FILE, POLICY_FILE
 from recagent_gym.runs.policies.protocol import split_users, training_dataset
 
 logger = logging.getLogger(__name__)

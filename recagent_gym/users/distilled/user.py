@@ -18,8 +18,8 @@ import numpy as np
 
 from recagent_gym.data.schema import Dataset
 from recagent_gym.users.agent.decide import Decision, RuleParams, decide_page
-from recagent_gym.users.distilled.artefact import Artefact
 from recagent_gym.users.distilled.errors import DistillError
+from recagent_gym.users.distilled.saved_model import Artefact
 from recagent_gym.users.protocol import Action, Context, Page, Response
 
 BUNDLED_DIR = Path(__file__).parent / "bundled"

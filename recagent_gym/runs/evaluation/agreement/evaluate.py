@@ -54,8 +54,8 @@ class AgreementRun:
 
 def _distilled_fits(dataset: Dataset, config: Config) -> tuple[Any, str | None]:
     """The distilled artefact when one fits ``dataset`` (else None and why)."""
-    from recagent_gym.users.distilled.artefact import Artefact
     from recagent_gym.users.distilled.errors import DistillError
+    from recagent_gym.users.distilled.saved_model import Artefact
     from recagent_gym.users.distilled.user import BUNDLED_DIR
 
     try:

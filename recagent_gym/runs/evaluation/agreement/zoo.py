@@ -95,7 +95,7 @@ class Zoo:
         """The item-scoring PPOs of ``paths``, checked against ``env``'s spaces (a clear error for a missing,
         damaged or foreign zip, or a policy of another env)."""
         if name not in self._loaded:
-            from recagent_gym.runs.policies.artefacts import load_policy
+            from recagent_gym.runs.policies.policy_files import load_policy
 
             spaces = {"observation_space": env.observation_space, "action_space": env.action_space}
             self._loaded[name] = [load_policy(path, "ppo", **spaces) for path in paths]
