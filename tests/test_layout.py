@@ -1,5 +1,7 @@
-"""The package's layers: no import cycle anywhere, the env faces and the simulator apart, the kernel free of
-gymnasium. The graph is built from the source (every ``import``, lazy ones inside functions included)."""
+"""The package's layers: the library below (each unit imports only lower layers), the runs above, no cycle of
+modules or of packages, the env faces and the simulator apart, the kernel free of gymnasium and the only caller of
+the users' batched step. The graph is built from the source (every ``import``, lazy ones inside functions
+included); there is no exemption list."""
 
 from __future__ import annotations
 
@@ -79,6 +81,79 @@ def imports_between(graph: dict[str, set[str]], a: str, b: str) -> list[tuple[st
     return sorted((m, t) for m, ts in graph.items() for t in ts if m.startswith(a) and t.startswith(b))
 
 
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("errors",),
+    ("settings_section", "section", "actions"),
+    ("data",),
+    ("llm",),
+    ("prompts",),
+    ("memory", "social"),
+    ("recommenders",),
+    ("users",),
+    ("session",),
+    ("envs",),
+    ("policies",),
+    ("", "__main__", "runs"),
+)
+"""The library from the bottom up, then the runs. A unit (a package, or a module at the top of recagent_gym)
+imports only units of lower layers; units of one layer do not import each other. ``""`` is the package's
+``__init__`` (it registers the envs). The runs (``recagent_gym/runs/<unit>``: the command line, the root
+configuration, data and LLM commands, evaluation, the simulator, the dashboard, policy training and comparison,
+distillation) alone read the root ``Config`` and compose the library; they may import each other, without a
+cycle."""
+
+RANK = {unit: level for level, units in enumerate(LAYERS) for unit in units}
+
+
+def unit_of(module: str) -> str:
+    """``recagent_gym.users.agent.model`` -> ``users``; ``recagent_gym.runs.evaluation.x`` -> ``runs.evaluation``."""
+    parts = module.split(".")[1:]
+    if not parts:
+        return ""
+    if parts[0] == "runs" and len(parts) > 1:
+        return f"runs.{parts[1]}"
+    return parts[0]
+
+
+def unit_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    units: dict[str, set[str]] = {}
+    for module, targets in graph.items():
+        units.setdefault(unit_of(module), set())
+        for target in targets:
+            if unit_of(target) != unit_of(module):
+                units[unit_of(module)].add(unit_of(target))
+                units.setdefault(unit_of(target), set())
+    return units
+
+
+def test_every_unit_has_a_layer() -> None:
+    assert sorted(u for u in unit_graph(import_graph()) if u.split(".")[0] not in RANK) == []
+
+
+def test_the_library_imports_only_lower_layers_and_never_a_run() -> None:
+    graph = import_graph()
+    upward = [
+        (module, target)
+        for module, targets in graph.items()
+        for target in targets
+        if unit_of(module) != unit_of(target)
+        and RANK[unit_of(module).split(".")[0]] < RANK["runs"]
+        and RANK[unit_of(target).split(".")[0]] >= RANK[unit_of(module).split(".")[0]]
+    ]
+    assert sorted(upward) == []
+
+
+def test_no_package_cycle() -> None:
+    assert cycles(unit_graph(import_graph())) == []
+
+
+def test_the_layer_check_sees_an_upward_import() -> None:
+    graph = {"recagent_gym.users.x": {"recagent_gym.runs.config.root"}, "recagent_gym.runs.config.root": set()}
+    units = unit_graph(graph)
+    assert units == {"users": {"runs.config"}, "runs.config": set()}
+    assert RANK["runs"] > RANK["users"]
+
+
 def test_envs_and_simulator_do_not_import_each_other() -> None:
     graph = import_graph()
     assert imports_between(graph, "recagent_gym.envs", "recagent_gym.runs.simulator") == []
@@ -91,9 +166,6 @@ def test_session_kernel_is_free_of_gymnasium_and_of_its_faces() -> None:
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
             names += [node.module or ""] if isinstance(node, ast.ImportFrom) else []
             assert not [n for n in names if n.split(".")[0] in ("gymnasium", "stable_baselines3")], path
-    graph = import_graph()
-    for face in ("envs", "simulator", "evaluation", "policies"):
-        assert imports_between(graph, "recagent_gym.session", f"recagent_gym.{face}") == []
 
 
 def test_no_import_cycle_anywhere_in_the_package() -> None:
@@ -105,20 +177,23 @@ def test_the_cycle_finder_finds_a_three_module_cycle() -> None:
     assert cycles(graph) == [["a", "b", "c"]]
 
 
-LOWER_LAYERS = ("data", "llm", "memory", "social", "prompts", "recommenders", "session", "users")
-"""Packages whose modules take their own section; only their command modules (and the transfer experiment, v0 and
-v1, which assembles a whole run) read the root configuration."""
-
-ASSEMBLERS = ("recagent_gym.runs.distill.transfer", "recagent_gym.runs.distill.transfer_v1")
-
-
-def test_lower_layers_take_their_section_not_the_root_config() -> None:
-    graph = import_graph()
-    readers = [
-        module
-        for module, targets in graph.items()
-        if module.split(".")[1:2] and module.split(".")[1] in LOWER_LAYERS
-        and not module.endswith(".commands") and module not in ASSEMBLERS
-        and any(t == "recagent_gym.runs.config" or t.startswith("recagent_gym.runs.config.") for t in targets)
-    ]  # fmt: skip
-    assert readers == []
+def test_the_kernel_is_the_only_caller_of_respond_batch_outside_users() -> None:
+    """No second session loop: outside users/ only the kernel asks users for a batch of responses (a user-model
+    wrapper's own ``respond_batch`` may delegate to the model it wraps)."""
+    callers = []
+    for path in ROOT.rglob("*.py"):
+        relative = path.relative_to(ROOT).as_posix()
+        if relative.startswith("users/") or relative == "session/kernel.py":
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        delegating = {
+            id(node)
+            for function in ast.walk(tree)
+            if isinstance(function, ast.FunctionDef) and function.name == "respond_batch"
+            for node in ast.walk(function)
+        }
+        for node in ast.walk(tree):
+            call = isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            if call and node.func.attr == "respond_batch" and id(node) not in delegating:
+                callers.append(f"{relative}:{node.lineno}")
+    assert callers == []
