@@ -21,10 +21,9 @@ from recagent_gym.runs.policies.evaluate_policies import (
     PolicyRecommender,
     evaluate_recommenders,
     run_sessions,
-    summary_line,
-    write_results,
 )
 from recagent_gym.runs.policies.protocol import bootstrap_mean, derangement, split_users
+from recagent_gym.runs.policies.results_table import summary_line, write_results
 from recagent_gym.runs.policies.training import train_policy
 
 from ._env_fixtures import make_dataset

@@ -23,7 +23,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from recagent_gym.runs.evaluation.discrimination import DiscriminationResult, run_discrimination
+from recagent_gym.runs.evaluation.discrimination import run_discrimination
+from recagent_gym.runs.evaluation.discrimination_table import DiscriminationResult
 from recagent_gym.runs.evaluation.metrics import Estimate
 from recagent_gym.runs.evaluation.subjects import Resources
 

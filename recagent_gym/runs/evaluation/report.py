@@ -17,7 +17,7 @@ from recagent_gym.runs.evaluation.metrics import JUDGE_LABELS, Estimate
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
-    from recagent_gym.runs.evaluation.discrimination import DiscriminationResult
+    from recagent_gym.runs.evaluation.discrimination_table import DiscriminationResult
     from recagent_gym.runs.evaluation.sequence import SequenceResult
 
 
@@ -28,7 +28,7 @@ def write_outputs(
     evaluation: EvaluationConfig,
 ) -> dict[str, Path]:
     """Write the four output files of an evaluation into ``out_dir`` (created); returns their paths."""
-    from recagent_gym.runs.evaluation.discrimination import DiscriminationResult
+    from recagent_gym.runs.evaluation.discrimination_table import DiscriminationResult
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -88,7 +88,7 @@ def plot_discrimination(result: DiscriminationResult, path: str | Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from recagent_gym.runs.evaluation.discrimination import PAPER_ROWS
+    from recagent_gym.runs.evaluation.discrimination_table import PAPER_ROWS
 
     heads = [f"({a},{b})" for a, b in result.settings]
     fig, axes = plt.subplots(1, len(result.samplers), figsize=(9.5 * len(result.samplers), 4.2), squeeze=False)

@@ -176,12 +176,10 @@ def run_evaluate_policies(args: argparse.Namespace) -> int:
         PolicyRecommender,
         evaluate_recommenders,
         load_meta,
-        markdown_table,
-        summary_line,
-        write_results,
     )
     from recagent_gym.runs.policies.policy_files import check_zip
     from recagent_gym.runs.policies.protocol import split_users
+    from recagent_gym.runs.policies.results_table import markdown_table, summary_line, write_results
 
     overrides = _user_model_override(args)
     if args.users is not None:

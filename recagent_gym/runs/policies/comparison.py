@@ -43,12 +43,10 @@ from recagent_gym.runs.policies.evaluate_policies import (
     EvalProtocol,
     PolicyMetrics,
     evaluate_recommenders,
-    markdown_table,
     run_sessions,
-    summary_line,
-    write_results,
 )
 from recagent_gym.runs.policies.protocol import Interval, bootstrap_mean, split_users
+from recagent_gym.runs.policies.results_table import markdown_table, summary_line, write_results
 
 LEARNERS: tuple[str, ...] = ("ppo", "a2c", "slateq", "bandit")
 KNOWN: tuple[str, ...] = ("random", "popularity", "quality", "mf", "oracle", *LEARNERS)
