@@ -1,10 +1,11 @@
-"""The path of one env step with LLM users (RecAgent-v0 ``RecAgentEnv`` and RecAgent-v1 ``RecAgentCandidateEnv``), read by tracing it: the package files it enters, their
-lines, the lines it executes and its file-to-file hops (ScriptedLLM and a hashing embedder stand in for the models,
-so the path is the package's own code; the paper's memory is on).
+"""The path of one env step with LLM users, read by tracing it: RecAgent-v0's ``RecAgentEnv`` and RecAgent-v1's
+``RecAgentCandidateEnv``. It prints the package files the step enters, their lines, the lines it executes and its
+file-to-file hops (ScriptedLLM and a hashing embedder stand in for the models, so the path is the package's own
+code; the paper's memory is on).
 
 .venv/bin/python benchmarks/step_path.py [-v] [--phases] [--env v0|v1]
-    --env: trace only that env (default both); -v: one line per file; --phases: the calls the env and the kernel make into other files, in order (with how
-    often), so that a reader sees each phase of the step entered once.
+    --env: trace only that env (default: both); -v: one line per file; --phases: the calls the env and the kernel
+    make into other files, in order (with how often), so that a reader sees each phase of the step entered once.
 
 Runs on older checkouts too (the agent's constructor took the root config before it took sections).
 """
