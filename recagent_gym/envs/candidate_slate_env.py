@@ -172,11 +172,8 @@ class RecAgentCandidateEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         self.kernel = build_kernel(
             self.dataset, self.config, page_size, max_pages, social, history_length=history_length
         )
-        self.tables, self.page_size, self.max_pages = (
-            self.kernel.tables,
-            self.kernel.rules.page_size,
-            self.kernel.rules.max_pages,
-        )
+        rules = self.kernel.rules
+        self.tables, self.page_size, self.max_pages = self.kernel.tables, rules.page_size, rules.max_pages
         self.reward_fn = reward_fn if reward_fn is not None else reward_from_config(self.config.env)
         self.user_model: UserModel = build_users(user_model, self.dataset, self.config, llm, embedder)
         self._initial_user_state = self.user_model.get_state() if self.config.env.user_model_reset_on_seed else None
@@ -197,10 +194,11 @@ class RecAgentCandidateEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
             page_size=self.page_size,
         )
         self.observation_space = self.encoder.space
-        if action_mode == "scores":
-            self.action_space: spaces.Space = spaces.Box(-1.0, 1.0, (n_candidates,), np.float32)
-        else:
-            self.action_space = spaces.MultiDiscrete(np.full(self.page_size, n_candidates, dtype=np.int64))
+        self.action_space = (
+            spaces.Box(-1.0, 1.0, (n_candidates,), np.float32)
+            if action_mode == "scores"
+            else spaces.MultiDiscrete(np.full(self.page_size, n_candidates, dtype=np.int64))
+        )
         self.shown_before: dict[int, set[int]] = {}
         """Per user, the items shown in the user's ended sessions (since the last seeded reset)."""
         self._slates = SlateStream(self.np_random)
@@ -252,7 +250,8 @@ class RecAgentCandidateEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         return self._observation(), info
 
     def step(self, action: np.ndarray) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
-        if self._slates.stream.busy_user is None:
+        session = self._slates.session
+        if session is None or not session.open:
             raise RuntimeError("RecAgentCandidateEnv: the session is over; call reset()")
         [step] = self.step_streams([self._slates], [action])
         self._last_result = step.result
@@ -291,11 +290,11 @@ class RecAgentCandidateEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         """Start the next session of ``slates[i]`` for each ``i`` in ``indices`` in one kernel restart (one social
         round); returns their reset ``info``. ``seeded``: the stream's world restarts from its generator (a seeded
         reset); ``user_ids``: the users (None: drawn from the pool, never one busy in another stream)."""
-        busy = {s.stream.busy_user for j, s in enumerate(slates) if j not in indices} - {None}
+        busy = {u for j, s in enumerate(slates) if j not in indices and (u := s.stream.busy_user) is not None}
         chosen, redraws = [], []
         for k, i in enumerate(indices):
             slate = slates[i]
-            user, redrawn = self._pick_user(slate.rng, user_ids[k], busy)  # type: ignore[arg-type]
+            user, redrawn = self._pick_user(slate.rng, user_ids[k], busy)
             busy.add(user)
             chosen.append(user)
             redraws.append(redrawn)
@@ -361,9 +360,9 @@ class RecAgentCandidateEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
 
     def end_open(self, slates: Sequence[SlateStream]) -> None:
         """End the streams' open sessions (the user model writes them)."""
-        sessions = [s.session for s in slates if s.stream.busy_user is not None]
+        sessions = [s.session for s in slates if s.session is not None and s.session.open]
         if sessions:
-            self.kernel.end(sessions, models=[self.user_model] * len(sessions))  # type: ignore[misc]
+            self.kernel.end(sessions, models=[self.user_model] * len(sessions))
 
     def observe(self, slate: SlateStream) -> dict[str, np.ndarray]:
         """The observation of ``slate``'s session (fresh arrays)."""
