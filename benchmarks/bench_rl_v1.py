@@ -13,7 +13,7 @@ import time
 import numpy as np
 import torch
 
-from recagent_gym.envs.candidate_env import RecAgentCandidateEnv
+from recagent_gym.envs.candidate_slate_env import RecAgentCandidateEnv
 from recagent_gym.policies.item_scoring import CandidateScorer
 
 

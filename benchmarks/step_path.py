@@ -1,10 +1,11 @@
-"""The path of one ``RecAgentEnv.step`` with LLM users, read by tracing it: the package files it enters, their
-lines, the lines it executes and its file-to-file hops (ScriptedLLM and a hashing embedder stand in for the models,
-so the path is the package's own code; the paper's memory is on).
+"""The path of one env step with LLM users, read by tracing it: RecAgent-v0's ``RecAgentEnv`` and RecAgent-v1's
+``RecAgentCandidateEnv``. It prints the package files the step enters, their lines, the lines it executes and its
+file-to-file hops (ScriptedLLM and a hashing embedder stand in for the models, so the path is the package's own
+code; the paper's memory is on).
 
-.venv/bin/python benchmarks/step_path.py [-v] [--phases]
-    -v: one line per file; --phases: the calls the env and the kernel make into other files, in order (with how
-    often), so that a reader sees each phase of the step entered once.
+.venv/bin/python benchmarks/step_path.py [-v] [--phases] [--env v0|v1]
+    --env: trace only that env (default: both); -v: one line per file; --phases: the calls the env and the kernel
+    make into other files, in order (with how often), so that a reader sees each phase of the step entered once.
 
 Runs on older checkouts too (the agent's constructor took the root config before it took sections).
 """
@@ -38,7 +39,7 @@ ORCHESTRATORS = ("envs" + os.sep, "session" + os.sep)
 """The layers whose outgoing calls are a step's phases (the Gymnasium face and the session kernel)."""
 
 
-def trace(env: RecAgentEnv, action: np.ndarray, label: str, verbose: bool, phases: bool) -> None:
+def trace(env: Any, action: np.ndarray, label: str, verbose: bool, phases: bool) -> None:
     files: Counter[str] = Counter()
     lines: set[tuple[str, int]] = set()
     hops: set[tuple[str, str]] = set()
@@ -79,8 +80,25 @@ def trace(env: RecAgentEnv, action: np.ndarray, label: str, verbose: bool, phase
             print(f"  {call}" + (f"  (x{count})" if count > 1 else ""))
 
 
+def candidate_env_class() -> Any:
+    """RecAgent-v1's env class, under its module name of this checkout."""
+    try:
+        from recagent_gym.envs.candidate_slate_env import RecAgentCandidateEnv
+    except ImportError:  # before the rename
+        from recagent_gym.envs.candidate_env import RecAgentCandidateEnv  # type: ignore[no-redef]
+    return RecAgentCandidateEnv
+
+
 def main() -> None:
     verbose, phases = "-v" in sys.argv, "--phases" in sys.argv
+    which = sys.argv[sys.argv.index("--env") + 1] if "--env" in sys.argv else "both"
+    for name in ("v0", "v1"):
+        if which in (name, "both"):
+            print(f"RecAgent-{name}:")
+            trace_env(name, verbose, phases)
+
+
+def trace_env(name: str, verbose: bool, phases: bool) -> None:
     dataset = load_dataset("bundled")
     config = Config.model_validate({"user": {"session_end_batch": 1}, "memory": {"implementation": "recagent"}})
     takes_sections = "social" in inspect.signature(LLMUserModel).parameters
@@ -92,15 +110,23 @@ def main() -> None:
         HashingEmbedder(32),
         **sections,
     )
-    env = RecAgentEnv(dataset, model, config=config, max_pages=2, social=False)
     rng = np.random.default_rng(0)
+    if name == "v0":
+        env: Any = RecAgentEnv(dataset, model, config=config, max_pages=2, social=False)
+
+        def action() -> np.ndarray:
+            return rng.integers(0, dataset.n_items, size=5)
+    else:
+        env = candidate_env_class()(dataset, model, config=config, max_pages=2, social=False)
+
+        def action() -> np.ndarray:
+            return rng.uniform(-1.0, 1.0, env.n_candidates).astype(np.float32)
+
     env.reset(seed=0)
-    env.step(rng.integers(0, dataset.n_items, size=5))  # warms the lazy agent state; not traced
+    env.step(action())  # warms the lazy agent state; not traced
     env.reset(seed=1)
-    trace(env, rng.integers(0, dataset.n_items, size=5), "a page step", verbose, phases)
-    trace(
-        env, rng.integers(0, dataset.n_items, size=5), "the last page step (session ends, is written)", verbose, phases
-    )
+    trace(env, action(), "a page step", verbose, phases)
+    trace(env, action(), "the last page step (session ends, is written)", verbose, phases)
 
 
 if __name__ == "__main__":

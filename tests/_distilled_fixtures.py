@@ -30,7 +30,7 @@ def tiny_policy(folder: Path, config: Any) -> Path:
 
     from stable_baselines3 import PPO
 
-    from recagent_gym.envs.candidate_env import RecAgentCandidateEnv
+    from recagent_gym.envs.candidate_slate_env import RecAgentCandidateEnv
     from recagent_gym.policies.item_scoring import ItemScoringPolicy
 
     env = RecAgentCandidateEnv(tiny_dataset(), "recsim", config=config, n_candidates=10)

@@ -10,9 +10,9 @@ from gymnasium.utils.env_checker import check_env
 
 import recagent_gym  # noqa: F401  (registers the envs)
 from recagent_gym.envs import CANDIDATES_ENV_ID
-from recagent_gym.envs.candidate_env import RecAgentCandidateEnv
+from recagent_gym.envs.candidate_slate_env import RecAgentCandidateEnv
 from recagent_gym.envs.candidates import DEFAULT_MIX, CandidateRetriever
-from recagent_gym.envs.tables import EnvTables
+from recagent_gym.session.tables import SessionTables
 
 from ._agent_fixtures import make_model, tiny_dataset
 from ._env_fixtures import make_dataset
@@ -59,16 +59,16 @@ def test_candidates_never_hold_watched_items_and_follow_the_mix(dataset):
     env = _env(dataset, n_candidates=20)
     env.reset(seed=0)
     for _ in range(30):
-        watched = np.flatnonzero(env.core.seen_mask)
+        watched = np.flatnonzero(env.seen_mask)
         assert not set(env.candidate_ids.tolist()) & set(watched.tolist())
         assert len(set(env.candidate_ids.tolist())) == len(env.candidate_ids) == 20
         _, _, terminated, truncated, _ = env.step(env.action_space.sample())
         if terminated or truncated:
             env.reset()
-    retriever = CandidateRetriever(dataset, EnvTables.build(dataset), k=50)
+    retriever = CandidateRetriever(dataset, SessionTables.build(dataset), k=50)
     assert sum(retriever.quota.values()) == 50 and set(retriever.quota) == set(DEFAULT_MIX)
     with pytest.raises(ValueError, match="unknown candidate sources"):
-        CandidateRetriever(dataset, EnvTables.build(dataset), mix={"trending": 1.0})
+        CandidateRetriever(dataset, SessionTables.build(dataset), mix={"trending": 1.0})
 
 
 def test_slate_repairs_repeats_and_scores_pick_the_top(dataset):

@@ -11,7 +11,7 @@ import pytest
 
 import recagent_gym  # noqa: F401  (registers the envs)
 from recagent_gym.envs import CANDIDATES_ENV_ID, CATALOGUE_ENV_ID, ENV_ID, ids
-from recagent_gym.envs.candidate_env import RecAgentCandidateEnv
+from recagent_gym.envs.candidate_slate_env import RecAgentCandidateEnv
 from recagent_gym.envs.recagent_env import RecAgentEnv
 from recagent_gym.envs.vector import RecAgentVectorEnv
 

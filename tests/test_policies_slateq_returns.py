@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from recagent_gym.envs.candidate_env import RecAgentCandidateEnv
+from recagent_gym.envs.candidate_slate_env import RecAgentCandidateEnv
 from recagent_gym.policies.candidate_baselines import PopularCandidates
 from recagent_gym.policies.slateq import SlateQ, _flush, _Replay
 from recagent_gym.runs.policies.evaluate_policies import EvalProtocol, run_sessions

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from recagent_gym.envs.tables import EnvTables
+from recagent_gym.session.tables import SessionTables
 from recagent_gym.users.config import UserConfig
 from recagent_gym.users.protocol import Action, Context, Page
 from recagent_gym.users.recsim import RecSimUser, initial_interests, item_topics, user_genre_shares
@@ -29,7 +29,7 @@ def _twin_dataset():
 
 def test_hidden_taste_separates_users_the_observation_cannot():
     dataset = _twin_dataset()
-    tables = EnvTables.build(dataset)
+    tables = SessionTables.build(dataset)
     assert np.array_equal(tables.user_features[0], tables.user_features[1])
     users = RecSimUser(dataset, UserConfig(model="recsim"))
     items = np.arange(dataset.n_items)

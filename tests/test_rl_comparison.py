@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from recagent_gym.envs.candidate_env import RecAgentCandidateEnv
+from recagent_gym.envs.candidate_slate_env import RecAgentCandidateEnv
 from recagent_gym.policies.bandit import LinUCB, bandit_features, train_bandit
 from recagent_gym.policies.candidate_baselines import OracleCandidates, PopularCandidates, rank_action
 from recagent_gym.policies.config import TrainConfig

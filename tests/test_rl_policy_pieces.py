@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from recagent_gym.envs.candidate_env import RecAgentCandidateEnv
+from recagent_gym.envs.candidate_slate_env import RecAgentCandidateEnv
 from recagent_gym.envs.encoding import quantile01
 from recagent_gym.policies.item_scoring import CandidateScorer, ItemScoringPolicy, interaction_features
 from recagent_gym.policies.slate_distribution import PlackettLuceDistribution, decode_page, encode_page

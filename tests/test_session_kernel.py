@@ -9,7 +9,7 @@ import pytest
 
 from recagent_gym.envs.recagent_env import RecAgentEnv
 from recagent_gym.envs.vector import RecAgentVectorEnv
-from recagent_gym.session import SessionState, SessionTables, observe
+from recagent_gym.session import RecommenderSession, SessionTables, observe
 from recagent_gym.session.observation import ObservationBatch
 from recagent_gym.users.protocol import Action, Context, Page, Response
 from tests._env_fixtures import make_dataset
@@ -23,7 +23,7 @@ def tables() -> SessionTables:
 def test_history_genres_are_bit_identical_to_the_numpy_window_mean(tables) -> None:
     rng = np.random.default_rng(0)
     for user in range(tables.n_users):
-        session = SessionState.start(user, np.random.default_rng(user), 0.0, tables, history_length=7)
+        session = RecommenderSession.start(user, np.random.default_rng(user), 0.0, tables, history_length=7)
         for item in rng.integers(0, tables.n_items, size=12).tolist():
             session.record_watch(item, tables)
             count = int(np.count_nonzero(session.history >= 0))
@@ -37,7 +37,7 @@ def test_history_genres_are_bit_identical_to_the_numpy_window_mean(tables) -> No
 def test_replacement_is_the_most_popular_item_neither_watched_nor_on_the_page(tables) -> None:
     order = tables.popularity_order.tolist()
     for user in range(tables.n_users):
-        session = SessionState.start(user, np.random.default_rng(0), 0.0, tables, history_length=5)
+        session = RecommenderSession.start(user, np.random.default_rng(0), 0.0, tables, history_length=5)
         assert session.pop_pointer == 0  # the scan's state moves only when a replacement is made (checkpoints)
         page = [order[0], order[0], order[1], order[2], order[3]]
         items, duplicates, watched = session.apply_duplicate_rule(list(page), "replace", tables)
@@ -53,12 +53,12 @@ def test_replacement_is_the_most_popular_item_neither_watched_nor_on_the_page(ta
 
 
 def test_seen_mask_is_a_view_of_the_flags_the_step_reads(tables) -> None:
-    session = SessionState.start(3, np.random.default_rng(0), 0.0, tables, history_length=5)
+    session = RecommenderSession.start(3, np.random.default_rng(0), 0.0, tables, history_length=5)
     item = int(np.flatnonzero(~session.seen)[0])
     session.record_watch(item, tables)
     assert session.seen[item]
     state = session.get_state()
-    restored = SessionState.from_state(state, tables)
+    restored = RecommenderSession.from_state(state, tables)
     assert restored.get_state() == state
     assert restored.history_genres.tobytes() == session.history_genres.tobytes()
 
@@ -96,8 +96,8 @@ def test_single_env_accepts_a_page_of_any_shape_with_page_size_ids() -> None:
 
 def test_observation_batch_rewrites_a_row_only_for_a_new_session_or_a_watch(tables) -> None:
     batch = ObservationBatch(2, tables, history_length=4, max_pages=5)
-    a = SessionState.start(1, np.random.default_rng(0), 0.0, tables, history_length=4)
-    b = SessionState.start(2, np.random.default_rng(0), 0.0, tables, history_length=4)
+    a = RecommenderSession.start(1, np.random.default_rng(0), 0.0, tables, history_length=4)
+    b = RecommenderSession.start(2, np.random.default_rng(0), 0.0, tables, history_length=4)
     batch.update([a, b])
     a.record_watch(int(np.flatnonzero(~a.seen)[0]), tables)
     a.page_index, a.last_code = 1, 1

@@ -4,7 +4,7 @@
 
 * ``recagent_gym/RecAgentCatalogue-v0`` (:class:`~recagent_gym.envs.recagent_env.RecAgentEnv`): each step the
   policy shows a page of items from the whole catalogue;
-* ``recagent_gym/RecAgentCandidates-v0`` (:class:`~recagent_gym.envs.candidate_env.RecAgentCandidateEnv`): each
+* ``recagent_gym/RecAgentCandidates-v0`` (:class:`~recagent_gym.envs.candidate_slate_env.RecAgentCandidateEnv`): each
   step the policy picks the page among K retrieved candidates, described as item features.
 
 ::

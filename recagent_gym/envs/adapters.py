@@ -13,7 +13,7 @@ from typing import Protocol
 import numpy as np
 from gymnasium import spaces
 
-from recagent_gym.envs.tables import EnvTables
+from recagent_gym.session.tables import SessionTables
 
 TRAINING_KEYS: tuple[str, ...] = ("user_features", "history_genres", "page", "last_response", "last_rating")
 """Observation keys a policy network sees by default (raw ids are left out: they are not features)."""
@@ -37,12 +37,12 @@ def _top_k_unseen(scores: np.ndarray, seen: np.ndarray, k: int) -> np.ndarray:
 class ScorePageAdapter:
     """A continuous action ``a`` in ``[-1, 1]^d`` scores every item as ``features @ a``; the page is the top-k unseen.
 
-    ``features`` defaults to :meth:`EnvTables.item_features` (genre vector, quality, popularity: d = n_genres + 2),
+    ``features`` defaults to :meth:`SessionTables.item_features` (genre vector, quality, popularity: d = n_genres + 2),
     a query vector that stays small however large the catalogue. Pass the identity (``np.eye(n_items)``) for one
     score per item.
     """
 
-    def __init__(self, tables: EnvTables, page_size: int, features: np.ndarray | None = None) -> None:
+    def __init__(self, tables: SessionTables, page_size: int, features: np.ndarray | None = None) -> None:
         self.features = tables.item_features() if features is None else np.asarray(features, np.float32)
         if self.features.shape[0] != tables.n_items:
             raise ValueError(f"features has {self.features.shape[0]} rows for {tables.n_items} items")
@@ -61,7 +61,7 @@ class GenrePageAdapter:
     duplicate rule.
     """
 
-    def __init__(self, tables: EnvTables, page_size: int) -> None:
+    def __init__(self, tables: SessionTables, page_size: int) -> None:
         self.page_size = page_size
         self.space = spaces.Discrete(tables.n_genres)
         rank = tables.quality + 0.5 * tables.popularity

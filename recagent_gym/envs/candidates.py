@@ -22,8 +22,8 @@ from collections.abc import Mapping
 import numpy as np
 
 from recagent_gym.data.schema import Dataset
-from recagent_gym.envs.tables import EnvTables
 from recagent_gym.recommenders.svd import svd_factors
+from recagent_gym.session.tables import SessionTables
 
 DEFAULT_MIX: dict[str, float] = {"mf": 0.40, "genre": 0.20, "popular": 0.15, "friends": 0.10, "random": 0.15}
 SOURCES: tuple[str, ...] = tuple(DEFAULT_MIX)
@@ -35,7 +35,7 @@ class CandidateRetriever:
     def __init__(
         self,
         dataset: Dataset,
-        tables: EnvTables,
+        tables: SessionTables,
         *,
         k: int = 50,
         mix: Mapping[str, float] | None = None,
@@ -63,7 +63,7 @@ class CandidateRetriever:
         self._mf_cache: dict[int, np.ndarray] = {}
 
     @staticmethod
-    def _friends(dataset: Dataset, tables: EnvTables) -> list[np.ndarray]:
+    def _friends(dataset: Dataset, tables: SessionTables) -> list[np.ndarray]:
         friends: list[set[int]] = [set() for _ in range(dataset.n_users)]
         for a, b in zip(dataset.social["user_1"].tolist(), dataset.social["user_2"].tolist(), strict=True):
             friends[int(a)].add(int(b))

@@ -24,19 +24,19 @@ carry two flags after their item features: shown earlier this session, and shown
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 import numpy as np
 from gymnasium import spaces
 
 from recagent_gym.data.schema import Dataset
-from recagent_gym.envs.tables import EnvTables
+from recagent_gym.session.state import RESPONSE_CODES, SEARCH_WATCH, WATCH, RecommenderSession
+from recagent_gym.session.tables import SessionTables
 
 ENCODING_KEYS: tuple[str, ...] = ("user", "history")
 """Who the user is (the dataset's view of them), as opposed to what happened in this session."""
-N_RESPONSES = 6
-"""``start, watch, next, search_watch, search_next, leave`` (v0's ``RESPONSE_CODES``)."""
-RESPONSE_CODES: tuple[str, ...] = ("start", "watch", "next", "search_watch", "search_next", "leave")
+N_RESPONSES = len(RESPONSE_CODES)
 
 
 def latent_source(user_model: Any) -> tuple[np.ndarray | None, str]:
@@ -73,7 +73,7 @@ def quantile01(values: np.ndarray) -> np.ndarray:
 
 
 def item_feature_table(
-    dataset: Dataset, tables: EnvTables, user_model: Any, latent_dim: int, *, hide_quality: bool = False
+    dataset: Dataset, tables: SessionTables, user_model: Any, latent_dim: int, *, hide_quality: bool = False
 ) -> tuple[np.ndarray, str]:
     """``(n_items, F)`` float32 item features (module table) and the latent block's source. ``hide_quality``: the
     quality column is 0.5 for every item (``env.hide_quality``)."""
@@ -93,12 +93,22 @@ def item_feature_table(
 
 
 class Encoder:
-    """Builds the observation from the session's record; see the module docstring."""
+    """Builds the observation from the kernel's session and the candidate record; see the module docstring."""
 
-    def __init__(self, features: np.ndarray, tables: EnvTables, *, n_candidates: int, history_length: int) -> None:
+    def __init__(
+        self,
+        features: np.ndarray,
+        tables: SessionTables,
+        *,
+        n_candidates: int,
+        history_length: int,
+        max_pages: int,
+        page_size: int,
+    ) -> None:
         self.features = features
         self.tables = tables
         self.k, self.h = n_candidates, history_length
+        self.max_pages, self.page_size = max_pages, page_size
         self.f = features.shape[1]
         self.session_dim = 1 + N_RESPONSES + 1 + 2 + 2 * self.f
         self.space = spaces.Dict(
@@ -113,52 +123,56 @@ class Encoder:
 
     def encode(
         self,
-        *,
-        user: int,
-        history: list[int],
+        session: RecommenderSession,
         candidates: np.ndarray,
-        shown_counts: dict[int, int],
-        shown_before: set[int],
-        watched: list[int],
+        *,
+        shown: Collection[int],
+        shown_before: Collection[int],
         skipped: list[int],
-        page_fraction: float,
-        last_code: int,
-        last_rating: float,
-        max_pages: int,
-        page_size: int,
     ) -> dict[str, np.ndarray]:
-        """One observation (arrays freshly allocated)."""
+        """One observation (arrays freshly allocated): ``session`` is the kernel's (its history window, watches,
+        page count and last response), ``shown`` the items shown this session, ``shown_before`` those shown to the
+        user in earlier sessions, ``skipped`` the shown items not watched (one entry per showing)."""
         feats = self.features
         hist = np.zeros((self.h, self.f + 1), dtype=np.float32)
-        recent = history[-self.h :][::-1]
+        recent = session.window[: self.h]  # most recent first
         if recent:
             hist[: len(recent), : self.f] = feats[recent]
             hist[: len(recent), self.f] = 1.0
-        session = np.zeros(self.session_dim, dtype=np.float32)
-        session[0] = min(page_fraction, 1.0)
-        session[1 + last_code] = 1.0
-        session[1 + N_RESPONSES] = last_rating
-        session[2 + N_RESPONSES] = min(len(watched) / max(max_pages, 1), 1.0)
-        session[3 + N_RESPONSES] = min(len(skipped) / max(max_pages * page_size, 1), 1.0)
+        return {
+            "user": self.tables.user_features[session.user].copy(),
+            "history": hist,
+            "session": self._session_vector(session, skipped),
+            **self._candidate_rows(candidates, shown, shown_before),
+        }
+
+    def _session_vector(self, session: RecommenderSession, skipped: list[int]) -> np.ndarray:
+        feats, watched, max_pages = self.features, session.watched, self.max_pages
+        vector = np.zeros(self.session_dim, dtype=np.float32)
+        vector[0] = min(session.page_index / max_pages, 1.0)
+        vector[1 + session.last_code] = 1.0
+        # the rating of the last page's watch; 0 when the last page got none (the kernel keeps the last watch's)
+        vector[1 + N_RESPONSES] = session.last_rating if session.last_code in (WATCH, SEARCH_WATCH) else 0.0
+        vector[2 + N_RESPONSES] = min(len(watched) / max(max_pages, 1), 1.0)
+        vector[3 + N_RESPONSES] = min(len(skipped) / max(max_pages * self.page_size, 1), 1.0)
         base = 4 + N_RESPONSES
         if watched:
-            session[base : base + self.f] = feats[watched].mean(axis=0)
+            vector[base : base + self.f] = feats[watched].mean(axis=0)
         if skipped:
-            session[base + self.f : base + 2 * self.f] = feats[skipped].mean(axis=0)
+            vector[base + self.f : base + 2 * self.f] = feats[skipped].mean(axis=0)
+        return np.clip(vector, -1.0, 1.0)
+
+    def _candidate_rows(
+        self, candidates: np.ndarray, shown: Collection[int], shown_before: Collection[int]
+    ) -> dict[str, np.ndarray]:
         cands = np.zeros((self.k, self.f + 2), dtype=np.float32)
         mask = np.zeros(self.k, dtype=np.float32)
         n = len(candidates)
         if n:
-            cands[:n, : self.f] = feats[candidates]
-            if shown_counts:
-                cands[:n, self.f] = np.isin(candidates, np.fromiter(shown_counts, np.int64, len(shown_counts)))
+            cands[:n, : self.f] = self.features[candidates]
+            if shown:
+                cands[:n, self.f] = np.isin(candidates, np.fromiter(shown, np.int64, len(shown)))
             if shown_before:
                 cands[:n, self.f + 1] = np.isin(candidates, np.fromiter(shown_before, np.int64, len(shown_before)))
             mask[:n] = 1.0
-        return {
-            "user": self.tables.user_features[user].copy(),
-            "history": hist,
-            "session": np.clip(session, -1.0, 1.0),
-            "candidates": cands,
-            "candidate_mask": mask,
-        }
+        return {"candidates": cands, "candidate_mask": mask}

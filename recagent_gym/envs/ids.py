@@ -12,11 +12,15 @@ from typing import Any
 CATALOGUE_ENV_ID = "recagent_gym/RecAgentCatalogue-v0"
 """:class:`~recagent_gym.envs.recagent_env.RecAgentEnv`: each page is chosen from the whole catalogue."""
 CANDIDATES_ENV_ID = "recagent_gym/RecAgentCandidates-v0"
-""":class:`~recagent_gym.envs.candidate_env.RecAgentCandidateEnv`: each page is chosen among K retrieved candidates."""
+""":class:`~recagent_gym.envs.candidate_slate_env.RecAgentCandidateEnv`: each page is chosen among K retrieved
+candidates."""
 
 ENTRY_POINTS: dict[str, tuple[str, str | None]] = {
     CATALOGUE_ENV_ID: ("recagent_gym.envs.recagent_env:RecAgentEnv", "recagent_gym.envs.vector:RecAgentVectorEnv"),
-    CANDIDATES_ENV_ID: ("recagent_gym.envs.candidate_env:RecAgentCandidateEnv", None),
+    CANDIDATES_ENV_ID: (
+        "recagent_gym.envs.candidate_slate_env:RecAgentCandidateEnv",
+        "recagent_gym.envs.candidate_slate_vector:RecAgentCandidateVectorEnv",
+    ),
 }
 """Id -> (entry point, vector entry point)."""
 

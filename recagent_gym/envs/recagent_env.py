@@ -16,8 +16,7 @@ from recagent_gym.envs.render import render_ansi, render_rgb
 from recagent_gym.envs.resolve import build_kernel, build_users, resolve_config, resolve_dataset, world_weights
 from recagent_gym.envs.reward import RewardFn, reward_from_config
 from recagent_gym.recommenders.search import CatalogueSearch
-from recagent_gym.runs.config import Config
-from recagent_gym.session import RESPONSE_CODES, Lane, SessionTables, observe
+from recagent_gym.session import RESPONSE_CODES, SessionStream, SessionTables, observe
 from recagent_gym.users.protocol import UserModel
 
 __all__ = ["RESPONSE_CODES", "RecAgentEnv"]
@@ -144,7 +143,7 @@ class RecAgentEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
                 "last_rating": spaces.Box(0.0, 1.0, (1,), np.float32),
             }
         )
-        self._lane = Lane(self.np_random)
+        self._lane = SessionStream(self.np_random)
         self._last_info: dict[str, Any] = {}
 
     def reset(

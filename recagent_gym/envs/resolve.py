@@ -47,6 +47,7 @@ def build_kernel(
     social: bool | None = None,
     tables: SessionTables | None = None,
     search: CatalogueSearch | None = None,
+    history_length: int | None = None,
 ) -> SessionKernel:
     """The session kernel of an env face: rules from ``config.env`` (arguments win), shared tables and search."""
     if dataset.n_items == 0 or dataset.n_users == 0:
@@ -55,7 +56,7 @@ def build_kernel(
     rules = SessionRules(
         page_size=int(page_size if page_size is not None else env.page_size),
         max_pages=int(max_pages if max_pages is not None else env.max_pages),
-        history_length=env.history_length,
+        history_length=int(history_length if history_length is not None else env.history_length),
         duplicate_rule=env.duplicate_rule,
         session_hours=env.session_hours,
         social=bool(env.social and config.social.enabled if social is None else social),

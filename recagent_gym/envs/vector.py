@@ -29,8 +29,7 @@ from recagent_gym.envs.recagent_env import RecAgentEnv
 from recagent_gym.envs.resolve import resolve_config, world_weights
 from recagent_gym.envs.reward import RewardFn
 from recagent_gym.envs.wrappers import page_adapter
-from recagent_gym.runs.config import Config
-from recagent_gym.session import Lane, Started
+from recagent_gym.session import SessionStream, StartedSession
 from recagent_gym.session.observation import ObservationBatch
 from recagent_gym.users.protocol import UserModel
 
@@ -77,7 +76,7 @@ class RecAgentVectorEnv(gym.vector.VectorEnv):
         )
         self.config, self.dataset, self.user_model = self.face.config, self.face.dataset, self.face.user_model
         self.kernel = self.face.kernel
-        self.lanes = [Lane(np.random.default_rng()) for _ in range(num_envs)]
+        self.lanes = [SessionStream(np.random.default_rng()) for _ in range(num_envs)]
         rules = self.kernel.rules
         self._observations = ObservationBatch(num_envs, self.kernel.tables, rules.history_length, rules.max_pages)
         self.adapter = page_adapter(action, self.face) if isinstance(action, str) else action
@@ -139,9 +138,9 @@ class RecAgentVectorEnv(gym.vector.VectorEnv):
             self._observations.update(sessions)  # type: ignore[arg-type]
             for i in finished:
                 final_obs[i], final_info[i] = self._row(i), env_infos[i]
-            started: list[Started] = self.kernel.restart(self.lanes, finished, self.user_model)
+            started: list[StartedSession] = self.kernel.restart(self.lanes, finished, self.user_model)
             for s in started:
-                env_infos[s.lane] = {**env_infos[s.lane], "reset": s.info}
+                env_infos[s.stream] = {**env_infos[s.stream], "reset": s.info}
         infos = {
             "env_infos": env_infos,
             "final_obs": final_obs,
@@ -168,7 +167,7 @@ class RecAgentVectorEnv(gym.vector.VectorEnv):
         return seeds
 
     def _row(self, i: int) -> Any:
-        """Lane ``i``'s observation as a single env returns it (before its lane restarts)."""
+        """Sub-env ``i``'s observation as a single env returns it (before its next session starts)."""
         row = self._observations.row(i)
         return row if self.flattener is None else self.flattener.flatten(row)
 

@@ -9,7 +9,8 @@ One page step (:meth:`SessionKernel.step_sessions`) is, for N sessions at once:
 5. the finished sessions end (``end_sessions``: bookkeeping) and their writes (feelings, ratings, memory) run as
    one explicit batch (``write_ended``) once ``end_batch`` are pending.
 
-:meth:`SessionKernel.restart` ends what is still open in the given lanes, draws their next users (the one
+:meth:`SessionKernel.restart` ends what is still open in the given streams (:class:`SessionStream`: the
+sessions of one env or sub-env, one after another), draws their next users (the one
 activation module), runs ONE social round for all of them (the incoming users sit it out) and starts their
 sessions. The single env is N=1 of it, the vector env N, and the simulator and the sequence evaluation step it
 with a recommender's pages.
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -28,11 +29,9 @@ from recagent_gym.recommenders.search import CatalogueSearch
 from recagent_gym.session.activation import draw_user
 from recagent_gym.session.events import social_events
 from recagent_gym.session.outcome import StepOutcome, StepResult
-from recagent_gym.session.state import RESPONSE_CODES, Lane, SessionState
+from recagent_gym.session.state import LEAVE, NEXT, SEARCH_NEXT, SEARCH_WATCH, WATCH, RecommenderSession, SessionStream
 from recagent_gym.session.tables import SessionTables
 from recagent_gym.users.protocol import Action, Page, Response, UserModel
-
-WATCH, NEXT, SEARCH_WATCH, SEARCH_NEXT, LEAVE = (RESPONSE_CODES.index(c) for c in RESPONSE_CODES[1:])
 
 
 @dataclass(frozen=True)
@@ -44,18 +43,19 @@ class SessionRules:
     history_length: int = 10
     duplicate_rule: str = "replace"
     session_hours: float = 1.0
-    """Clock advance between two sessions of a lane (unless the caller sets the time)."""
+    """Clock advance between two sessions of a stream (unless the caller sets the time)."""
     social: bool = True
-    """Run the user model's social round before a lane's sessions (not before the world's first)."""
+    """Run the user model's social round before a stream's sessions (not before the world's first)."""
     end_batch: int = 1
     """Ended sessions written together (``user.session_end_batch``): fewer, larger LLM batches."""
 
 
 @dataclass(frozen=True)
-class Started:
+class StartedSession:
     """A session started by :meth:`SessionKernel.restart`, with what its face reports in the reset ``info``."""
 
-    lane: int
+    stream: int
+    """Its index in the streams given to :meth:`SessionKernel.restart` (the sub-env)."""
     info: dict[str, Any]
 
 
@@ -64,7 +64,7 @@ Users = UserModel | list[UserModel] | tuple[UserModel, ...]
 
 
 class SessionKernel:
-    """The shared tables, search and rules; the sessions themselves live in :class:`Lane` objects of the faces."""
+    """The shared tables, search and rules; the sessions live in the faces' streams (:class:`SessionStream`)."""
 
     def __init__(self, tables: SessionTables, search: CatalogueSearch | None, rules: SessionRules) -> None:
         """``search=None``: no catalogue search (a search finds nothing: the user is taken to ask for the next
@@ -76,7 +76,9 @@ class SessionKernel:
         self.rules = rules
 
     # --------------------------------------------------------------------------------------------------- one step
-    def step_sessions(self, sessions: Sequence[SessionState], pages: Sequence[Any], users: Users) -> list[StepResult]:
+    def step_sessions(
+        self, sessions: Sequence[RecommenderSession], pages: Sequence[Any], users: Users
+    ) -> list[StepResult]:
         """One page for each open session (see the module docstring); ``pages`` is one page per session, or an
         ``(N, page_size)`` array."""
         n = len(sessions)
@@ -107,7 +109,7 @@ class SessionKernel:
             self.end([sessions[k] for k in done], models=[models[k] for k in done])
         return results
 
-    def _check_pages(self, sessions: Sequence[SessionState], pages: Sequence[Any]) -> list[tuple[Page, int, int]]:
+    def _check_pages(self, sessions: Sequence[RecommenderSession], pages: Sequence[Any]) -> list[tuple[Page, int, int]]:
         """Each page checked (open session, ``page_size`` ids in the catalogue) and put through the duplicate rule:
         ``(page, duplicates, watched)`` per session. The ids are checked and converted for all pages at once."""
         size, n_items = self.rules.page_size, self.tables.n_items
@@ -144,7 +146,7 @@ class SessionKernel:
 
     def _apply(
         self,
-        session: SessionState,
+        session: RecommenderSession,
         page: Page,
         duplicates: int,
         watched: int,
@@ -196,7 +198,7 @@ class SessionKernel:
             session.time_h,
         )
 
-    def end(self, sessions: Sequence[SessionState], *, models: Sequence[UserModel]) -> list[int]:
+    def end(self, sessions: Sequence[RecommenderSession], *, models: Sequence[UserModel]) -> list[int]:
         """End ``sessions`` (bookkeeping) and write the ended sessions once ``end_batch`` are pending; returns the
         users whose sessions were written now."""
         for s in sessions:
@@ -210,77 +212,103 @@ class SessionKernel:
     # ------------------------------------------------------------------------------------------ the next sessions
     def restart(
         self,
-        lanes: Sequence[Lane],
+        streams: Sequence[SessionStream],
         finished: Sequence[int],
         users: Users,
         *,
         user_ids: Sequence[int | None] | None = None,
         time_h: float | None = None,
-    ) -> list[Started]:
-        """Start the next session in each lane of ``finished`` (see the module docstring).
+    ) -> list[StartedSession]:
+        """Start the next session in each stream of ``finished`` (indices into ``streams``; see the module docstring).
 
-        Users are drawn in lane order, never one in an open session or just drawn (``activation_redraws`` counts the
-        redraws); ``user_ids`` picks them instead. ``time_h`` sets the lanes' clocks (an outer simulator's time);
-        otherwise each session advances its lane's clock by ``session_hours``. The social round runs at the latest
-        of the due lanes' clocks with the first due lane's seed; its events go into that lane's info
+        Users are drawn in stream order, never one in an open session or just drawn (``activation_redraws`` counts
+        the redraws); ``user_ids`` picks them instead. ``time_h`` sets the streams' clocks (an outer simulator's
+        time); otherwise each session advances its stream's clock by ``session_hours``. The social round runs at the
+        latest of the due streams' clocks with the first due stream's seed; its events go into that stream's info
         (``social_events``), the others name it (``social_round_env``).
         """
         models = dict(zip(finished, _per_session(users, len(finished)), strict=True))
-        left = [i for i in finished if lanes[i].session is not None and lanes[i].session.open]  # type: ignore[union-attr]
+        left = [i for i in finished if streams[i].busy_user is not None]
         if left:
-            self.end([lanes[i].session for i in left], models=[models[i] for i in left])  # type: ignore[misc]
-        taken = {lane.busy_user for j, lane in enumerate(lanes) if j not in finished and lane.busy_user is not None}
+            self.end([streams[i].session for i in left], models=[models[i] for i in left])  # type: ignore[misc]
+        taken = {s.busy_user for j, s in enumerate(streams) if j not in finished and s.busy_user is not None}
         social = self.rules.social and models[finished[0]].social if finished else False
-        drawn: dict[int, tuple[int, int, int, int, bool]] = {}
+        drawn: dict[int, _NextSession] = {}
         for k, i in enumerate(finished):
-            lane = lanes[i]
-            if time_h is not None:
-                lane.clock = float(time_h)
-            elif lane.started > 0:
-                lane.clock += self.rules.session_hours
-            wanted = None if user_ids is None else user_ids[k]
-            redraws = 0
-            if wanted is None:
-                if lane.cumulative is None:
-                    raise RuntimeError("call reset() before starting a session")
-                user, redraws = draw_user(lane.cumulative, lane.rng, frozenset(taken))
-            elif not 0 <= int(wanted) < self.tables.n_users:
-                raise ValueError(f"user_id={wanted} is outside 0..{self.tables.n_users - 1}")
-            else:
-                user = int(wanted)
-            # Both child seeds are drawn every session so the streams do not depend on the social switch.
-            # Two scalar draws: the same numbers and generator state as one draw of size 2 (both take next_uint32
-            # per value), at half the cost.
-            social_seed, session_seed = int(lane.rng.integers(0, SEED_HIGH)), int(lane.rng.integers(0, SEED_HIGH))
-            drawn[i] = (user, redraws, social_seed, session_seed, social and lane.started > 0)
-            taken.add(user)
-        due = [i for i in finished if drawn[i][4]]
-        events: list[dict[str, Any]] = []
-        if due:
-            clock = max(lanes[i].clock for i in due)
-            incoming = [drawn[i][0] for i in finished]
-            social = models[due[0]]
-            raw = social.social_round(np.random.default_rng(drawn[due[0]][2]), clock, incoming)
-            title = self.tables.titles.__getitem__
-            events = [asdict(e) for e in social_events(raw, lanes[due[0]].started, clock, lambda u: "", title)]
+            drawn[i] = self._draw_next(streams[i], None if user_ids is None else user_ids[k], taken, time_h, social)
+            taken.add(drawn[i].user)
+        due = [i for i in finished if drawn[i].social_due]
+        events = self._social_round(streams, finished, drawn, models[due[0]], due[0]) if due else []
         started = []
         for i in finished:
-            user, redraws, _, session_seed, _ = drawn[i]
-            lane = lanes[i]
-            rng = np.random.default_rng(session_seed)
-            lane.session = SessionState.start(user, rng, lane.clock, self.tables, self.rules.history_length)
-            lane.started += 1
-            models[i].start_session(user, rng)
+            nxt, stream = drawn[i], streams[i]
+            rng = np.random.default_rng(nxt.session_seed)
+            stream.session = RecommenderSession.start(
+                nxt.user, rng, stream.clock, self.tables, self.rules.history_length
+            )
+            stream.started += 1
+            models[i].start_session(nxt.user, rng)
             info: dict[str, Any] = {
-                "user_id": user,
-                "time_h": lane.clock,
-                "activation_redraws": redraws,
+                "user_id": nxt.user,
+                "time_h": stream.clock,
+                "activation_redraws": nxt.redraws,
                 "social_events": events if due and i == due[0] else [],
             }
             if due and i != due[0]:
                 info["social_round_env"] = due[0]
-            started.append(Started(i, info))
+            started.append(StartedSession(i, info))
         return started
+
+    def _draw_next(
+        self, stream: SessionStream, wanted: int | None, taken: set[int], time_h: float | None, social: bool
+    ) -> _NextSession:
+        """Advance ``stream``'s clock, pick its next user (``wanted``, or drawn by activation outside ``taken``) and
+        draw the session's two child seeds."""
+        if time_h is not None:
+            stream.clock = float(time_h)
+        elif stream.started > 0:
+            stream.clock += self.rules.session_hours
+        redraws = 0
+        if wanted is None:
+            if stream.cumulative is None:
+                raise RuntimeError("call reset() before starting a session")
+            user, redraws = draw_user(stream.cumulative, stream.rng, frozenset(taken))
+        elif not 0 <= int(wanted) < self.tables.n_users:
+            raise ValueError(f"user_id={wanted} is outside 0..{self.tables.n_users - 1}")
+        else:
+            user = int(wanted)
+        # Both child seeds are drawn every session so the streams do not depend on the social switch.
+        # Two scalar draws: the same numbers and generator state as one draw of size 2 (both take next_uint32
+        # per value), at half the cost.
+        social_seed, session_seed = int(stream.rng.integers(0, SEED_HIGH)), int(stream.rng.integers(0, SEED_HIGH))
+        return _NextSession(user, redraws, social_seed, session_seed, social and stream.started > 0)
+
+    def _social_round(
+        self,
+        streams: Sequence[SessionStream],
+        finished: Sequence[int],
+        drawn: dict[int, _NextSession],
+        model: UserModel,
+        first_due: int,
+    ) -> list[dict[str, Any]]:
+        """ONE social round for every due stream (the incoming users sit it out), as event records."""
+        due = [i for i in finished if drawn[i].social_due]
+        clock = max(streams[i].clock for i in due)
+        incoming = [drawn[i].user for i in finished]
+        raw = model.social_round(np.random.default_rng(drawn[first_due].social_seed), clock, incoming)
+        title = self.tables.titles.__getitem__
+        return [asdict(e) for e in social_events(raw, streams[first_due].started, clock, lambda u: "", title)]
+
+
+class _NextSession(NamedTuple):
+    """What :meth:`SessionKernel.restart` drew for one stream's next session."""
+
+    user: int
+    redraws: int
+    social_seed: int
+    session_seed: int
+    social_due: bool
+    """The social round runs before this session (social on, and not the stream's first session)."""
 
 
 def _per_session(users: Users, n: int) -> list[UserModel]:
@@ -301,7 +329,7 @@ def _groups(models: Sequence[UserModel], items: Sequence[Any]) -> list[tuple[Use
 
 def _respond(
     models: Sequence[UserModel],
-    sessions: Sequence[SessionState],
+    sessions: Sequence[RecommenderSession],
     requests: Sequence[tuple[Page, Any]],
     indices: Sequence[int],
 ) -> list[Response]:

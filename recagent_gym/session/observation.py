@@ -1,7 +1,7 @@
 """The numeric, bounded observation of a session (the env declares its space; the simulator's recommender reads it).
 
-:func:`observe` builds one session's; :class:`ObservationBatch` keeps N lanes' as ``(N, ...)`` arrays and rewrites
-a row only where the lane changed (a new session, a watch), so a vector step costs a few numpy calls for all lanes.
+:func:`observe` builds one session's; :class:`ObservationBatch` keeps N streams' as ``(N, ...)`` arrays and rewrites
+a row only where the stream changed (a new session, a watch), so a vector step costs a few numpy calls for all streams.
 """
 
 from __future__ import annotations
@@ -10,13 +10,13 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from recagent_gym.session.state import RESPONSE_CODES, SessionState
+from recagent_gym.session.state import RESPONSE_CODES, RecommenderSession
 from recagent_gym.session.tables import SessionTables
 
 _ONE_HOT = np.eye(len(RESPONSE_CODES), dtype=np.float32)
 
 
-def observe(session: SessionState, tables: SessionTables, max_pages: int) -> dict[str, np.ndarray]:
+def observe(session: RecommenderSession, tables: SessionTables, max_pages: int) -> dict[str, np.ndarray]:
     """``user_id``, ``user_features``, ``history``, ``history_genres``, ``page``, ``last_response``, ``last_rating``
     (see :class:`~recagent_gym.envs.recagent_env.RecAgentEnv` for the space); fresh arrays the caller may keep."""
     return {
@@ -31,7 +31,7 @@ def observe(session: SessionState, tables: SessionTables, max_pages: int) -> dic
 
 
 class ObservationBatch:
-    """The observations of ``n`` lanes, row ``i`` being :func:`observe` of lane ``i``'s session."""
+    """The observations of ``n`` streams, row ``i`` being :func:`observe` of stream ``i``'s session."""
 
     def __init__(self, n: int, tables: SessionTables, history_length: int, max_pages: int) -> None:
         self.tables, self.max_pages = tables, max_pages
@@ -47,11 +47,11 @@ class ObservationBatch:
         self._rows = np.arange(n)
         # What each row was last written from. Holding the objects keeps their ids unique: a session's history
         # arrays are replaced on a watch, never written in place, so identity tells what changed.
-        self._sessions: list[SessionState | None] = [None] * n
+        self._sessions: list[RecommenderSession | None] = [None] * n
         self._histories: list[np.ndarray | None] = [None] * n
 
-    def update(self, sessions: Sequence[SessionState]) -> None:
-        """Bring every row up to date with ``sessions`` (one per lane)."""
+    def update(self, sessions: Sequence[RecommenderSession]) -> None:
+        """Bring every row up to date with ``sessions`` (one per stream)."""
         a = self.arrays
         for i, s in enumerate(sessions):
             if s is not self._sessions[i]:
@@ -74,5 +74,5 @@ class ObservationBatch:
         return {key: array.copy() for key, array in self.arrays.items()}
 
     def row(self, i: int) -> dict[str, np.ndarray]:
-        """Copies of row ``i`` (:func:`observe` of lane ``i``)."""
+        """Copies of row ``i`` (:func:`observe` of stream ``i``)."""
         return {key: array[i].copy() for key, array in self.arrays.items()}

@@ -1,7 +1,8 @@
-"""The state of one open session, and of one lane (a stream of sessions: the single env, or one sub-env).
+"""The state of one recommender session (:class:`RecommenderSession`), and of a stream of sessions one after another
+(:class:`SessionStream`: the single env, or one sub-env of a vector env).
 
 A session knows its user, what the user has seen (the dataset history and this session's watches), the last
-``history_length`` watched items and their mean genre vector, the page count and the last response. The lane
+``history_length`` watched items and their mean genre vector, the page count and the last response. The stream
 keeps the generator every draw of the next session comes from, the activation weights, the clock, and the open
 session. Both are plain data behind ``get_state`` / ``set_state``.
 
@@ -22,11 +23,14 @@ from recagent_gym.session.tables import SessionTables
 from recagent_gym.users.protocol import Context
 
 RESPONSE_CODES: tuple[str, ...] = ("start", "watch", "next", "search_watch", "search_next", "leave")
-"""Order of the ``last_response`` one-hot in the observation."""
+"""What a session's last page got (``last_code`` indexes it); the order of the ``last_response`` one-hot in the
+observations of both envs."""
+START, WATCH, NEXT, SEARCH_WATCH, SEARCH_NEXT, LEAVE = range(len(RESPONSE_CODES))
 
 
-class SessionState:
-    """One open session (see the module docstring)."""
+class RecommenderSession:
+    """One user's recommender session, open or just ended (see the module docstring); the user model keeps its own
+    per-session state apart (e.g. the LLM agent's patience)."""
 
     __slots__ = (
         "_pointer_floor",
@@ -92,7 +96,7 @@ class SessionState:
     @classmethod
     def start(
         cls, user: int, rng: np.random.Generator, time_h: float, tables: SessionTables, history_length: int
-    ) -> SessionState:
+    ) -> RecommenderSession:
         """A fresh session of ``user``: its opening state (seen flags, window, arrays) comes from ``tables``' per-user
         cache, built once per user (a session start is a large share of a short session's cost)."""
         opening = tables.opening(user, history_length)
@@ -177,7 +181,7 @@ class SessionState:
         }
 
     @classmethod
-    def from_state(cls, state: dict[str, Any], tables: SessionTables) -> SessionState:
+    def from_state(cls, state: dict[str, Any], tables: SessionTables) -> RecommenderSession:
         rng = np.random.default_rng()
         rng.bit_generator.state = copy.deepcopy(state["rng"])
         seen = np.zeros(tables.n_items, dtype=bool)
@@ -203,17 +207,17 @@ class SessionState:
 
 
 @dataclass
-class Lane:
-    """A stream of sessions, one after another: the single env, or one sub-env of the vector env."""
+class SessionStream:
+    """A stream of sessions, one after another: the single env, or one sub-env of a vector env."""
 
     rng: np.random.Generator
     """Every draw of the next session (user, child seeds) and the activation weights come from it."""
     weights: np.ndarray | None = None
-    """Activation probability of each user (None until the lane's world starts)."""
+    """Activation probability of each user (None until the stream's world starts)."""
     clock: float = 0.0
     started: int = 0
     """Sessions started since the world started (the first one starts without a social round)."""
-    session: SessionState | None = None
+    session: RecommenderSession | None = None
 
     cumulative: np.ndarray | None = None
     """``cumsum(weights)``, for the draws."""
@@ -250,4 +254,4 @@ class Lane:
         self.cumulative = None if self.weights is None else np.cumsum(self.weights)
         self.clock = float(state["clock"])
         self.started = int(state["started"])
-        self.session = None if state["session"] is None else SessionState.from_state(state["session"], tables)
+        self.session = None if state["session"] is None else RecommenderSession.from_state(state["session"], tables)

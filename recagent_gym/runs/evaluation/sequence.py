@@ -52,7 +52,7 @@ from recagent_gym.runs.evaluation.metrics import (
     top_k,
 )
 from recagent_gym.runs.evaluation.subjects import Resources, child_rng, sample_users
-from recagent_gym.session import Lane, SessionKernel, SessionRules, SessionTables
+from recagent_gym.session import SessionKernel, SessionRules, SessionStream, SessionTables
 from recagent_gym.users.protocol import Action
 
 logger = logging.getLogger(__name__)
@@ -182,7 +182,7 @@ def generate_sequence(
     respond = model is not None and choice == "respond"
     if respond and kernel is None:
         raise ValueError("sequence_choice 'respond' needs the session kernel (sequence_kernel)")
-    lane = Lane(rng)
+    lane = SessionStream(rng)
     for _ in range(n):
         page = top_k_excluding(mf_scores, np.concatenate([seen, np.asarray(picked, dtype=np.int64)]), page_size)
         if model is None:

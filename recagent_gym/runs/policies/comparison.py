@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from recagent_gym.data.schema import Dataset
-from recagent_gym.envs.candidate_env import RecAgentCandidateEnv
+from recagent_gym.envs.candidate_slate_env import RecAgentCandidateEnv
 from recagent_gym.envs.encoding import ENCODING_KEYS
 from recagent_gym.envs.resolve import resolve_dataset
 from recagent_gym.policies.bandit import train_bandit

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from recagent_gym.runs.simulator.events import Event
-from recagent_gym.session import Lane, SessionKernel, StepResult, observe
+from recagent_gym.session import SessionKernel, SessionStream, StepResult, observe
 from recagent_gym.users.protocol import Context, Page, Response
 
 DEFERRED_END_BATCH = 1 << 30
@@ -57,7 +57,7 @@ class Slot:
     """One agent's open session."""
 
     user: int
-    lane: Lane
+    lane: SessionStream
     responder: Any
     """The user model answering this agent's pages (the LLM agents, or a human in role play)."""
     obs: dict[str, np.ndarray]
@@ -85,7 +85,7 @@ def open_sessions(
     kernel: SessionKernel, users: Sequence[int], responders: Sequence[Any], seeds: Sequence[int], time_h: float
 ) -> list[Slot]:
     """Start one session per user at the simulator's clock (``seeds``: each session's lane seed)."""
-    lanes = [Lane(np.random.default_rng(seed)) for seed in seeds]
+    lanes = [SessionStream(np.random.default_rng(seed)) for seed in seeds]
     kernel.restart(lanes, list(range(len(lanes))), responders, user_ids=list(users), time_h=time_h)
     return [
         Slot(u, lane, responder, observe(lane.session, kernel.tables, kernel.rules.max_pages))  # type: ignore[arg-type]

@@ -267,7 +267,7 @@ def _env_builder(
     features: Any, ev: Any,
 ) -> Callable[[], Any]:  # fmt: skip
     def build() -> Any:
-        from recagent_gym.envs.candidate_env import RecAgentCandidateEnv
+        from recagent_gym.envs.candidate_slate_env import RecAgentCandidateEnv
 
         if state:
             model.set_state(state)

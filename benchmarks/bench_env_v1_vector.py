@@ -1,0 +1,172 @@
+"""RecAgent-v1 with LLM users: user steps/s of the batched vector env (N sub-envs) vs N sequential envs.
+
+    .venv/bin/python benchmarks/bench_env_v1_vector.py [--steps 96] [--envs 4] [--llm latency|scripted|embedded]
+
+``--llm`` picks what answers the agents' prompts:
+
+* ``latency`` (default): the scripted test double (``llm/testing.py``) waiting ``--batch-ms`` per call plus
+  ``--prompt-ms`` per prompt in it, as a served model that batches does; the figure is the package's own cost plus
+  that latency, in a minute or two;
+* ``scripted``: the test double without waiting (the CPU cost of everything around the LLM);
+* ``embedded``: the embedded Gemma 3 270M (offline, slow on CPU: use few ``--steps``).
+
+Both settings run the same LLM agents (the paper's memory and the social round, as ``bench_env_llm.py``), the
+same random scores and, per sub-env, the same seed: the N sequential envs are N separate
+:class:`RecAgentCandidateEnv`\\ s (each its own agents, one shared LLM) stepped in turn, the vector env
+:class:`RecAgentCandidateVectorEnv` with one population whose pages go to the LLM as one batch per step. A step's
+time includes the session start that follows it, and each run ends by writing every session it started (the
+agents write ended sessions ``user.session_end_batch`` at a time: N envs' agents wait for N times as many). Prints user steps/s of each, the ratio, and the LLM calls and
+batches. Not a timed test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from recagent_gym.data.load import load_dataset_from_config
+from recagent_gym.envs.candidate_slate_env import RecAgentCandidateEnv
+from recagent_gym.envs.candidate_slate_vector import RecAgentCandidateVectorEnv
+from recagent_gym.llm.testing import HashingEmbedder, ScriptedLLM
+from recagent_gym.llm.wrapping import close_model
+from recagent_gym.runs.config import Config, load_config
+
+SETTINGS = [
+    "user.model=llm",
+    "user.session_end_batch=8",
+    "user.feeling_max_tokens=16",
+    "user.score_cache=false",
+    "memory.implementation=recagent",
+    "memory.sensory=false",
+    "memory.reflection=false",
+    "social.enabled=true",
+    "social.max_active_agents=2",
+    "social.max_chat_turns=2",
+    "social.utterance_max_tokens=24",
+    "env.page_size=5",
+    "env.max_pages=5",
+]
+"""``bench_env_llm.py``'s settings (the quickstart of its first measurement: LLM agents with memory and the social
+round)."""
+
+
+class LatencyLLM(ScriptedLLM):
+    """The scripted model, waiting ``batch_s`` per call plus ``prompt_s`` per prompt (a served model's latency)."""
+
+    def __init__(self, batch_s: float, prompt_s: float) -> None:
+        super().__init__(default="I liked it.")
+        self.batch_s, self.prompt_s = batch_s, prompt_s
+
+    def generate(self, prompts: Sequence[str], **kwargs: Any) -> Any:
+        time.sleep(self.batch_s + self.prompt_s * len(prompts))
+        return super().generate(prompts, **kwargs)
+
+    def choose(self, prompts: Sequence[str], options: Sequence[Sequence[str]], **kwargs: Any) -> Any:
+        time.sleep(self.batch_s + self.prompt_s * len(prompts))
+        return super().choose(prompts, options, **kwargs)
+
+
+def build_llm(args: argparse.Namespace, config: Config) -> Any:
+    if args.llm == "latency":
+        return LatencyLLM(args.batch_ms / 1000, args.prompt_ms / 1000)
+    if args.llm == "scripted":
+        return ScriptedLLM(default="I liked it.")
+    from recagent_gym.llm.factory import build_llm as build_configured
+
+    return build_configured(config.llm)
+
+
+def build_embedder(args: argparse.Namespace) -> Any:
+    if args.llm != "embedded":
+        return HashingEmbedder(32)
+    from recagent_gym.llm.embedder import SentenceEmbedder
+
+    return SentenceEmbedder()
+
+
+def run_sequential(args: argparse.Namespace, config: Config, dataset: Any, embedder: Any, shared: dict) -> float:
+    llm = build_llm(args, config)
+    envs = [
+        RecAgentCandidateEnv(dataset, "llm", config=config, llm=llm, embedder=embedder, **shared)
+        for _ in range(args.envs)
+    ]
+    rng = np.random.default_rng(0)
+    rounds = args.steps // args.envs
+    scores = rng.uniform(-1.0, 1.0, size=(rounds, args.envs, envs[0].n_candidates)).astype(np.float32)
+    start = time.perf_counter()
+    for i, env in enumerate(envs):
+        env.reset(seed=i)
+    for round_scores in scores:
+        for env, action in zip(envs, round_scores, strict=True):
+            _, _, terminated, truncated, _ = env.step(action)
+            if terminated or truncated:
+                env.reset()
+    for env in envs:  # every session the run started is written (each env's agents wait for end_batch of theirs)
+        env.close()
+        env.user_model.write_ended(at_least=1)
+    wall = time.perf_counter() - start
+    report(f"{args.envs} sequential envs", rounds * args.envs, wall, llm)
+    close_model(llm)
+    return rounds * args.envs / wall
+
+
+def run_vector(args: argparse.Namespace, config: Config, dataset: Any, embedder: Any, shared: dict) -> float:
+    llm = build_llm(args, config)
+    venv = RecAgentCandidateVectorEnv(args.envs, dataset, "llm", config=config, llm=llm, embedder=embedder, **shared)
+    rng = np.random.default_rng(0)
+    rounds = args.steps // args.envs
+    scores = rng.uniform(-1.0, 1.0, size=(rounds, args.envs, venv.face.n_candidates)).astype(np.float32)
+    start = time.perf_counter()
+    venv.reset(seed=0)
+    for round_scores in scores:
+        venv.step(round_scores)
+    venv.close()
+    venv.user_model.write_ended(at_least=1)
+    wall = time.perf_counter() - start
+    report(f"vector env x{args.envs}", rounds * args.envs, wall, llm)
+    close_model(llm)
+    return rounds * args.envs / wall
+
+
+def report(name: str, steps: int, wall: float, llm: Any) -> None:
+    line = f"{name:<20}: {steps / wall:7.2f} user steps/s ({steps} steps, {wall:.1f} s)"
+    if isinstance(llm, ScriptedLLM):
+        line += f", {llm.calls} LLM prompts in {llm.batches} calls"
+    usage = getattr(llm, "total", None)
+    if usage is not None:
+        line += f", {usage.calls} LLM calls, {usage.prompt_tokens} prompt tokens"
+    print(line, flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=96, help="user steps in each setting")
+    parser.add_argument("--envs", type=int, default=4)
+    parser.add_argument("--llm", choices=("latency", "scripted", "embedded"), default="latency")
+    parser.add_argument("--batch-ms", type=float, default=50.0, help="latency: wait per LLM call")
+    parser.add_argument("--prompt-ms", type=float, default=5.0, help="latency: wait per prompt in a call")
+    parser.add_argument(
+        "--set", action="append", default=[], help="a setting over the fixed ones, e.g. social.enabled=false"
+    )
+    args = parser.parse_args()
+    config = load_config("quickstart", SETTINGS + args.set)
+    dataset = load_dataset_from_config(config.data)
+    embedder = build_embedder(args)
+    # One retriever for all envs (its factorisation is the slowest part of building one), built outside the timing.
+    first = RecAgentCandidateEnv(dataset, "recsim", config=config)
+    shared = {"retriever": first.retriever}
+    latency = f": {args.batch_ms:g} ms per call + {args.prompt_ms:g} ms per prompt" if args.llm == "latency" else ""
+    print(
+        f"RecAgent-v1, LLM users ({args.llm}{latency}), {args.envs} sub-envs; settings over bench_env_llm's: {args.set}"
+    )
+    sequential = run_sequential(args, config, dataset, embedder, shared)
+    vector = run_vector(args, config, dataset, embedder, shared)
+    print(f"vector / sequential: {vector / sequential:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
