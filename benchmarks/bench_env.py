@@ -20,8 +20,7 @@ import numpy as np
 import recagent_gym  # noqa: F401  (registers the env)
 from recagent_gym.data.load import load_dataset
 from recagent_gym.envs import ENV_ID
-from recagent_gym.envs.recagent_env import RecAgentEnv
-from recagent_gym.envs.vector import RecAgentVectorEnv
+from recagent_gym.runs.make_env import catalogue_env, catalogue_vector_env
 from recagent_gym.users.protocol import Action, Context, Page, Response
 
 
@@ -89,7 +88,7 @@ def single(env: gym.Env, actions: np.ndarray) -> tuple[float, float]:
 
 def vector(num_envs: int, dataset, steps: int, user_model: Any = "recsim") -> tuple[float, float]:
     """Sub-env steps per second, and the fastest chunk's µs per sub-env step."""
-    venv = RecAgentVectorEnv(num_envs, dataset, user_model)
+    venv = catalogue_vector_env(num_envs, dataset, user_model)
     venv.reset(seed=0)
     actions = np.random.default_rng(0).integers(0, dataset.n_items, size=(steps // num_envs, num_envs, 5))
     per_chunk = max(1, CHUNK // num_envs)
@@ -110,7 +109,7 @@ def main() -> None:
     dataset = load_dataset("bundled")
     actions = np.random.default_rng(0).integers(0, dataset.n_items, size=(args.steps, 5))
     print(f"dataset: {dataset.name} ({dataset.n_users} users, {dataset.n_items} items), random pages of 5")
-    raw = single(RecAgentEnv(dataset, "recsim"), actions)
+    raw = single(catalogue_env(dataset, "recsim"), actions)
     made = single(gym.make(ENV_ID, dataset=dataset, user_model="recsim"), actions)
     print(f"RecAgentEnv (raw)          : {raw[0]:9.0f} steps/s (best {raw[1]:5.1f} us/step)")
     print(f"gymnasium.make (wrappers)  : {made[0]:9.0f} steps/s (best {made[1]:5.1f} us/step)")
@@ -119,7 +118,7 @@ def main() -> None:
         rate, best = vector(n, dataset, args.steps)
         print(f"RecAgentVectorEnv x{n:<2}      : {rate:9.0f} steps/s (best {best:5.1f} us/step; all sub-envs)")
     print()
-    rate, best = single(RecAgentEnv(dataset, ConstantUser()), actions)
+    rate, best = single(catalogue_env(dataset, ConstantUser()), actions)
     print(f"kernel only (constant user): {rate:9.0f} steps/s = {1e6 / rate:5.1f} us/step (best {best:5.1f}; raw env)")
     rate, best = vector(16, dataset, args.steps, ConstantUser())
     print(f"kernel only, vector x16    : {rate:9.0f} steps/s = {1e6 / rate:5.1f} us/step (best {best:5.1f}; sub-env)")

@@ -19,8 +19,8 @@ import numpy as np
 import torch
 
 from recagent_gym.data.load import load_dataset
-from recagent_gym.envs.vector import RecAgentVectorEnv
 from recagent_gym.runs.config import Config
+from recagent_gym.runs.make_env import catalogue_vector_env
 from recagent_gym.users.distilled.saved_model import FORMAT, Artefact
 from recagent_gym.users.distilled.user import BUNDLED_DIR, DistilledUser
 from recagent_gym.users.protocol import Context, Page
@@ -61,7 +61,7 @@ def users_alone(user: DistilledUser, n_users: int, n_items: int, steps: int, bat
 
 
 def vector(num_envs: int, dataset, kind: str, config: Config, steps: int) -> tuple[float, float]:
-    venv = RecAgentVectorEnv(num_envs, dataset, kind, config=config)
+    venv = catalogue_vector_env(num_envs, dataset, kind, config=config)
     venv.reset(seed=0)
     actions = np.random.default_rng(0).integers(0, dataset.n_items, size=(steps // num_envs, num_envs, 5))
     start, cpu = time.perf_counter(), time.process_time()

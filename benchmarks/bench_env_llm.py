@@ -22,13 +22,12 @@ import numpy as np
 
 import recagent_gym  # noqa: F401  (registers the env)
 from recagent_gym.data.load import load_dataset_from_config
-from recagent_gym.envs.recagent_env import RecAgentEnv
-from recagent_gym.envs.vector import RecAgentVectorEnv
 from recagent_gym.llm.embedder import SentenceEmbedder
 from recagent_gym.llm.factory import build_llm
 from recagent_gym.llm.testing import ScriptedLLM
 from recagent_gym.llm.wrapping import close_model
 from recagent_gym.runs.config import load_config
+from recagent_gym.runs.make_env import catalogue_env, catalogue_vector_env
 
 PHASES = ("respond_batch", "social_round", "write_ended")
 """User-model methods timed: decisions, the social world between sessions, batched end-of-session writes (the
@@ -140,7 +139,7 @@ def main() -> None:
 
 def run_single(args: argparse.Namespace, config: object, dataset: object, embedder: object, model: object) -> None:
     llm = model()
-    env = RecAgentEnv(dataset, "llm", config=config, llm=llm, embedder=embedder)
+    env = catalogue_env(dataset, "llm", config=config, llm=llm, embedder=embedder)
     spent = time_phases(env.user_model)
     rng = np.random.default_rng(0)
     start = time.perf_counter()
@@ -162,7 +161,7 @@ def run_single(args: argparse.Namespace, config: object, dataset: object, embedd
 
 def run_vector(args: argparse.Namespace, config: object, dataset: object, embedder: object, model: object) -> None:
     llm = model()
-    venv = RecAgentVectorEnv(args.envs, dataset, "llm", config=config, llm=llm, embedder=embedder)
+    venv = catalogue_vector_env(args.envs, dataset, "llm", config=config, llm=llm, embedder=embedder)
     spent = time_phases(venv.user_model)
     rng = np.random.default_rng(0)
     start = time.perf_counter()

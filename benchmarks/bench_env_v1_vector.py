@@ -15,8 +15,9 @@ same random scores and, per sub-env, the same seed: the N sequential envs are N 
 :class:`RecAgentCandidateEnv`\\ s (each its own agents, one shared LLM) stepped in turn, the vector env
 :class:`RecAgentCandidateVectorEnv` with one population whose pages go to the LLM as one batch per step. A step's
 time includes the session start that follows it, and each run ends by writing every session it started (the
-agents write ended sessions ``user.session_end_batch`` at a time: N envs' agents wait for N times as many). Prints user steps/s of each, the ratio, and the LLM calls and
-batches. Not a timed test.
+agents write ended sessions ``user.session_end_batch`` at a time: N envs' agents wait for N times as many).
+Prints user steps/s of each, the
+ratio, and the LLM calls and batches. Not a timed test.
 """
 
 from __future__ import annotations
@@ -29,11 +30,10 @@ from typing import Any
 import numpy as np
 
 from recagent_gym.data.load import load_dataset_from_config
-from recagent_gym.envs.candidate_slate_env import RecAgentCandidateEnv
-from recagent_gym.envs.candidate_slate_vector import RecAgentCandidateVectorEnv
 from recagent_gym.llm.testing import HashingEmbedder, ScriptedLLM
 from recagent_gym.llm.wrapping import close_model
 from recagent_gym.runs.config import Config, load_config
+from recagent_gym.runs.make_env import candidates_env, candidates_vector_env
 
 SETTINGS = [
     "user.model=llm",
@@ -91,8 +91,7 @@ def build_embedder(args: argparse.Namespace) -> Any:
 def run_sequential(args: argparse.Namespace, config: Config, dataset: Any, embedder: Any, shared: dict) -> float:
     llm = build_llm(args, config)
     envs = [
-        RecAgentCandidateEnv(dataset, "llm", config=config, llm=llm, embedder=embedder, **shared)
-        for _ in range(args.envs)
+        candidates_env(dataset, "llm", config=config, llm=llm, embedder=embedder, **shared) for _ in range(args.envs)
     ]
     rng = np.random.default_rng(0)
     rounds = args.steps // args.envs
@@ -116,7 +115,7 @@ def run_sequential(args: argparse.Namespace, config: Config, dataset: Any, embed
 
 def run_vector(args: argparse.Namespace, config: Config, dataset: Any, embedder: Any, shared: dict) -> float:
     llm = build_llm(args, config)
-    venv = RecAgentCandidateVectorEnv(args.envs, dataset, "llm", config=config, llm=llm, embedder=embedder, **shared)
+    venv = candidates_vector_env(args.envs, dataset, "llm", config=config, llm=llm, embedder=embedder, **shared)
     rng = np.random.default_rng(0)
     rounds = args.steps // args.envs
     scores = rng.uniform(-1.0, 1.0, size=(rounds, args.envs, venv.face.n_candidates)).astype(np.float32)
@@ -157,7 +156,7 @@ def main() -> None:
     dataset = load_dataset_from_config(config.data)
     embedder = build_embedder(args)
     # One retriever for all envs (its factorisation is the slowest part of building one), built outside the timing.
-    first = RecAgentCandidateEnv(dataset, "recsim", config=config)
+    first = candidates_env(dataset, "recsim", config=config)
     shared = {"retriever": first.retriever}
     latency = f": {args.batch_ms:g} ms per call + {args.prompt_ms:g} ms per prompt" if args.llm == "latency" else ""
     print(

@@ -13,8 +13,8 @@ import time
 import numpy as np
 import torch
 
-from recagent_gym.envs.candidate_slate_env import RecAgentCandidateEnv
 from recagent_gym.policies.item_scoring import CandidateScorer
+from recagent_gym.runs.make_env import candidates_env
 
 
 def main() -> None:
@@ -24,7 +24,7 @@ def main() -> None:
     args = parser.parse_args()
 
     start = time.perf_counter()
-    env = RecAgentCandidateEnv("bundled", "recsim", social=False)
+    env = candidates_env("bundled", "recsim", social=False)
     print(f"construction: {time.perf_counter() - start:.1f}s")
     obs, _ = env.reset(seed=0)
     observations = []

@@ -22,9 +22,9 @@ import numpy as np
 
 import recagent_gym
 from recagent_gym.data.load import load_dataset
-from recagent_gym.envs.recagent_env import RecAgentEnv
 from recagent_gym.llm.testing import HashingEmbedder, ScriptedLLM
 from recagent_gym.runs.config import Config
+from recagent_gym.runs.make_env import catalogue_env
 from recagent_gym.users.agent import LLMUserModel
 
 ROOT = os.path.dirname(recagent_gym.__file__)
@@ -112,7 +112,7 @@ def trace_env(name: str, verbose: bool, phases: bool) -> None:
     )
     rng = np.random.default_rng(0)
     if name == "v0":
-        env: Any = RecAgentEnv(dataset, model, config=config, max_pages=2, social=False)
+        env: Any = catalogue_env(dataset, model, config=config, max_pages=2, social=False)
 
         def action() -> np.ndarray:
             return rng.integers(0, dataset.n_items, size=5)

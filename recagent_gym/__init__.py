@@ -2,4 +2,4 @@
 
 __version__ = "0.1.0"
 
-import recagent_gym.envs  # noqa: F401  (registers the environments: recagent_gym/RecAgentCatalogue-v0, ...)
+import recagent_gym.runs.env_registration  # noqa: F401  (registers recagent_gym/RecAgentCatalogue-v0, ...)

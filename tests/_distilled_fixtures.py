@@ -8,6 +8,7 @@ from typing import Any
 from recagent_gym.llm.testing import HashingEmbedder
 from recagent_gym.runs.distill.collect import collect
 from recagent_gym.runs.distill.fit import FitSettings, distill
+from recagent_gym.runs.make_env import candidates_env
 from tests._agent_fixtures import make_config, make_model, tiny_dataset
 
 
@@ -30,10 +31,9 @@ def tiny_policy(folder: Path, config: Any) -> Path:
 
     from stable_baselines3 import PPO
 
-    from recagent_gym.envs.candidate_slate_env import RecAgentCandidateEnv
     from recagent_gym.policies.item_scoring import ItemScoringPolicy
 
-    env = RecAgentCandidateEnv(tiny_dataset(), "recsim", config=config, n_candidates=10)
+    env = candidates_env(tiny_dataset(), "recsim", config=config, n_candidates=10)
     model = PPO(ItemScoringPolicy, env, n_steps=16, batch_size=16, seed=0, device="cpu",
                 policy_kwargs={"page_size": env.page_size})  # fmt: skip
     model.learn(32)

@@ -14,7 +14,7 @@ import pytest
 from recagent_gym.data.load import load_dataset
 from recagent_gym.data.schema import Dataset
 from recagent_gym.runs.config import load_config
-from recagent_gym.runs.evaluation.config import EvaluationConfig
+from recagent_gym.runs.config.evaluation_section import EvaluationConfig
 from recagent_gym.runs.evaluation.subjects import Resources
 
 GENRES = ("Action", "Comedy", "Drama", "Horror", "Romance", "Sci-Fi")

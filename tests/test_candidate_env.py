@@ -10,8 +10,8 @@ from gymnasium.utils.env_checker import check_env
 
 import recagent_gym  # noqa: F401  (registers the envs)
 from recagent_gym.envs import CANDIDATES_ENV_ID
-from recagent_gym.envs.candidate_slate_env import RecAgentCandidateEnv
 from recagent_gym.envs.candidates import DEFAULT_MIX, CandidateRetriever
+from recagent_gym.runs.make_env import candidates_env
 from recagent_gym.session.tables import SessionTables
 
 from ._agent_fixtures import make_model, tiny_dataset
@@ -25,7 +25,7 @@ def dataset():
 
 def _env(dataset, user_model="recsim", **kwargs):
     kwargs.setdefault("n_candidates", 20)
-    return RecAgentCandidateEnv(dataset, user_model, social=False, **kwargs)
+    return candidates_env(dataset, user_model, social=False, **kwargs)
 
 
 @pytest.mark.parametrize("user_model", ["recsim", "embedding"])
@@ -45,7 +45,7 @@ def test_check_env_and_observations_stay_in_space(dataset, user_model, action_mo
 
 def test_llm_users_in_v1():
     dataset = tiny_dataset()
-    env = RecAgentCandidateEnv(dataset, make_model(), social=False, n_candidates=6, page_size=3, max_pages=3)
+    env = candidates_env(dataset, make_model(), social=False, n_candidates=6, page_size=3, max_pages=3)
     check_env(env, skip_render_check=True)
     obs, _ = env.reset(seed=0)
     for _ in range(20):

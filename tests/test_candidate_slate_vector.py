@@ -9,10 +9,10 @@ import pytest
 
 import recagent_gym  # noqa: F401  (registers the envs)
 from recagent_gym.envs import CANDIDATES_ENV_ID
-from recagent_gym.envs.candidate_slate_env import RecAgentCandidateEnv
 from recagent_gym.envs.candidate_slate_vector import RecAgentCandidateVectorEnv
 from recagent_gym.envs.config import EnvConfig
 from recagent_gym.runs.config import Config
+from recagent_gym.runs.make_env import candidates_env, candidates_vector_env
 from recagent_gym.users.config import UserConfig
 from recagent_gym.users.recsim import RecSimUser
 
@@ -65,7 +65,7 @@ def _trace(obs, reward, terminated, truncated, info):
 def single_traces(dataset, seeds, actions):
     traces = []
     for i, seed in enumerate(seeds):
-        env = RecAgentCandidateEnv(dataset, "recsim", config=STATELESS, social=False, n_candidates=K)
+        env = candidates_env(dataset, "recsim", config=STATELESS, social=False, n_candidates=K)
         env.reset(seed=seed)
         trace = []
         for step_actions in actions:
@@ -83,7 +83,7 @@ def single_traces(dataset, seeds, actions):
 @pytest.mark.parametrize("num_envs", [1, 4])
 def test_vector_equals_sequential_envs(dataset, num_envs):
     actions = np.random.default_rng(0).uniform(-1, 1, size=(25, num_envs, K)).astype(np.float32)
-    venv = RecAgentCandidateVectorEnv(num_envs, dataset, "recsim", config=STATELESS, social=False, n_candidates=K)
+    venv = candidates_vector_env(num_envs, dataset, "recsim", config=STATELESS, social=False, n_candidates=K)
     venv.reset(seed=11)
     traces: list[list] = [[] for _ in range(num_envs)]
     for step_actions in actions:
@@ -101,7 +101,7 @@ def test_vector_equals_sequential_envs(dataset, num_envs):
 
 
 def test_what_a_user_was_shown_is_the_populations(dataset):
-    venv = RecAgentCandidateVectorEnv(
+    venv = candidates_vector_env(
         4, dataset, "recsim", max_pages=1, social=False, n_candidates=K, users=[0, 1, 2, 3, 4]
     )  # every session lasts one page; five users for four sub-envs
     obs, infos = venv.reset(seed=0)
@@ -129,7 +129,7 @@ def test_one_respond_batch_per_step_for_all_sub_envs(dataset):
             self.batches.append(len(requests))
             return super().respond_batch(requests, rngs)
 
-    venv = RecAgentCandidateVectorEnv(4, dataset, CountingUser(dataset), social=False, n_candidates=K)
+    venv = candidates_vector_env(4, dataset, CountingUser(dataset), social=False, n_candidates=K)
     venv.reset(seed=0)
     for _ in range(6):
         venv.step(venv.action_space.sample())
@@ -148,7 +148,7 @@ def test_llm_users_answer_all_sub_envs_in_one_batch():
         return respond_batch(requests, rngs)
 
     model.respond_batch = counted
-    venv = RecAgentCandidateVectorEnv(4, tiny_dataset(), model, page_size=3, max_pages=3, social=False, n_candidates=6)
+    venv = candidates_vector_env(4, tiny_dataset(), model, page_size=3, max_pages=3, social=False, n_candidates=6)
     venv.reset(seed=0)
     for _ in range(5):
         before = len(calls)
@@ -159,7 +159,7 @@ def test_llm_users_answer_all_sub_envs_in_one_batch():
 
 def test_reset_seeds_reproduce_and_users_are_never_shared():
     dataset = tiny_dataset()  # 6 users for 4 sub-envs: draws land on busy users
-    venv = RecAgentCandidateVectorEnv(4, dataset, "recsim", page_size=3, max_pages=2, social=False, n_candidates=6)
+    venv = candidates_vector_env(4, dataset, "recsim", page_size=3, max_pages=2, social=False, n_candidates=6)
     runs = []
     for _ in range(2):
         venv.reset(seed=3)
@@ -174,4 +174,4 @@ def test_reset_seeds_reproduce_and_users_are_never_shared():
         runs.append(run)
     assert runs[0] == runs[1] and redraws > 0
     with pytest.raises(ValueError, match="one user per sub-env"):
-        RecAgentCandidateVectorEnv(7, dataset, "recsim", page_size=3, social=False, n_candidates=6)
+        candidates_vector_env(7, dataset, "recsim", page_size=3, social=False, n_candidates=6)

@@ -13,6 +13,7 @@ pytest.importorskip("pyarrow")
 from recagent_gym.runs.config import Config
 from recagent_gym.runs.distill import logs
 from recagent_gym.runs.distill.fit import split_users
+from recagent_gym.runs.make_env import catalogue_env, catalogue_vector_env
 from recagent_gym.users.distilled.errors import DistillError
 from recagent_gym.users.distilled.saved_model import Artefact
 from recagent_gym.users.distilled.user import DistilledUser
@@ -109,12 +110,10 @@ def test_wrong_dataset_and_missing_artefact_are_one_line_errors(artefact_dir, tm
 
 
 def test_factory_and_envs_take_user_model_distilled(artefact_dir):
-    from recagent_gym.envs.recagent_env import RecAgentEnv
-    from recagent_gym.envs.vector import RecAgentVectorEnv
 
     config = Config.model_validate({"user": {"model": "distilled", "distilled_path": str(artefact_dir[0])}})
     assert isinstance(build_user_model("distilled", tiny_dataset(), config.user), DistilledUser)
-    env = RecAgentEnv(tiny_dataset(), "distilled", config=config)
+    env = catalogue_env(tiny_dataset(), "distilled", config=config)
     env.reset(seed=0)
     rewards = []
     for step in range(50):
@@ -123,7 +122,7 @@ def test_factory_and_envs_take_user_model_distilled(artefact_dir):
         if terminated or truncated:
             env.reset()
     assert sum(rewards) > 0
-    venv = RecAgentVectorEnv(3, tiny_dataset(), "distilled", config=config)
+    venv = catalogue_vector_env(3, tiny_dataset(), "distilled", config=config)
     venv.reset(seed=0)
     for step in range(20):
         venv.step(np.stack([np.arange(5) + 5 * ((step + k) % 6) for k in range(3)]))
@@ -146,13 +145,12 @@ def test_a_subset_of_the_users_reuses_the_model_by_raw_id(artefact_dir):
 
 def test_ratings_follow_the_llm_agents_timing(artefact_dir):
     """Deferred (the LLM agent's default): a watch earns the env's plain watch reward, as with the LLM users."""
-    from recagent_gym.envs.recagent_env import RecAgentEnv
 
     for timing, rated in (("deferred", False), ("inline", True)):
         config = Config.model_validate(
             {"user": {"model": "distilled", "distilled_path": str(artefact_dir[0]), "feeling_timing": timing}}
         )
-        env = RecAgentEnv(tiny_dataset(), "distilled", config=config)
+        env = catalogue_env(tiny_dataset(), "distilled", config=config)
         env.reset(seed=0)
         seen = []
         for step in range(60):

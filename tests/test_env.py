@@ -13,10 +13,10 @@ from stable_baselines3.common.env_checker import check_env as sb3_check_env
 import recagent_gym
 from recagent_gym.envs import DEFAULT_MAX_EPISODE_STEPS, ENV_ID
 from recagent_gym.envs.config import EnvConfig
-from recagent_gym.envs.recagent_env import RecAgentEnv
 from recagent_gym.envs.reward import StepOutcome, step_reward
 from recagent_gym.envs.wrappers import FlatObservation, GenreActionWrapper, ScoreActionWrapper, wrap_for_training
 from recagent_gym.runs.config import Config
+from recagent_gym.runs.make_env import catalogue_env
 from recagent_gym.users.config import UserConfig
 from recagent_gym.users.protocol import Action, Response
 
@@ -53,8 +53,8 @@ def test_checkers_pass_on_the_registered_env(dataset, user_model):
         warnings.simplefilter("error", category=UserWarning)  # the checkers report problems as warnings
         check_env(env.unwrapped)
     sb3_check_env(env.unwrapped, warn=False)
-    sb3_check_env(wrap_for_training(RecAgentEnv(dataset, user_model)), warn=False)
-    sb3_check_env(GenreActionWrapper(RecAgentEnv(dataset, user_model)), warn=False)
+    sb3_check_env(wrap_for_training(catalogue_env(dataset, user_model)), warn=False)
+    sb3_check_env(GenreActionWrapper(catalogue_env(dataset, user_model)), warn=False)
 
 
 def test_two_runs_with_one_seed_are_identical(dataset):
@@ -69,7 +69,7 @@ def test_two_runs_with_one_seed_are_identical(dataset):
 
 
 def test_reset_option_picks_the_user_and_rejects_unknown(dataset):
-    env = RecAgentEnv(dataset, "recsim")
+    env = catalogue_env(dataset, "recsim")
     obs, info = env.reset(seed=0, options={"user_id": 5})
     assert info["user_id"] == 5 and obs["user_id"][0] == 5
     with pytest.raises(ValueError, match="user_id"):
@@ -77,7 +77,7 @@ def test_reset_option_picks_the_user_and_rejects_unknown(dataset):
 
 
 def test_duplicates_and_watched_items_are_replaced_and_reported(dataset):
-    env = RecAgentEnv(dataset, "recsim", page_size=4)
+    env = catalogue_env(dataset, "recsim", page_size=4)
     env.reset(seed=0, options={"user_id": 0})
     watched = int(env.tables.histories[0][0])
     fresh = int(np.flatnonzero(~env.seen_mask)[0])
@@ -91,7 +91,7 @@ def test_duplicates_and_watched_items_are_replaced_and_reported(dataset):
 
 def test_allow_rule_shows_the_page_as_given(dataset):
     config = Config(env=EnvConfig(duplicate_rule="allow"))
-    env = RecAgentEnv(dataset, "recsim", page_size=3, config=config)
+    env = catalogue_env(dataset, "recsim", page_size=3, config=config)
     env.reset(seed=0)
     _, _, _, _, info = env.step(np.array([4, 4, 4]))
     assert info["page"] == (4, 4, 4) and info["duplicates_replaced"] == 2
@@ -99,7 +99,7 @@ def test_allow_rule_shows_the_page_as_given(dataset):
 
 def test_search_is_served_within_the_step(dataset):
     config = Config(user=UserConfig(recsim_search_prob=1.0, recsim_no_click_mass=1e6, patience=1e6))
-    env = RecAgentEnv(dataset, "recsim", config=config)
+    env = catalogue_env(dataset, "recsim", config=config)
     env.reset(seed=0)
     _, reward, _, _, info = env.step(env.action_space.sample())
     assert info["action"] == "search" and info["query"] in dataset.genres
@@ -119,7 +119,7 @@ def test_reward_is_configurable_and_pure():
 
 def test_session_ends_at_max_pages(dataset):
     config = Config(user=UserConfig(patience=1e9, recsim_time_budget=1e9))
-    env = RecAgentEnv(dataset, "recsim", max_pages=3, config=config)
+    env = catalogue_env(dataset, "recsim", max_pages=3, config=config)
     env.reset(seed=0)
     flags = [env.step(env.action_space.sample())[2:4] for _ in range(3)]
     assert flags == [(False, False), (False, False), (False, True)]
@@ -128,19 +128,19 @@ def test_session_ends_at_max_pages(dataset):
 
 
 def test_wrappers_map_actions_to_unseen_pages(dataset):
-    env = ScoreActionWrapper(RecAgentEnv(dataset, "recsim"))
+    env = ScoreActionWrapper(catalogue_env(dataset, "recsim"))
     env.reset(seed=0)
     core = env.unwrapped
     seen_before = core.seen_mask.copy()
     _, _, _, _, info = env.step(env.action_space.sample())
     assert not seen_before[list(info["page"])].any() and info["watched_replaced"] == 0
-    flat = FlatObservation(RecAgentEnv(dataset, "recsim"), keys=None)
+    flat = FlatObservation(catalogue_env(dataset, "recsim"), keys=None)
     obs, _ = flat.reset(seed=0)
     assert flat.observation_space.contains(obs)
 
 
 def test_state_round_trip_replays_the_future(dataset):
-    env = RecAgentEnv(dataset, "recsim")
+    env = catalogue_env(dataset, "recsim")
     env.reset(seed=3)
     for _ in range(4):
         if any(env.step(env.action_space.sample())[2:4]):
@@ -163,7 +163,7 @@ def test_state_round_trip_replays_the_future(dataset):
 
 
 def test_render_ansi(dataset):
-    env = RecAgentEnv(dataset, "recsim", render_mode="ansi")
+    env = catalogue_env(dataset, "recsim", render_mode="ansi")
     env.reset(seed=0)
     env.step(env.action_space.sample())
     assert "page 0" in env.render()

@@ -14,6 +14,7 @@ from recagent_gym.envs import ENV_ID
 from recagent_gym.envs.recagent_env import RecAgentEnv
 from recagent_gym.envs.vector import RecAgentVectorEnv
 from recagent_gym.llm.testing import HashingEmbedder
+from recagent_gym.runs.make_env import catalogue_env
 
 from ._agent_fixtures import make_model, tiny_dataset
 
@@ -39,13 +40,13 @@ def bundled():
 @pytest.mark.parametrize("user_model", ["recsim", "embedding"])
 def test_observations_stay_in_the_space_with_classical_users(bundled, user_model):
     embedder = HashingEmbedder(32) if user_model == "embedding" else None
-    env = RecAgentEnv(bundled, user_model, embedder=embedder)
+    env = catalogue_env(bundled, user_model, embedder=embedder)
     assert steps_outside_the_space(env, 3000) == 0
 
 
 def test_observations_stay_in_the_space_with_llm_users():
     model = make_model(overrides={"social": {"max_active_agents": 2}})
-    env = RecAgentEnv(tiny_dataset(), model, page_size=3, max_pages=20)
+    env = catalogue_env(tiny_dataset(), model, page_size=3, max_pages=20)
     assert steps_outside_the_space(env, 2000) == 0
 
 

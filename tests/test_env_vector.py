@@ -7,9 +7,9 @@ import pytest
 from stable_baselines3.common.vec_env import VecEnv
 
 from recagent_gym.envs.config import EnvConfig
-from recagent_gym.envs.recagent_env import RecAgentEnv
-from recagent_gym.envs.vector import RecAgentVectorEnv, SB3VecEnv
+from recagent_gym.envs.vector import SB3VecEnv
 from recagent_gym.runs.config import Config
+from recagent_gym.runs.make_env import catalogue_env, catalogue_vector_env
 from recagent_gym.users.config import UserConfig
 from recagent_gym.users.recsim import RecSimUser
 
@@ -28,7 +28,7 @@ def dataset():
 def single_traces(dataset, seeds, actions):
     traces = []
     for i, seed in enumerate(seeds):
-        env = RecAgentEnv(dataset, "recsim", config=STATELESS)
+        env = catalogue_env(dataset, "recsim", config=STATELESS)
         obs, _ = env.reset(seed=seed)
         trace = []
         for step_actions in actions:
@@ -45,7 +45,7 @@ def single_traces(dataset, seeds, actions):
 def test_vector_equals_single_envs(dataset, num_envs):
     rng = np.random.default_rng(0)
     actions = rng.integers(0, dataset.n_items, size=(60, num_envs, 5))
-    venv = RecAgentVectorEnv(num_envs, dataset, "recsim", config=STATELESS)
+    venv = catalogue_vector_env(num_envs, dataset, "recsim", config=STATELESS)
     venv.reset(seed=11)
     traces: list[list] = [[] for _ in range(num_envs)]
     redraws = 0
@@ -69,7 +69,7 @@ def test_one_batch_per_step(dataset):
             self.batches.append(len(requests))
             return super().respond_batch(requests, rngs)
 
-    venv = RecAgentVectorEnv(4, dataset, CountingUser(dataset), action="score", flatten=True)
+    venv = catalogue_vector_env(4, dataset, CountingUser(dataset), action="score", flatten=True)
     obs, _ = venv.reset(seed=0)
     assert obs.shape == (4, venv.single_observation_space.shape[0])
     for _ in range(5):
@@ -78,7 +78,7 @@ def test_one_batch_per_step(dataset):
 
 
 def test_sb3_adapter_reports_terminal_observations(dataset):
-    venv = SB3VecEnv(RecAgentVectorEnv(2, dataset, "recsim", action="score", flatten=True))
+    venv = SB3VecEnv(catalogue_vector_env(2, dataset, "recsim", action="score", flatten=True))
     assert isinstance(venv, VecEnv)
     venv.seed(3)
     obs = venv.reset()
@@ -97,7 +97,7 @@ def test_sb3_adapter_reports_terminal_observations(dataset):
 
 
 def test_vector_state_round_trip(dataset):
-    venv = RecAgentVectorEnv(2, dataset, "recsim")
+    venv = catalogue_vector_env(2, dataset, "recsim")
     venv.reset(seed=1)
     actions = np.random.default_rng(0).integers(0, dataset.n_items, size=(15, 2, 5))
     state = venv.get_state()
@@ -149,7 +149,7 @@ def test_sub_envs_starting_together_share_one_social_round(dataset):
             return [{**post, "fallback": False, "tokens": 0, "latency_s": 0.0}]
 
     user = SocialUser(dataset)
-    venv = RecAgentVectorEnv(4, dataset, user, max_pages=1, social=True)  # every session lasts one page
+    venv = catalogue_vector_env(4, dataset, user, max_pages=1, social=True)  # every session lasts one page
     venv.reset(seed=0)
     assert user.rounds == []  # the world's first sessions start without a round
     for step in range(1, 4):
@@ -164,7 +164,7 @@ def test_sub_envs_starting_together_share_one_social_round(dataset):
         assert [(e["kind"], e["text"], e["titles"]) for e in reported[0]] == [("post", f"round {step}", ["Movie 1"])]
         assert [info["reset"].get("social_round_env") for info in infos["env_infos"]] == [None, 0, 0, 0]
 
-    single = RecAgentEnv(dataset, SocialUser(dataset), max_pages=1, social=True)
+    single = catalogue_env(dataset, SocialUser(dataset), max_pages=1, social=True)
     single.reset(seed=0)
     for _ in range(3):
         single.step(single.action_space.sample())

@@ -166,7 +166,7 @@ def test_runs_with_fewer_settings_or_models_share_users_and_results(tiny_ml: Dat
 def test_min_interactions_must_exceed_the_held_out_size() -> None:
     from pydantic import ValidationError
 
-    from recagent_gym.runs.evaluation.config import EvaluationConfig
+    from recagent_gym.runs.config.evaluation_section import EvaluationConfig
 
     with pytest.raises(ValidationError, match="min_interactions"):
         EvaluationConfig(min_interactions=3, settings=[(3, 3)])

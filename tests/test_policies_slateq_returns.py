@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from recagent_gym.envs.candidate_slate_env import RecAgentCandidateEnv
 from recagent_gym.policies.candidate_baselines import PopularCandidates
 from recagent_gym.policies.slateq import SlateQ, _flush, _Replay
+from recagent_gym.runs.make_env import candidates_env
 from recagent_gym.runs.policies.evaluate_policies import EvalProtocol, run_sessions
 
 from ._env_fixtures import make_dataset
@@ -40,7 +40,7 @@ def test_one_step_is_the_plain_td_transition():
 
 
 def test_watches_count_only_pages_with_a_watch():
-    env = RecAgentCandidateEnv(make_dataset(), "recsim", social=False, n_candidates=20)
+    env = candidates_env(make_dataset(), "recsim", social=False, n_candidates=20)
     record = run_sessions(PopularCandidates(env), env, EvalProtocol(users=np.arange(6), swapped=False))
     assert sum(record.watches) < sum(record.pages)  # v1 writes item -1 when nothing was watched
 

@@ -5,12 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from recagent_gym.envs.recagent_env import RecAgentEnv
-from recagent_gym.envs.vector import RecAgentVectorEnv
 from recagent_gym.recommenders.config import RecommenderConfig
 from recagent_gym.recommenders.factory import BASELINES, build_recommender
 from recagent_gym.recommenders.mf import MFRecommender
 from recagent_gym.recommenders.search import CatalogueSearch
+from recagent_gym.runs.make_env import catalogue_env, catalogue_vector_env
 
 from ._env_fixtures import make_dataset
 
@@ -23,7 +22,7 @@ def dataset():
 @pytest.mark.parametrize("name", BASELINES)
 def test_every_baseline_runs_single_and_batched(dataset, name):
     recommender = build_recommender(name, dataset, RecommenderConfig(), page_size=5, seed=0)
-    env = RecAgentEnv(dataset, "recsim")
+    env = catalogue_env(dataset, "recsim")
     obs, _ = env.reset(seed=0)
     for _ in range(12):
         page, state = recommender.predict(obs, deterministic=True)
@@ -33,7 +32,7 @@ def test_every_baseline_runs_single_and_batched(dataset, name):
         obs, _, terminated, truncated, _ = env.step(page)
         if terminated or truncated:
             obs, _ = env.reset()
-    venv = RecAgentVectorEnv(3, dataset, "recsim")
+    venv = catalogue_vector_env(3, dataset, "recsim")
     batch, _ = venv.reset(seed=0)
     pages, _ = recommender.predict(batch)
     assert pages.shape == (3, 5)

@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 import torch
 
-from recagent_gym.envs.candidate_slate_env import RecAgentCandidateEnv
 from recagent_gym.policies.bandit import LinUCB, bandit_features, train_bandit
 from recagent_gym.policies.candidate_baselines import OracleCandidates, PopularCandidates, rank_action
 from recagent_gym.policies.config import TrainConfig
 from recagent_gym.policies.item_scoring import CandidateScorer, ItemScoringPolicy
 from recagent_gym.runs.config import Config
+from recagent_gym.runs.make_env import candidates_env
 from recagent_gym.runs.policies.comparison import learner_steps, run_comparison
 
 from ._env_fixtures import make_dataset
@@ -25,7 +25,7 @@ def dataset():
 
 
 def _env(dataset, **kwargs):
-    return RecAgentCandidateEnv(dataset, "recsim", social=False, n_candidates=20, **kwargs)
+    return candidates_env(dataset, "recsim", social=False, n_candidates=20, **kwargs)
 
 
 def test_scorer_shares_weights_across_candidates(dataset):

@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 import torch
 
-from recagent_gym.envs.candidate_slate_env import RecAgentCandidateEnv
 from recagent_gym.envs.encoding import quantile01
 from recagent_gym.policies.item_scoring import CandidateScorer, ItemScoringPolicy, interaction_features
 from recagent_gym.policies.slate_distribution import PlackettLuceDistribution, decode_page, encode_page
+from recagent_gym.runs.make_env import candidates_env
 
 from ._env_fixtures import make_dataset
 
@@ -25,7 +25,7 @@ def _batch(obs):
 
 
 def test_encoded_page_is_what_the_env_shows_and_decodes_back(dataset):
-    env = RecAgentCandidateEnv(dataset, "recsim", social=False, n_candidates=20)
+    env = candidates_env(dataset, "recsim", social=False, n_candidates=20)
     env.reset(seed=0)
     page = torch.tensor([[7, 2, 19, 0, 11]])
     action = encode_page(page, 20)
@@ -52,7 +52,7 @@ def test_plackett_luce_samples_distinct_pages_and_its_log_prob_sums_to_one():
 def test_ppo_with_plackett_luce_pages_learns_and_predicts_a_page(dataset):
     from stable_baselines3 import PPO
 
-    env = RecAgentCandidateEnv(dataset, "recsim", social=False, n_candidates=20)
+    env = candidates_env(dataset, "recsim", social=False, n_candidates=20)
     model = PPO(ItemScoringPolicy, env, n_steps=32, batch_size=32, seed=0, device="cpu", policy_kwargs={"page_size": 5})
     assert isinstance(model.policy.action_dist, PlackettLuceDistribution)
     assert not hasattr(model.policy, "log_std")
@@ -63,7 +63,7 @@ def test_ppo_with_plackett_luce_pages_learns_and_predicts_a_page(dataset):
 
 
 def test_scorer_sees_user_x_item_products(dataset):
-    env = RecAgentCandidateEnv(dataset, "recsim", social=False, n_candidates=20)
+    env = candidates_env(dataset, "recsim", social=False, n_candidates=20)
     obs, _ = env.reset(seed=0)
     batch = _batch(obs)
     n_genres = obs["user"].shape[0] - 3
@@ -93,7 +93,7 @@ def test_scorer_sees_user_x_item_products(dataset):
 
 def test_item_columns_are_catalogue_quantiles(dataset):
     assert quantile01(np.array([3.0, 1.0, 2.0, 2.0])).tolist() == [1.0, 0.0, 0.5, 0.5]
-    env = RecAgentCandidateEnv(dataset, "recsim", social=False, n_candidates=20)
+    env = candidates_env(dataset, "recsim", social=False, n_candidates=20)
     g = env.tables.n_genres
     rating = env.item_features[:, g + 2]
     assert rating.min() == 0.0 and rating.max() == 1.0
@@ -101,20 +101,20 @@ def test_item_columns_are_catalogue_quantiles(dataset):
 
 
 def test_envs_share_a_retriever_and_reject_a_mismatched_one(dataset):
-    first = RecAgentCandidateEnv(dataset, "recsim", social=False, n_candidates=20)
-    second = RecAgentCandidateEnv(dataset, "recsim", social=False, n_candidates=20, retriever=first.retriever)
+    first = candidates_env(dataset, "recsim", social=False, n_candidates=20)
+    second = candidates_env(dataset, "recsim", social=False, n_candidates=20, retriever=first.retriever)
     assert second.retriever is first.retriever
     a, _ = first.reset(seed=3, options={"user_id": 2})
     b, _ = second.reset(seed=3, options={"user_id": 2})
     assert np.array_equal(a["candidates"], b["candidates"])
     with pytest.raises(ValueError, match="retriever: built for K=20"):
-        RecAgentCandidateEnv(dataset, "recsim", social=False, n_candidates=30, retriever=first.retriever)
+        candidates_env(dataset, "recsim", social=False, n_candidates=30, retriever=first.retriever)
 
 
 def test_linucb_width_is_the_quadratic_form(dataset):
     from recagent_gym.policies.bandit import LinUCB, bandit_features
 
-    env = RecAgentCandidateEnv(dataset, "recsim", social=False, n_candidates=20)
+    env = candidates_env(dataset, "recsim", social=False, n_candidates=20)
     obs, _ = env.reset(seed=0)
     phi = bandit_features(obs, env.tables.n_genres)
     bandit = LinUCB(phi.shape[1], env.tables.n_genres, alpha=1.0)
@@ -126,7 +126,7 @@ def test_linucb_width_is_the_quadratic_form(dataset):
 def test_oracle_reads_the_distilled_users_noise_free_score(dataset):
     from recagent_gym.policies.candidate_baselines import OracleCandidates
 
-    env = RecAgentCandidateEnv(dataset, "embedding", social=False, n_candidates=20)
+    env = candidates_env(dataset, "embedding", social=False, n_candidates=20)
     obs, _ = env.reset(seed=0)
 
     class Distilled:  # the DistilledUser's scoring surface: mean_scores, no oracle_utilities

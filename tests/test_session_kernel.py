@@ -7,8 +7,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from recagent_gym.envs.recagent_env import RecAgentEnv
-from recagent_gym.envs.vector import RecAgentVectorEnv
+from recagent_gym.runs.make_env import catalogue_env, catalogue_vector_env
 from recagent_gym.session import RecommenderSession, SessionTables, observe
 from recagent_gym.session.observation import ObservationBatch
 from recagent_gym.users.protocol import Action, Context, Page, Response
@@ -65,7 +64,7 @@ def test_seen_mask_is_a_view_of_the_flags_the_step_reads(tables) -> None:
 
 def test_batched_vector_observations_equal_each_sessions_observation() -> None:
     dataset = make_dataset()
-    venv = RecAgentVectorEnv(5, dataset, "recsim", page_size=4, max_pages=3)
+    venv = catalogue_vector_env(5, dataset, "recsim", page_size=4, max_pages=3)
     obs, _ = venv.reset(seed=1)
     rng = np.random.default_rng(0)
     finished = 0
@@ -84,7 +83,7 @@ def test_batched_vector_observations_equal_each_sessions_observation() -> None:
 
 
 def test_single_env_accepts_a_page_of_any_shape_with_page_size_ids() -> None:
-    env = RecAgentEnv(make_dataset(), "recsim", page_size=4)
+    env = catalogue_env(make_dataset(), "recsim", page_size=4)
     env.reset(seed=0)
     env.step(np.arange(4).reshape(4, 1))
     env.step([5, 6, 7, 8])

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from recagent_gym.runs.simulator.config import SimulationConfig
+from recagent_gym.runs.config.simulation_section import SimulationConfig
 from recagent_gym.session.activation import Activation, fit_pareto, pareto_cdf, pareto_levels
 
 
@@ -88,7 +88,7 @@ def test_fit_rejects_degenerate_samples() -> None:
 
 
 def test_one_agent_falls_back_to_the_configured_alpha() -> None:
-    from recagent_gym.runs.simulator.config import SimulationConfig
+    from recagent_gym.runs.config.simulation_section import SimulationConfig
     from recagent_gym.session.activation import Activation
 
     config = SimulationConfig(agents=1, activation="pareto", fit_activity=True, pareto_alpha=2.5)

@@ -11,10 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from recagent_gym.envs.recagent_env import RecAgentEnv
 from recagent_gym.policies.config import TrainConfig
 from recagent_gym.recommenders.factory import build_recommender
 from recagent_gym.runs.config import Config, ConfigError
+from recagent_gym.runs.make_env import catalogue_env
 from recagent_gym.runs.policies.evaluate_policies import (
     EvalProtocol,
     PolicyMetrics,
@@ -55,7 +55,7 @@ def test_train_then_evaluate_in_process(tmp_path, dataset, algorithm, action):
     assert list((tmp_path / "checkpoints").glob("*.zip"))
     assert "user:" in (tmp_path / "config.yaml").read_text()
     assert json.loads((tmp_path / "policy.json").read_text())["action"] == action
-    env = RecAgentEnv(dataset, "recsim", config=config)
+    env = catalogue_env(dataset, "recsim", config=config)
     recommenders = {
         "random": build_recommender("random", dataset, config.recommender, env.page_size),
         algorithm: PolicyRecommender.load(result.policy_path, env),
@@ -126,7 +126,7 @@ class _FavouriteGenre:
 def test_swapped_encoding_hurts_a_personalised_recommender_not_popularity(dataset):
     config = Config()
     config.user.model = "recsim"
-    env = RecAgentEnv(dataset, "recsim", config=config, social=False)
+    env = catalogue_env(dataset, "recsim", config=config, social=False)
     protocol = EvalProtocol(users=np.arange(dataset.n_users), sessions_per_user=3, seed=0, n_boot=500)
     results = evaluate_recommenders(
         {
@@ -148,7 +148,7 @@ def test_swapped_encoding_hurts_a_personalised_recommender_not_popularity(datase
 def test_each_held_out_user_starts_from_the_same_state_for_every_recommender(dataset):
     config = Config()
     config.user.model = "recsim"
-    env = RecAgentEnv(dataset, "recsim", config=config, social=False)
+    env = catalogue_env(dataset, "recsim", config=config, social=False)
     protocol = EvalProtocol(users=np.array([3, 7, 11]), sessions_per_user=2, seed=5, swapped=False)
     seen = []
     rec = build_recommender("popularity", dataset, config.recommender, env.page_size)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, NamedTuple
 
 import gymnasium as gym
@@ -24,9 +23,9 @@ from recagent_gym.data.schema import Dataset
 from recagent_gym.envs.candidates import CandidateRetriever
 from recagent_gym.envs.encoding import Encoder, item_feature_table
 from recagent_gym.envs.render import render_ansi, render_rgb
-from recagent_gym.envs.resolve import build_kernel, build_users, resolve_config, resolve_dataset, world_weights
+from recagent_gym.envs.resolve import build_kernel, build_users, resolve_dataset, world_weights
 from recagent_gym.envs.reward import RewardFn, reward_from_config
-from recagent_gym.runs.config import Config
+from recagent_gym.envs.settings import WorldSettings, require_settings
 from recagent_gym.session import RecommenderSession, SessionStream, StepResult
 from recagent_gym.users.protocol import UserModel
 
@@ -150,7 +149,7 @@ class RecAgentCandidateEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         page_size: int | None = None,
         max_pages: int | None = None,
         social: bool | None = None,
-        config: Config | str | Path | Mapping[str, Any] | None = None,
+        config: WorldSettings | None = None,
         *,
         n_candidates: int = 50,
         action_mode: str = "scores",
@@ -167,7 +166,7 @@ class RecAgentCandidateEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
     ) -> None:
         if action_mode not in ACTION_MODES:
             raise ValueError(f"unknown action_mode {action_mode!r}; expected one of {', '.join(ACTION_MODES)}")
-        self.config = resolve_config(config)
+        self.config = require_settings(config, "RecAgentCandidateEnv")
         self.dataset = resolve_dataset(dataset, self.config)
         self.kernel = build_kernel(
             self.dataset, self.config, page_size, max_pages, social, history_length=history_length

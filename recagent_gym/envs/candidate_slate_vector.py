@@ -20,8 +20,7 @@ Sub-env ``i`` reset with seed ``s + i`` otherwise runs as ``RecAgentCandidateEnv
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -31,8 +30,7 @@ from gymnasium.vector.utils import batch_space
 
 from recagent_gym.data.schema import Dataset
 from recagent_gym.envs.candidate_slate_env import RecAgentCandidateEnv, SlateStream
-from recagent_gym.envs.resolve import resolve_config
-from recagent_gym.runs.config import Config
+from recagent_gym.envs.settings import WorldSettings, require_settings
 from recagent_gym.users.protocol import UserModel
 
 
@@ -54,7 +52,7 @@ class RecAgentCandidateVectorEnv(gym.vector.VectorEnv):
         page_size: int | None = None,
         max_pages: int | None = None,
         social: bool | None = None,
-        config: Config | str | Path | Mapping[str, Any] | None = None,
+        config: WorldSettings | None = None,
         *,
         render_mode: str | None = None,
         max_episode_steps: int | None = None,
@@ -65,7 +63,7 @@ class RecAgentCandidateVectorEnv(gym.vector.VectorEnv):
         if render_mode is not None:
             raise ValueError(f"RecAgentCandidateVectorEnv does not render (render_mode={render_mode!r})")
         if max_episode_steps is not None:  # from gymnasium.make_vec: the registration's TimeLimit, as a page limit
-            config = resolve_config(config)
+            config = require_settings(config, "RecAgentCandidateVectorEnv")
             cfg_pages = max_pages if max_pages is not None else config.env.max_pages
             max_pages = min(int(cfg_pages), int(max_episode_steps))
         self.face = RecAgentCandidateEnv(dataset, user_model, page_size, max_pages, social, config, **candidate_args)

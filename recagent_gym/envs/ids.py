@@ -15,15 +15,6 @@ CANDIDATES_ENV_ID = "recagent_gym/RecAgentCandidates-v0"
 """:class:`~recagent_gym.envs.candidate_slate_env.RecAgentCandidateEnv`: each page is chosen among K retrieved
 candidates."""
 
-ENTRY_POINTS: dict[str, tuple[str, str | None]] = {
-    CATALOGUE_ENV_ID: ("recagent_gym.envs.recagent_env:RecAgentEnv", "recagent_gym.envs.vector:RecAgentVectorEnv"),
-    CANDIDATES_ENV_ID: (
-        "recagent_gym.envs.candidate_slate_env:RecAgentCandidateEnv",
-        "recagent_gym.envs.candidate_slate_vector:RecAgentCandidateVectorEnv",
-    ),
-}
-"""Id -> (entry point, vector entry point)."""
-
 RENAMED: dict[str, str] = {
     "recagent_gym/RecAgent-v0": CATALOGUE_ENV_ID,
     "recagent_gym/RecAgent-v1": CANDIDATES_ENV_ID,
@@ -67,9 +58,3 @@ class OldIdCreator:
     def __call__(self, **kwargs: Any) -> Any:
         warn_renamed(self.old)
         return self._creator()(**kwargs)
-
-
-def old_entry_points(old: str) -> tuple[OldIdCreator, OldIdCreator | None]:
-    """The (entry point, vector entry point) to register ``old`` with."""
-    entry, vector = ENTRY_POINTS[RENAMED[old]]
-    return OldIdCreator(old, entry), (OldIdCreator(old, vector) if vector is not None else None)

@@ -3,8 +3,6 @@ page by page."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
@@ -13,8 +11,9 @@ from gymnasium import spaces
 
 from recagent_gym.data.schema import Dataset
 from recagent_gym.envs.render import render_ansi, render_rgb
-from recagent_gym.envs.resolve import build_kernel, build_users, resolve_config, resolve_dataset, world_weights
+from recagent_gym.envs.resolve import build_kernel, build_users, resolve_dataset, world_weights
 from recagent_gym.envs.reward import RewardFn, reward_from_config
+from recagent_gym.envs.settings import WorldSettings, require_settings
 from recagent_gym.recommenders.search import CatalogueSearch
 from recagent_gym.session import RESPONSE_CODES, SessionStream, SessionTables, observe
 from recagent_gym.users.protocol import UserModel
@@ -108,7 +107,7 @@ class RecAgentEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         page_size: int | None = None,
         max_pages: int | None = None,
         social: bool | None = None,
-        config: Config | str | Path | Mapping[str, Any] | None = None,
+        config: WorldSettings | None = None,
         *,
         reward_fn: RewardFn | None = None,
         llm: Any = None,
@@ -117,7 +116,7 @@ class RecAgentEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         tables: SessionTables | None = None,
         search: CatalogueSearch | None = None,
     ) -> None:
-        self.config = resolve_config(config)
+        self.config = require_settings(config, "RecAgentEnv")
         self.dataset = resolve_dataset(dataset, self.config)
         self.kernel = build_kernel(self.dataset, self.config, page_size, max_pages, social, tables, search)
         self.tables, self.page_size, self.max_pages = (

@@ -1,35 +1,21 @@
-"""Turn the env faces' flexible arguments (config, dataset, user model) into objects, and build their kernel."""
+"""Turn the env faces' flexible arguments (dataset, user model) into objects with their settings, and build
+their kernel."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from recagent_gym.data.schema import Dataset
+from recagent_gym.envs.settings import WorldSettings
 from recagent_gym.recommenders.search import CatalogueSearch
-from recagent_gym.runs.config import Config, config_from_dict, load_config
 from recagent_gym.session import SessionKernel, SessionRules, SessionTables
 from recagent_gym.session.activation import Settings, session_weights
 from recagent_gym.users.protocol import UserModel
 
 
-def resolve_config(config: Config | str | Path | Mapping[str, Any] | None) -> Config:
-    """``None`` -> defaults; a path or configs/ name -> loaded YAML; a mapping -> validated; a Config as is."""
-    if config is None:
-        return Config()
-    if isinstance(config, Config):
-        return config
-    if isinstance(config, str | Path):
-        return load_config(config)
-    if isinstance(config, Mapping):
-        return config_from_dict(config, source="config=")
-    raise TypeError(f"config must be a Config, a YAML path or a mapping, got {type(config).__name__}")
-
-
-def resolve_dataset(dataset: Dataset | str | None, config: Config) -> Dataset:
+def resolve_dataset(dataset: Dataset | str | None, config: WorldSettings) -> Dataset:
     """A :class:`Dataset` as is, or one loaded by the data package from a spec (``bundled`` or a folder)."""
     if isinstance(dataset, Dataset):
         return dataset
@@ -41,7 +27,7 @@ def resolve_dataset(dataset: Dataset | str | None, config: Config) -> Dataset:
 
 def build_kernel(
     dataset: Dataset,
-    config: Config,
+    config: WorldSettings,
     page_size: int | None = None,
     max_pages: int | None = None,
     social: bool | None = None,
@@ -69,7 +55,9 @@ def build_kernel(
     )
 
 
-def build_users(kind: str | UserModel | None, dataset: Dataset, config: Config, llm: Any, embedder: Any) -> UserModel:
+def build_users(
+    kind: str | UserModel | None, dataset: Dataset, config: WorldSettings, llm: Any, embedder: Any
+) -> UserModel:
     """A user model as given, or built by name (default ``config.user.model``)."""
     if kind is not None and not isinstance(kind, str):
         return kind
@@ -84,7 +72,7 @@ def build_users(kind: str | UserModel | None, dataset: Dataset, config: Config, 
     )
 
 
-def world_weights(config: Config, dataset: Dataset, rng: np.random.Generator) -> np.ndarray:
+def world_weights(config: WorldSettings, dataset: Dataset, rng: np.random.Generator) -> np.ndarray:
     """Each user's probability of starting the next session (``env.activation``; the Pareto shape settings are
     ``simulation``'s), drawn from ``rng``."""
     sim = config.simulation

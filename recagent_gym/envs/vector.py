@@ -13,8 +13,7 @@ world, not one round per sub-env).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -26,8 +25,9 @@ from stable_baselines3.common.vec_env.base_vec_env import VecEnv, VecEnvIndices,
 from recagent_gym.data.schema import Dataset
 from recagent_gym.envs.adapters import TRAINING_KEYS, ObsFlattener, PageAdapter
 from recagent_gym.envs.recagent_env import RecAgentEnv
-from recagent_gym.envs.resolve import resolve_config, world_weights
+from recagent_gym.envs.resolve import world_weights
 from recagent_gym.envs.reward import RewardFn
+from recagent_gym.envs.settings import WorldSettings, require_settings
 from recagent_gym.envs.wrappers import page_adapter
 from recagent_gym.session import SessionStream, StartedSession
 from recagent_gym.session.observation import ObservationBatch
@@ -53,7 +53,7 @@ class RecAgentVectorEnv(gym.vector.VectorEnv):
         page_size: int | None = None,
         max_pages: int | None = None,
         social: bool | None = None,
-        config: Config | str | Path | Mapping[str, Any] | None = None,
+        config: WorldSettings | None = None,
         *,
         action: str | PageAdapter = "page",
         flatten: bool | Sequence[str] = False,
@@ -68,7 +68,9 @@ class RecAgentVectorEnv(gym.vector.VectorEnv):
         if render_mode is not None:
             raise ValueError(f"RecAgentVectorEnv does not render (render_mode={render_mode!r})")
         if max_episode_steps is not None:  # from gymnasium.make_vec: the registration's TimeLimit, as a page limit
-            cfg_pages = max_pages if max_pages is not None else resolve_config(config).env.max_pages
+            cfg_pages = (
+                max_pages if max_pages is not None else require_settings(config, "RecAgentVectorEnv").env.max_pages
+            )
             max_pages = min(int(cfg_pages), int(max_episode_steps))
         # One env face holds what the lanes share: config, dataset, kernel, user model, reward, spaces.
         self.face = RecAgentEnv(

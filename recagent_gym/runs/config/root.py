@@ -13,8 +13,8 @@ from recagent_gym.llm.config import LLMConfig
 from recagent_gym.memory.config import MemoryConfig
 from recagent_gym.policies.config import TrainConfig
 from recagent_gym.recommenders.config import RecommenderConfig
-from recagent_gym.runs.evaluation.config import EvaluationConfig
-from recagent_gym.runs.simulator.config import SimulationConfig
+from recagent_gym.runs.config.evaluation_section import EvaluationConfig
+from recagent_gym.runs.config.simulation_section import SimulationConfig
 from recagent_gym.section import Section
 from recagent_gym.social.config import SocialConfig
 from recagent_gym.users.config import UserConfig

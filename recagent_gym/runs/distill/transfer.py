@@ -31,6 +31,7 @@ import numpy as np
 from recagent_gym.data.schema import Dataset
 from recagent_gym.runs.config import Config
 from recagent_gym.runs.evaluation.metrics import Estimate, paired_difference, summarize
+from recagent_gym.runs.make_env import catalogue_env
 from recagent_gym.users.distilled.saved_model import Artefact
 from recagent_gym.users.distilled.user import BUNDLED_DIR
 
@@ -110,13 +111,12 @@ def _per_user(recommenders: list[Any], env: Any, protocol: Any) -> tuple[np.ndar
 
 def _v0_arena(config: Config, dataset: Dataset, policies: Sequence[Path], user_model: str) -> tuple[Any, dict]:
     """RecAgent-v0 with ``user_model`` users, the catalogue-wide baselines and the trained v0 policies."""
-    from recagent_gym.envs.recagent_env import RecAgentEnv
     from recagent_gym.recommenders.factory import build_recommender
     from recagent_gym.runs.policies.evaluate_policies import PolicyRecommender
 
     cfg = config.model_copy(deep=True)
     cfg.user.model = user_model  # type: ignore[assignment]
-    env = RecAgentEnv(dataset, user_model, config=cfg)
+    env = catalogue_env(dataset, user_model, config=cfg)
     seed = cfg.train.seed
     candidates: dict[str, list[Any]] = {
         name: [build_recommender(name, dataset, cfg.recommender, env.page_size, seed)] for name in BASELINES

@@ -3,5 +3,5 @@
 (:mod:`~recagent_gym.runs.evaluation.sequence`), efficiency, the social study; their metrics, tables and plots.
 
 Import from the modules: this package's ``__init__`` stays empty so that its configuration section
-(:mod:`~recagent_gym.runs.evaluation.config`) is importable without the runners.
+(:mod:`~recagent_gym.runs.config.evaluation_section`) is importable without the runners.
 """

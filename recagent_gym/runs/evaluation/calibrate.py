@@ -36,7 +36,7 @@ from tqdm.auto import tqdm
 
 from recagent_gym.data.schema import DataError
 from recagent_gym.data.splits import leave_last_out
-from recagent_gym.runs.evaluation.config import NEGATIVE_SAMPLERS
+from recagent_gym.runs.config.evaluation_section import NEGATIVE_SAMPLERS
 from recagent_gym.runs.evaluation.discrimination import build_trials
 from recagent_gym.runs.evaluation.scores_per_user import score_union
 from recagent_gym.runs.evaluation.subjects import Resources, child_rng, history_counts, sample_users

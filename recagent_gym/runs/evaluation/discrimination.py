@@ -43,7 +43,7 @@ from tqdm.auto import tqdm
 
 from recagent_gym.data.schema import Dataset
 from recagent_gym.data.splits import leave_last_out, sample_negatives, sample_negatives_popularity_matched
-from recagent_gym.runs.evaluation.config import NEGATIVE_SAMPLERS
+from recagent_gym.runs.config.evaluation_section import NEGATIVE_SAMPLERS
 from recagent_gym.runs.evaluation.discrimination_table import (
     MODEL_LABELS,
     POPULARITY,

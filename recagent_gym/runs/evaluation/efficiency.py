@@ -35,7 +35,7 @@ import pandas as pd
 from tqdm import tqdm
 
 from recagent_gym.runs.config import Config
-from recagent_gym.runs.evaluation.config import EvaluationConfig
+from recagent_gym.runs.config.evaluation_section import EvaluationConfig
 
 Backend = Literal["local-server", "embedded"]
 BEHAVIOURS: dict[str, tuple[str, ...]] = {

@@ -13,7 +13,7 @@ from typing import Any
 
 from recagent_gym.runs.cli import add_config_arguments
 from recagent_gym.runs.config import Config, load_config
-from recagent_gym.runs.evaluation.config import EvaluationConfig
+from recagent_gym.runs.config.evaluation_section import EvaluationConfig
 
 logger = logging.getLogger(__name__)
 

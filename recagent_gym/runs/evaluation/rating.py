@@ -37,7 +37,7 @@ from tqdm.auto import tqdm
 
 from recagent_gym.data.schema import DataError, Dataset
 from recagent_gym.data.splits import leave_last_out
-from recagent_gym.runs.evaluation.config import NEGATIVE_SAMPLERS
+from recagent_gym.runs.config.evaluation_section import NEGATIVE_SAMPLERS
 from recagent_gym.runs.evaluation.discrimination import Trial, _build, _candidates_of, build_trials
 from recagent_gym.runs.evaluation.discrimination_table import MODEL_LABELS, POPULARITY, Cell, add_paired_differences
 from recagent_gym.runs.evaluation.metrics import Estimate, summarize

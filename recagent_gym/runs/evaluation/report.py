@@ -11,7 +11,7 @@ import pandas as pd
 import yaml
 
 from recagent_gym.runs.config import Config
-from recagent_gym.runs.evaluation.config import EvaluationConfig
+from recagent_gym.runs.config.evaluation_section import EvaluationConfig
 from recagent_gym.runs.evaluation.metrics import JUDGE_LABELS, Estimate
 
 if TYPE_CHECKING:

@@ -17,7 +17,7 @@ import pandas as pd
 
 from recagent_gym.data.schema import DataError, Dataset
 from recagent_gym.runs.config import Config
-from recagent_gym.runs.evaluation.config import EvaluationConfig
+from recagent_gym.runs.config.evaluation_section import EvaluationConfig
 from recagent_gym.users.protocol import UserModel
 
 logger = logging.getLogger(__name__)

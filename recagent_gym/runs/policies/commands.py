@@ -10,6 +10,7 @@ from typing import Any
 from recagent_gym.runs.cli import add_config_arguments
 from recagent_gym.runs.config import Config, ConfigError, load_config
 from recagent_gym.runs.config.loader import read_config_file
+from recagent_gym.runs.make_env import catalogue_env
 from recagent_gym.runs.output_folder import check_output_folder
 
 logger = logging.getLogger(__name__)
@@ -169,7 +170,6 @@ def run_rl_comparison(args: argparse.Namespace) -> int:
 
 
 def run_evaluate_policies(args: argparse.Namespace) -> int:
-    from recagent_gym.envs.recagent_env import RecAgentEnv
     from recagent_gym.recommenders.factory import build_recommender
     from recagent_gym.runs.policies.evaluate_policies import (
         EvalProtocol,
@@ -192,7 +192,7 @@ def run_evaluate_policies(args: argparse.Namespace) -> int:
     train = config.train
     for spec in args.policy:  # a missing, damaged or foreign zip fails before the env is built
         check_zip(spec.rpartition("=")[2])
-    env = RecAgentEnv(config.data.dataset, config.user.model, config=config)
+    env = catalogue_env(config.data.dataset, config.user.model, config=config)
     seed = train.seed if args.seed is None else args.seed
     recommenders: dict[str, Any] = {}
     for name in filter(None, (n.strip() for n in args.recommenders.split(","))):

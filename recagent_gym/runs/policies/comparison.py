@@ -38,6 +38,7 @@ from recagent_gym.policies.candidate_baselines import (
 from recagent_gym.policies.slateq import train_slateq
 from recagent_gym.policies.threads import blas_threads
 from recagent_gym.runs.config import Config, dump_config
+from recagent_gym.runs.make_env import candidates_env
 from recagent_gym.runs.policies.callbacks import HeldOutEval, ProgressLine, write_curve_plot
 from recagent_gym.runs.policies.evaluate_policies import (
     EvalProtocol,
@@ -62,7 +63,7 @@ def make_candidate_env(
     pass ``retriever=`` an existing env's to skip its MF factorisation."""
     kwargs.setdefault("candidate_mix", config.train.candidate_mix)
     users_of = config.user.model if user_model is None else user_model
-    return RecAgentCandidateEnv(
+    return candidates_env(
         dataset, users_of, config=config, n_candidates=config.train.n_candidates, users=users, **kwargs
     )
 

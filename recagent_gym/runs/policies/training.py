@@ -19,11 +19,11 @@ from stable_baselines3.common.vec_env import VecMonitor
 
 from recagent_gym.data.schema import Dataset
 from recagent_gym.envs.adapters import TRAINING_KEYS, ObsFlattener
-from recagent_gym.envs.recagent_env import RecAgentEnv
 from recagent_gym.envs.resolve import resolve_dataset
-from recagent_gym.envs.vector import RecAgentVectorEnv, SB3VecEnv
+from recagent_gym.envs.vector import SB3VecEnv
 from recagent_gym.envs.wrappers import page_adapter
 from recagent_gym.runs.config import Config, ConfigError, dump_config
+from recagent_gym.runs.make_env import catalogue_env, catalogue_vector_env
 from recagent_gym.runs.output_folder import check_output_folder
 from recagent_gym.runs.policies.callbacks import HeldOutEval, ProgressLine
 from recagent_gym.runs.policies.evaluate_policies import EvalProtocol, PolicyRecommender, run_sessions
@@ -82,7 +82,7 @@ def train_policy(
     out.mkdir(parents=True, exist_ok=True)
 
     # Environment: the vector env steps all sessions together (one batch per step for LLM users).
-    venv = RecAgentVectorEnv(
+    venv = catalogue_vector_env(
         train.n_envs,
         train_data,
         config.user.model,
@@ -165,7 +165,7 @@ def _held_out_eval(
     """The learning-curve callback on a separate single env over the full dataset (held-out users only)."""
 
     train = config.train
-    env = RecAgentEnv(dataset, config.user.model, config=config, llm=llm, embedder=embedder)
+    env = catalogue_env(dataset, config.user.model, config=config, llm=llm, embedder=embedder)
     protocol = EvalProtocol(users=test_users[: train.eval_curve_users], seed=train.split_seed, swapped=False)
     flattener = ObsFlattener(env.observation_space, TRAINING_KEYS)
     adapter = page_adapter(train.action, env)

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from recagent_gym.prompts import memory_notes
-from recagent_gym.runs.simulator.config import SimulationConfig
+from recagent_gym.runs.config.simulation_section import SimulationConfig
 from recagent_gym.session.events import Event, social_events
 from recagent_gym.users.agent.social_round import (
     SocialApplied,

@@ -16,6 +16,7 @@ from recagent_gym.runs.evaluation.agreement.pools import PoolRetriever, build_po
 from recagent_gym.runs.evaluation.agreement.run import REAL, Arm, run_arms
 from recagent_gym.runs.evaluation.agreement.zoo import Zoo
 from recagent_gym.runs.evaluation.subjects import Resources, child_rng
+from recagent_gym.runs.make_env import candidates_env
 
 logger = logging.getLogger(__name__)
 
@@ -267,11 +268,10 @@ def _env_builder(
     features: Any, ev: Any,
 ) -> Callable[[], Any]:  # fmt: skip
     def build() -> Any:
-        from recagent_gym.envs.candidate_slate_env import RecAgentCandidateEnv
 
         if state:
             model.set_state(state)
-        return RecAgentCandidateEnv(
+        return candidates_env(
             history, model, config.env.page_size, ev.agreement_pages, False, config, n_candidates=ev.agreement_pool,
             users=users, retriever=retriever, item_features=features,
         )  # fmt: skip

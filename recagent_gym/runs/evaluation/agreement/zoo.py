@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from recagent_gym.data.schema import Dataset
-from recagent_gym.runs.evaluation.config import AGREEMENT_RECOMMENDERS
+from recagent_gym.runs.config.evaluation_section import AGREEMENT_RECOMMENDERS
 
 RECOMMENDERS: tuple[str, ...] = AGREEMENT_RECOMMENDERS
 

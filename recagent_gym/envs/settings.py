@@ -1,0 +1,41 @@
+"""What an env face reads of the configuration: the sections it takes, as a protocol that the root configuration
+(:class:`recagent_gym.runs.config.Config`) satisfies.
+
+The env faces never load configuration: the run layer (:mod:`recagent_gym.runs.make_env`, whose functions are the
+registered entry points of ``gymnasium.make`` and ``make_vec``) turns ``config=`` (a name, a YAML path, a mapping
+or nothing) into settings and hands them over.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from recagent_gym.data.config import DataConfig
+from recagent_gym.envs.config import EnvConfig
+from recagent_gym.social.config import SocialConfig
+from recagent_gym.users.config import UserConfig
+
+
+class WorldSettings(Protocol):
+    """The sections of one env world: data, env rules and reward, users (with the sections a user model is built
+    from), social, and the activation shape (``simulation``: ``active_threshold``, ``pareto_alpha``,
+    ``pareto_x_min``, ``fit_activity``)."""
+
+    data: DataConfig
+    env: EnvConfig
+    user: UserConfig
+    social: SocialConfig
+    simulation: Any
+
+    def user_model_sections(self) -> dict[str, Any]: ...
+
+
+def require_settings(config: Any, face: str) -> WorldSettings:
+    """``config`` as given when it carries the sections; otherwise a one-line TypeError saying how to build ``face``."""
+    if config is None or isinstance(config, str | bytes | dict) or not hasattr(config, "user_model_sections"):
+        raise TypeError(
+            f"{face} takes resolved settings (the root Config); to build it from a configuration name, YAML path or "
+            f"mapping use gymnasium.make / make_vec with its registered id, or recagent_gym.runs.make_env "
+            f"(got config={type(config).__name__})"
+        )
+    return config

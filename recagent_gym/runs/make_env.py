@@ -1,0 +1,66 @@
+"""The env faces built from a configuration: what ``gymnasium.make`` and ``make_vec`` call for the registered ids
+(:mod:`recagent_gym.runs.env_registration`), and what code that builds an env directly calls.
+
+``config`` is a :class:`~recagent_gym.runs.config.Config`, a named configuration (``"quickstart"``), a YAML path,
+a mapping of sections, or nothing (the defaults); every other argument goes to the env class unchanged::
+
+    env = catalogue_env(dataset="bundled", user_model="recsim", config="quickstart")
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from recagent_gym.envs.candidate_slate_env import RecAgentCandidateEnv
+from recagent_gym.envs.candidate_slate_vector import RecAgentCandidateVectorEnv
+from recagent_gym.envs.recagent_env import RecAgentEnv
+from recagent_gym.envs.vector import RecAgentVectorEnv
+from recagent_gym.runs.config import Config, config_from_dict, load_config
+
+ConfigArgument = Config | str | Path | Mapping[str, Any] | None
+
+
+def resolve_config(config: ConfigArgument) -> Config:
+    """``None`` -> defaults; a path or configs/ name -> loaded YAML; a mapping -> validated; a Config as is."""
+    if config is None:
+        return Config()
+    if isinstance(config, Config):
+        return config
+    if isinstance(config, str | Path):
+        return load_config(config)
+    if isinstance(config, Mapping):
+        return config_from_dict(config, source="config=")
+    raise TypeError(f"config must be a Config, a YAML path or a mapping, got {type(config).__name__}")
+
+
+def catalogue_env(*args: Any, config: ConfigArgument = None, **kwargs: Any) -> RecAgentEnv:
+    """:class:`RecAgentEnv` (``recagent_gym/RecAgentCatalogue-v0``): pages from the whole catalogue."""
+    return RecAgentEnv(*args, config=resolve_config(config), **kwargs)
+
+
+def candidates_env(*args: Any, config: ConfigArgument = None, **kwargs: Any) -> RecAgentCandidateEnv:
+    """:class:`RecAgentCandidateEnv` (``recagent_gym/RecAgentCandidates-v0``): pages among K retrieved candidates."""
+    return RecAgentCandidateEnv(*args, config=resolve_config(config), **kwargs)
+
+
+def catalogue_vector_env(num_envs: int, *args: Any, config: ConfigArgument = None, **kwargs: Any) -> RecAgentVectorEnv:
+    """:class:`RecAgentVectorEnv`: ``num_envs`` catalogue sessions answered in one batch per step."""
+    return RecAgentVectorEnv(num_envs, *args, config=resolve_config(config), **kwargs)
+
+
+def candidates_vector_env(
+    num_envs: int, *args: Any, config: ConfigArgument = None, **kwargs: Any
+) -> RecAgentCandidateVectorEnv:
+    """:class:`RecAgentCandidateVectorEnv`: ``num_envs`` candidate-slate sessions answered in one batch per step."""
+    return RecAgentCandidateVectorEnv(num_envs, *args, config=resolve_config(config), **kwargs)
+
+
+for _factory, _face in (
+    (catalogue_env, RecAgentEnv),
+    (candidates_env, RecAgentCandidateEnv),
+    (catalogue_vector_env, RecAgentVectorEnv),
+    (candidates_vector_env, RecAgentCandidateVectorEnv),
+):
+    _factory.metadata = _face.metadata  # type: ignore[attr-defined]  (Gymnasium reads the creator's render modes)
