@@ -20,8 +20,8 @@ import numpy as np
 
 from recagent_gym.data.load import load_dataset
 from recagent_gym.runs.config import load_config
-from recagent_gym.runs.evaluation import discrimination
 from recagent_gym.runs.config.evaluation_section import EvaluationConfig
+from recagent_gym.runs.evaluation import discrimination
 from recagent_gym.runs.evaluation.discrimination import run_discrimination
 from recagent_gym.runs.evaluation.subjects import Resources
 

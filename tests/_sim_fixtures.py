@@ -70,7 +70,7 @@ def make_config(*extra: str) -> Config:
 def main(argv: Sequence[str] | None = None) -> int:
     """``recagent-gym`` with the scripted model and hashing embedder injected into the simulator commands."""
     from recagent_gym.runs.cli import build_parser, dispatch
-    from recagent_gym.runs.simulator import commands
+    from recagent_gym.runs.commands import simulate as commands
 
     args = build_parser().parse_args(argv)
     delay = float(os.environ.get("SIM_TEST_DELAY", "0"))

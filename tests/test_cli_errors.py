@@ -270,7 +270,7 @@ def test_verbose_adds_the_traceback(capsys: pytest.CaptureFixture[str]) -> None:
 def test_train_and_evaluate_place_run_files_in_their_output_folder(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from recagent_gym.runs.evaluation import paper_commands
+    from recagent_gym.runs.commands import evaluate_paper as paper_commands
     from recagent_gym.runs.policies import training
 
     seen: list[object] = []

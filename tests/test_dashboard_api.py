@@ -18,8 +18,8 @@ from fastapi.testclient import TestClient
 
 from recagent_gym.llm.protocol import LLMError
 from recagent_gym.runs.cli import build_parser
+from recagent_gym.runs.commands import dashboard as commands
 from recagent_gym.runs.config import ConfigError
-from recagent_gym.runs.dashboard import commands
 from recagent_gym.runs.dashboard.app import create_app
 from recagent_gym.runs.dashboard.controller import Dashboard
 from recagent_gym.runs.dashboard.views import agent_statuses, genre_entropy

@@ -11,8 +11,8 @@ pytest.importorskip("pyarrow")
 
 from recagent_gym.data.load import load_dataset
 from recagent_gym.runs.cli import main
+from recagent_gym.runs.comparisons.transfer import POLICY, held_out_users, verdict
 from recagent_gym.runs.config import load_config
-from recagent_gym.runs.distill.transfer import POLICY, held_out_users, verdict
 
 
 def test_held_out_users_are_unseen_by_the_policy_and_the_distilled_model():
@@ -63,7 +63,7 @@ def test_transfer_command_writes_table_csv_and_plot(tmp_path, capsys, env):
 
 
 def test_verdict_reads_the_paired_intervals():
-    from recagent_gym.runs.distill.transfer import TransferRow
+    from recagent_gym.runs.comparisons.transfer import TransferRow
 
     def row(name: str, low: float, high: float) -> TransferRow:
         return TransferRow("llm", name, 1.0, 0.5, 1.5, 20, 20, 1, (low + high) / 2, low, high, 0, 1.0)
@@ -76,7 +76,7 @@ def test_verdict_reads_the_paired_intervals():
 
 
 def test_ranking_compares_every_user_model_with_the_llm_users():
-    from recagent_gym.runs.distill.transfer import TransferRow, ranking
+    from recagent_gym.runs.comparisons.transfer import TransferRow, ranking
 
     def row(users: str, name: str, mean: float) -> TransferRow:
         return TransferRow(users, name, mean, mean, mean, 8, 8, 1, 0.0, 0.0, 0.0, 0, 1.0)
@@ -94,8 +94,8 @@ def test_ranking_compares_every_user_model_with_the_llm_users():
 def test_v1_transfer_trains_item_scoring_ppo_and_shares_the_observation(tmp_path):
     """``train.transfer_env: v1``: the item-scoring PPO on distilled users' candidate pages; the baselines choose
     among the same candidates; every user model's env describes items as the distilled env does."""
-    from recagent_gym.runs.distill.transfer import run_transfer
-    from recagent_gym.runs.distill.transfer_v1 import Shared
+    from recagent_gym.runs.comparisons.transfer import run_transfer
+    from recagent_gym.runs.make_env import SharedCandidates
 
     dataset, config = load_dataset("bundled"), load_config("quickstart")
     config.train.transfer_env = "v1"
@@ -115,7 +115,7 @@ def test_v1_transfer_trains_item_scoring_ppo_and_shares_the_observation(tmp_path
     assert "real hit rate" in (tmp_path / "transfer.md").read_text()
     assert '"env": "RecAgent-v1"' in (tmp_path / "policy-seed0" / "policy.json").read_text()
     assert "RecAgent-v1 (candidates)" in (tmp_path / "transfer.md").read_text()
-    shared = Shared(config, dataset, held_out_users(dataset, config, 4))
+    shared = SharedCandidates(config, dataset, held_out_users(dataset, config, 4))
     assert shared.env.latent_source == "distilled_items"  # the distilled users' learned item table, projected
     recsim_env = shared.make_env(config, dataset, held_out_users(dataset, config, 4), "recsim")
     assert recsim_env.latent_source == "distilled_items"

@@ -223,7 +223,7 @@ def test_paired_differences_against_embedding_and_popularity(tiny_ml: Dataset) -
 
 
 def test_paired_difference_needs_the_same_users() -> None:
-    from recagent_gym.runs.evaluation.metrics import paired_difference
+    from recagent_gym.runs.metrics import paired_difference
 
     same = paired_difference([1.0, 0.0, 1.0], [1.0, 0.0, 1.0], np.random.default_rng(0), bootstrap=50)
     assert same.mean == 0.0 and same.low == 0.0 == same.high

@@ -11,7 +11,8 @@ import pytest
 from recagent_gym.data.schema import Dataset
 from recagent_gym.llm.protocol import Choice
 from recagent_gym.prompts import sequence_judge
-from recagent_gym.runs.evaluation.metrics import (
+from recagent_gym.runs.evaluation.subjects import child_rng, swap_histories
+from recagent_gym.runs.metrics import (
     JUDGE_LABELS,
     DiscriminationHitRate,
     EmbeddingSimilarity,
@@ -22,7 +23,6 @@ from recagent_gym.runs.evaluation.metrics import (
     summarize,
     top_k,
 )
-from recagent_gym.runs.evaluation.subjects import child_rng, swap_histories
 
 
 def test_summarize_mean_stderr_and_normal_interval() -> None:

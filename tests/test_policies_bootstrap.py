@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from recagent_gym.runs.evaluation.metrics import summarize
+from recagent_gym.runs.metrics import summarize
 from recagent_gym.runs.policies.protocol import bootstrap_mean
 
 

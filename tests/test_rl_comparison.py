@@ -12,9 +12,9 @@ from recagent_gym.policies.bandit import LinUCB, bandit_features, train_bandit
 from recagent_gym.policies.candidate_baselines import OracleCandidates, PopularCandidates, rank_action
 from recagent_gym.policies.config import TrainConfig
 from recagent_gym.policies.item_scoring import CandidateScorer, ItemScoringPolicy
+from recagent_gym.runs.comparisons.rl_comparison import learner_steps, run_comparison
 from recagent_gym.runs.config import Config
 from recagent_gym.runs.make_env import candidates_env
-from recagent_gym.runs.policies.comparison import learner_steps, run_comparison
 
 from ._env_fixtures import make_dataset
 
@@ -127,7 +127,7 @@ def test_learner_timesteps_name_learners_and_default_to_total(tmp_path, dataset)
 
 
 def test_env_seeds_run_one_comparison_per_seed_and_report_paired_differences(tmp_path):
-    from recagent_gym.runs.policies.env_seeds import run_env_seeds
+    from recagent_gym.runs.comparisons.env_seeds import run_env_seeds
 
     config = Config(
         train=TrainConfig(total_timesteps=64, n_envs=2, n_steps=32, batch_size=32, seeds=[0], n_candidates=20,

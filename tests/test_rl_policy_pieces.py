@@ -155,7 +155,7 @@ def test_the_recsim_comparison_is_repeated_on_embedding_and_distilled_users():
 def test_the_comparison_runs_numpy_blas_on_the_threads_it_gives_torch(monkeypatch, tmp_path):
     threadpoolctl = pytest.importorskip("threadpoolctl")
     from recagent_gym.policies.threads import blas_threads
-    from recagent_gym.runs.policies import comparison
+    from recagent_gym.runs.comparisons import rl_comparison as comparison
 
     seen = []
 

@@ -11,7 +11,7 @@ import pytest
 
 from recagent_gym.llm.openai_backend import PLACEHOLDER_KEY
 from recagent_gym.runs.cli import build_parser, dispatch
-from recagent_gym.runs.simulator import commands
+from recagent_gym.runs.commands import simulate as commands
 from tests._llm_server import FaultServer
 from tests._sim_fixtures import make_embedder, settings
 

@@ -2,7 +2,7 @@
 
 Build: the user's recent history (titles, oldest first), then sequences A and B as numbered titles. Which
 generated sequence plays "A" is drawn by the caller with its seeded generator and recorded (position bias).
-Options: :data:`OPTIONS`, in the order of :data:`recagent_gym.runs.evaluation.metrics.JUDGE_LABELS` (A>>B .. B>>A),
+Options: :data:`OPTIONS`, in the order of :data:`recagent_gym.runs.metrics.JUDGE_LABELS` (A>>B .. B>>A),
 chosen by ``choose`` (a constrained choice, so the answer is always on the scale).
 Parse: the option's index. Validate: the index lies on the scale. Fallback (invalid after one re-ask): ``A≈B``
 (index 2), i.e. no preference; counted by the caller.

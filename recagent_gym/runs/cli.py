@@ -37,14 +37,14 @@ examples:
 
 # Modules exposing ``register(subparsers) -> None``; each adds its subcommand(s) with ``func`` as the handler.
 COMMAND_MODULES: tuple[str, ...] = (
-    "recagent_gym.runs.data.commands",
-    "recagent_gym.runs.llm.commands",
-    "recagent_gym.runs.policies.commands",
-    "recagent_gym.runs.evaluation.commands",
-    "recagent_gym.runs.evaluation.calibrate_command",
-    "recagent_gym.runs.simulator.commands",
-    "recagent_gym.runs.dashboard.commands",
-    "recagent_gym.runs.distill.commands",
+    "recagent_gym.runs.commands.data",
+    "recagent_gym.runs.commands.llm",
+    "recagent_gym.runs.commands.train",
+    "recagent_gym.runs.commands.evaluate",
+    "recagent_gym.runs.commands.calibrate",
+    "recagent_gym.runs.commands.simulate",
+    "recagent_gym.runs.commands.dashboard",
+    "recagent_gym.runs.commands.users",
 )
 
 EXIT_ERROR = 2

@@ -13,6 +13,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from recagent_gym.data.schema import Dataset
 from recagent_gym.envs.candidate_slate_env import RecAgentCandidateEnv
 from recagent_gym.envs.candidate_slate_vector import RecAgentCandidateVectorEnv
 from recagent_gym.envs.recagent_env import RecAgentEnv
@@ -55,6 +58,37 @@ def candidates_vector_env(
 ) -> RecAgentCandidateVectorEnv:
     """:class:`RecAgentCandidateVectorEnv`: ``num_envs`` candidate-slate sessions answered in one batch per step."""
     return RecAgentCandidateVectorEnv(num_envs, *args, config=resolve_config(config), **kwargs)
+
+
+def make_candidate_env(
+    config: Config, dataset: Dataset, users: np.ndarray, user_model: Any = None, **kwargs: Any
+) -> RecAgentCandidateEnv:
+    """A RecAgent-v1 env over ``users`` with ``user_model`` (a name or an instance; default ``config.user.model``);
+    pass ``retriever=`` an existing env's to skip its MF factorisation."""
+    kwargs.setdefault("candidate_mix", config.train.candidate_mix)
+    users_of = config.user.model if user_model is None else user_model
+    return candidates_env(
+        dataset, users_of, config=config, n_candidates=config.train.n_candidates, users=users, **kwargs
+    )
+
+
+class SharedCandidates:
+    """The retriever and the item features every env of one transfer uses: those of the env of the users the
+    policy trains on (``trained_on``, default the distilled users), built once."""
+
+    def __init__(self, config: Config, dataset: Dataset, users: np.ndarray, trained_on: str = "distilled") -> None:
+        self.trained_on = trained_on
+        self.env = make_candidate_env(config, dataset, users, trained_on)
+        self.retriever = self.env.retriever
+        self.item_features = (self.env.item_features, self.env.latent_source)
+
+    def make_env(self, config: Config, dataset: Dataset, users: np.ndarray, user_model: Any) -> Any:
+        """The env of ``user_model`` (a name, or a user-model instance) with the shared retriever and items."""
+        if user_model == self.trained_on:
+            return self.env
+        return make_candidate_env(
+            config, dataset, users, user_model, retriever=self.retriever, item_features=self.item_features
+        )
 
 
 for _factory, _face in (

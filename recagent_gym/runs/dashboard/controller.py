@@ -24,12 +24,12 @@ import numpy as np
 
 from recagent_gym.recommenders.config import RecommenderConfig
 from recagent_gym.runs.config import Config, ConfigError
+from recagent_gym.runs.config.simulation_section import SimulationConfig
 from recagent_gym.runs.dashboard import views
 from recagent_gym.runs.dashboard.requests import HumanAction
 from recagent_gym.runs.dashboard.web_human import NotAsked, WebHuman
 from recagent_gym.runs.simulator import checkpoint as ckpt
 from recagent_gym.runs.simulator import runner
-from recagent_gym.runs.config.simulation_section import SimulationConfig
 from recagent_gym.runs.simulator.errors import SimulationError
 from recagent_gym.runs.simulator.events import Event, human_line
 from recagent_gym.runs.simulator.social_step import deliver_post

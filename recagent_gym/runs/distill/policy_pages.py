@@ -56,7 +56,7 @@ class PolicySessions:
     """Runs ``policy``-source sessions: the loaded policy on RecAgent-v1 with ``model`` (the LLM users) recorded."""
 
     def __init__(self, model: Any, dataset: Dataset, config: Any, policy_path: str | Path, *, max_pages: int) -> None:
-        from recagent_gym.runs.distill.transfer_v1 import Shared
+        from recagent_gym.runs.make_env import SharedCandidates
         from recagent_gym.runs.policies.policy_files import load_policy, read_meta, same_space, trained_env
 
         path = Path(policy_path)
@@ -77,7 +77,7 @@ class PolicySessions:
         cfg.train.n_candidates = int(space["candidates"].shape[0])
         cfg.train.candidate_mix = meta.get("candidate_mix", cfg.train.candidate_mix)
         users = np.arange(dataset.n_users)
-        shared = Shared(cfg, dataset, users, trained_on=meta.get("user_model", "distilled"))
+        shared = SharedCandidates(cfg, dataset, users, trained_on=meta.get("user_model", "distilled"))
         self.recorder = Recorder(model)
         self.env = shared.make_env(cfg, dataset, users, self.recorder)
         if not same_space(self.env.observation_space, self.policy.observation_space):

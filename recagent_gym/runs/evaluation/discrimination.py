@@ -16,7 +16,7 @@ Protocol, per setting ``(a, b)``:
    call per trial, a quarter of the embedded model's calls: ``evaluation/scores_per_user.py``).
 5. **Paired differences**: each model's per-user ``p`` minus Embedding's and minus Popularity's on the same users
    and candidates, with a bootstrap interval over users
-   (:func:`~recagent_gym.runs.evaluation.metrics.paired_difference`).
+   (:func:`~recagent_gym.runs.metrics.paired_difference`).
    An interval excluding 0 is a significant margin; at the paper's 20 users a margin of about 0.2 is needed at
    ``a = 1``, so ``--users 200`` is the setting for claims (20 stays the default, for comparability).
 
@@ -52,7 +52,6 @@ from recagent_gym.runs.evaluation.discrimination_table import (
     DiscriminationResult,
     add_paired_differences,
 )
-from recagent_gym.runs.evaluation.metrics import DiscriminationHitRate, Estimate, summarize, top_k
 from recagent_gym.runs.evaluation.prior_ablation import (
     LLM_PRIOR,
     PRIOR_KINDS,
@@ -65,6 +64,7 @@ from recagent_gym.runs.evaluation.prior_ablation import (
 )
 from recagent_gym.runs.evaluation.scores_per_user import score_union
 from recagent_gym.runs.evaluation.subjects import Resources, child_rng, pick_donors, sample_users, swap_histories
+from recagent_gym.runs.metrics import DiscriminationHitRate, Estimate, summarize, top_k
 
 logger = logging.getLogger(__name__)
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from recagent_gym.runs.evaluation.metrics import Estimate, paired_difference
 from recagent_gym.runs.evaluation.prior_ablation import LABELS as PRIOR_LABELS
 from recagent_gym.runs.evaluation.prior_ablation import PRIOR_KINDS, prior_lines
 from recagent_gym.runs.evaluation.subjects import child_rng
+from recagent_gym.runs.metrics import Estimate, paired_difference
 
 PAPER_ROWS: dict[str, dict[tuple[int, int], float]] = {
     "Embedding (paper)": {(1, 5): 0.250, (3, 3): 0.550, (3, 7): 0.450, (1, 9): 0.300},

@@ -25,8 +25,8 @@ from typing import Any
 
 from recagent_gym.runs.evaluation.discrimination import run_discrimination
 from recagent_gym.runs.evaluation.discrimination_table import DiscriminationResult
-from recagent_gym.runs.evaluation.metrics import Estimate
 from recagent_gym.runs.evaluation.subjects import Resources
+from recagent_gym.runs.metrics import Estimate
 
 ANCHORS: dict[str, dict[int, float]] = {
     "Agent4Rec": {1: 0.69},

@@ -40,7 +40,6 @@ from recagent_gym.data.splits import leave_last_out
 from recagent_gym.runs.config.evaluation_section import NEGATIVE_SAMPLERS
 from recagent_gym.runs.evaluation.discrimination import Trial, _build, _candidates_of, build_trials
 from recagent_gym.runs.evaluation.discrimination_table import MODEL_LABELS, POPULARITY, Cell, add_paired_differences
-from recagent_gym.runs.evaluation.metrics import Estimate, summarize
 from recagent_gym.runs.evaluation.prior_ablation import (
     PRIOR_KINDS,
     prior_lines,
@@ -51,6 +50,7 @@ from recagent_gym.runs.evaluation.prior_ablation import (
 )
 from recagent_gym.runs.evaluation.scores_per_user import score_union
 from recagent_gym.runs.evaluation.subjects import Resources, child_rng, pick_donors, sample_users, swap_histories
+from recagent_gym.runs.metrics import Estimate, summarize
 
 logger = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ import yaml
 
 from recagent_gym.runs.config import Config
 from recagent_gym.runs.config.evaluation_section import EvaluationConfig
-from recagent_gym.runs.evaluation.metrics import JUDGE_LABELS, Estimate
+from recagent_gym.runs.metrics import JUDGE_LABELS, Estimate
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes

@@ -40,7 +40,8 @@ from recagent_gym.llm.seeding import SEED_HIGH
 from recagent_gym.prompts import sequence_judge
 from recagent_gym.prompts.checked import choose_checked
 from recagent_gym.recommenders.baselines import top_k_excluding
-from recagent_gym.runs.evaluation.metrics import (
+from recagent_gym.runs.evaluation.subjects import Resources, child_rng, sample_users
+from recagent_gym.runs.metrics import (
     JUDGE_LABELS,
     EmbeddingSimilarity,
     Estimate,
@@ -51,7 +52,6 @@ from recagent_gym.runs.evaluation.metrics import (
     summarize,
     top_k,
 )
-from recagent_gym.runs.evaluation.subjects import Resources, child_rng, sample_users
 from recagent_gym.session import SessionKernel, SessionRules, SessionStream, SessionTables
 from recagent_gym.users.protocol import Action
 

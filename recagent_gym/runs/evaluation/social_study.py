@@ -39,7 +39,7 @@ from tqdm import tqdm
 
 from recagent_gym.runs.config import Config
 from recagent_gym.runs.config.evaluation_section import EvaluationConfig
-from recagent_gym.runs.evaluation.metrics import genre_distribution
+from recagent_gym.runs.metrics import genre_distribution
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,7 @@ def conditions(random_k: int) -> list[Condition]:
 
 def genre_entropy(items: Sequence[int], genre_matrix: np.ndarray) -> float:
     """Shannon entropy in bits of the genre distribution of ``items`` (each item's genres share one unit, see
-    :func:`~recagent_gym.runs.evaluation.metrics.genre_distribution`); NaN for no items or items without genres."""
+    :func:`~recagent_gym.runs.metrics.genre_distribution`); NaN for no items or items without genres."""
     if len(items) == 0:
         return math.nan
     shares = genre_distribution(items, genre_matrix)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from recagent_gym.data.schema import Dataset
-from recagent_gym.runs.evaluation.metrics import summarize
+from recagent_gym.runs.metrics import summarize
 from recagent_gym.section import ConfigError
 
 CONFIDENCE = 0.95
@@ -64,7 +64,7 @@ def bootstrap_mean(
     per_user: np.ndarray, *, n_boot: int = 2000, seed: int = 0, confidence: float = CONFIDENCE
 ) -> Interval:
     """Mean of ``per_user`` values with a percentile bootstrap interval (users resampled with replacement): the
-    project's one bootstrap, :func:`recagent_gym.runs.evaluation.metrics.summarize`, as an :class:`Interval`."""
+    project's one bootstrap, :func:`recagent_gym.runs.metrics.summarize`, as an :class:`Interval`."""
     values = np.asarray(per_user, dtype=np.float64).reshape(-1)
     values = values[~np.isnan(values)]
     if len(values) == 1:

@@ -2,5 +2,5 @@
 
 Entry points: :func:`recagent_gym.runs.simulator.runner.start` / :func:`~recagent_gym.runs.simulator.runner.resume`
 and the
-``recagent-gym simulate`` command (:mod:`recagent_gym.runs.simulator.commands`).
+``recagent-gym simulate`` command (:mod:`recagent_gym.runs.commands.simulate`).
 """

@@ -14,7 +14,7 @@ import numpy as np
 from recagent_gym.runs.evaluation.agreement.evaluate import AgreementRun
 from recagent_gym.runs.evaluation.agreement.run import METRICS, REAL
 from recagent_gym.runs.evaluation.agreement.stats import Agreement, DoseResponse, dose_response, rank_agreement
-from recagent_gym.runs.evaluation.metrics import Estimate, summarize
+from recagent_gym.runs.metrics import Estimate, summarize
 
 
 def _est(values: np.ndarray, seed: int) -> Estimate:

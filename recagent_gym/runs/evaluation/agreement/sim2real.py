@@ -19,7 +19,7 @@ import numpy as np
 
 from recagent_gym.data.schema import DataError, Dataset
 from recagent_gym.runs.config import Config
-from recagent_gym.runs.evaluation.metrics import Estimate, summarize
+from recagent_gym.runs.metrics import Estimate, summarize
 
 logger = logging.getLogger(__name__)
 

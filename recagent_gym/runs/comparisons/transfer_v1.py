@@ -18,46 +18,29 @@ import numpy as np
 
 from recagent_gym.data.schema import Dataset
 from recagent_gym.runs.config import Config
+from recagent_gym.runs.make_env import SharedCandidates
 
 CURVE_USERS = 20
 """Held-out users of the learning curve during training (distilled users: cheap)."""
 
 
-class Shared:
-    """The retriever and the item features every env of one transfer uses: those of the env of the users the
-    policy trains on (``trained_on``, default the distilled users), built once."""
-
-    def __init__(self, config: Config, dataset: Dataset, users: np.ndarray, trained_on: str = "distilled") -> None:
-        from recagent_gym.runs.policies.comparison import make_candidate_env
-
-        self.trained_on = trained_on
-        self.env = make_candidate_env(config, dataset, users, trained_on)
-        self.retriever = self.env.retriever
-        self.item_features = (self.env.item_features, self.env.latent_source)
-
-    def make_env(self, config: Config, dataset: Dataset, users: np.ndarray, user_model: Any) -> Any:
-        """The env of ``user_model`` (a name, or a user-model instance) with the shared retriever and items."""
-        from recagent_gym.runs.policies.comparison import make_candidate_env
-
-        if user_model == self.trained_on:
-            return self.env
-        return make_candidate_env(
-            config, dataset, users, user_model, retriever=self.retriever, item_features=self.item_features
-        )
-
-
 def train_v1(
-    config: Config, dataset: Dataset, out: Path, seeds: Sequence[int], shared: Shared, train_users: np.ndarray,
+    config: Config,
+    dataset: Dataset,
+    out: Path,
+    seeds: Sequence[int],
+    shared: SharedCandidates,
+    train_users: np.ndarray,
     say: Callable[[str], None],
-) -> list[Path]:  # fmt: skip
+) -> list[Path]:
     """One item-scoring PPO per seed on the distilled users of ``train_users``; their ``policy.zip`` paths (with a
     ``policy.json`` beside each and a held-out learning curve on distilled users)."""
     import json
 
     import torch
 
+    from recagent_gym.runs.comparisons.rl_comparison import learner_steps, train_item_scoring
     from recagent_gym.runs.policies.callbacks import HeldOutEval
-    from recagent_gym.runs.policies.comparison import learner_steps, train_item_scoring
     from recagent_gym.runs.policies.evaluate_policies import EvalProtocol, run_sessions
 
     torch.set_num_threads(config.train.torch_threads)

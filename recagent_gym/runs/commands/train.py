@@ -147,7 +147,7 @@ def add_evaluate_policies(evaluate_subparsers: Any) -> None:
 
 
 def run_rl_comparison(args: argparse.Namespace) -> int:
-    from recagent_gym.runs.policies.comparison import run_comparison
+    from recagent_gym.runs.comparisons.rl_comparison import run_comparison
     from recagent_gym.section import ConfigError
 
     config = _config(args, _user_model_override(args))
@@ -163,7 +163,7 @@ def run_rl_comparison(args: argparse.Namespace) -> int:
     if seeds is None:
         run_comparison(config.in_run_folder(out), output_dir=out)
         return 0
-    from recagent_gym.runs.policies.env_seeds import run_env_seeds
+    from recagent_gym.runs.comparisons.env_seeds import run_env_seeds
 
     run_env_seeds(config, seeds, output_dir=out)
     return 0

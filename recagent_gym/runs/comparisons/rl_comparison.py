@@ -38,7 +38,7 @@ from recagent_gym.policies.candidate_baselines import (
 from recagent_gym.policies.slateq import train_slateq
 from recagent_gym.policies.threads import blas_threads
 from recagent_gym.runs.config import Config, dump_config
-from recagent_gym.runs.make_env import candidates_env
+from recagent_gym.runs.make_env import make_candidate_env
 from recagent_gym.runs.policies.callbacks import HeldOutEval, ProgressLine, write_curve_plot
 from recagent_gym.runs.policies.evaluate_policies import (
     EvalProtocol,
@@ -54,18 +54,6 @@ KNOWN: tuple[str, ...] = ("random", "popularity", "quality", "mf", "oracle", *LE
 REAL_BASELINES: tuple[str, ...] = ("random", "popularity", "quality", "mf")
 """Rows whose real offline metric is measured by the agreement test's zoo under the same name (the oracle reads the
 simulated users' hidden state: it has no real counterpart)."""
-
-
-def make_candidate_env(
-    config: Config, dataset: Dataset, users: np.ndarray, user_model: Any = None, **kwargs: Any
-) -> RecAgentCandidateEnv:
-    """A RecAgent-v1 env over ``users`` with ``user_model`` (a name or an instance; default ``config.user.model``);
-    pass ``retriever=`` an existing env's to skip its MF factorisation."""
-    kwargs.setdefault("candidate_mix", config.train.candidate_mix)
-    users_of = config.user.model if user_model is None else user_model
-    return candidates_env(
-        dataset, users_of, config=config, n_candidates=config.train.n_candidates, users=users, **kwargs
-    )
 
 
 def learner_steps(config: Config, name: str) -> int:

@@ -8,9 +8,9 @@
    LLM users (the target) and with the distilled users (where the policy was trained: the transfer gap). The
    held-out users are the policy split's test users that the distilled model was not fitted on either.
 3. **Report**: per recommender and user model the mean session return with a 95% bootstrap interval over users
-   (:func:`~recagent_gym.runs.evaluation.metrics.summarize`),
+   (:func:`~recagent_gym.runs.metrics.summarize`),
    and the policy's paired difference with every baseline on the
-   same users (:func:`~recagent_gym.runs.evaluation.metrics.paired_difference`): ``transfer.md``, ``transfer.csv``,
+   same users (:func:`~recagent_gym.runs.metrics.paired_difference`): ``transfer.md``, ``transfer.csv``,
    ``transfer.png``.
 """
 
@@ -30,8 +30,8 @@ import numpy as np
 
 from recagent_gym.data.schema import Dataset
 from recagent_gym.runs.config import Config
-from recagent_gym.runs.evaluation.metrics import Estimate, paired_difference, summarize
 from recagent_gym.runs.make_env import catalogue_env
+from recagent_gym.runs.metrics import Estimate, paired_difference, summarize
 from recagent_gym.users.distilled.saved_model import Artefact
 from recagent_gym.users.distilled.user import BUNDLED_DIR
 
@@ -154,14 +154,14 @@ def evaluate_on(
     shared: Any = None,
 ) -> list[TransferRow]:
     """Baselines and the trained policy on ``users`` with ``user_model`` users; one row per recommender
-    (``shared``: the v1 transfer's :class:`~recagent_gym.runs.distill.transfer_v1.Shared`, else RecAgent-v0)."""
+    (``shared``: the v1 transfer's :class:`~recagent_gym.runs.make_env.SharedCandidates`, else RecAgent-v0)."""
     from recagent_gym.runs.policies.evaluate_policies import EvalProtocol
 
     seed = config.train.seed
     if shared is None:
         env, candidates = _v0_arena(config, dataset, policies, user_model)
     else:
-        from recagent_gym.runs.distill.transfer_v1 import recommenders_v1
+        from recagent_gym.runs.comparisons.transfer_v1 import recommenders_v1
 
         env = shared.make_env(config, dataset, users, user_model)
         named = recommenders_v1(env, policies, seed)
@@ -330,10 +330,11 @@ def run_transfer(
         raise ValueError("users transfer: no held-out user left (the distilled model was fitted on all of them)")
     shared = None
     if config.train.transfer_env == "v1":
-        from recagent_gym.runs.distill.transfer_v1 import Shared, load_v1, train_v1
+        from recagent_gym.runs.comparisons.transfer_v1 import load_v1, train_v1
+        from recagent_gym.runs.make_env import SharedCandidates
         from recagent_gym.runs.policies.protocol import split_users
 
-        shared = Shared(config, dataset, users)
+        shared = SharedCandidates(config, dataset, users)
         for path in policies:  # each given policy's spaces checked before anything runs or is written
             load_v1(path, shared.env)
     if not policies:

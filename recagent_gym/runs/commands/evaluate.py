@@ -12,15 +12,15 @@ def register(subparsers: Any) -> None:
     )
     evaluate_subparsers = parser.add_subparsers(dest="evaluation", required=True)
 
-    from recagent_gym.runs.policies.commands import add_evaluate_policies
+    from recagent_gym.runs.commands.train import add_evaluate_policies
 
     add_evaluate_policies(evaluate_subparsers)
 
-    from recagent_gym.runs.evaluation.agreement.command import add_evaluate_agreement
+    from recagent_gym.runs.commands.agreement import add_evaluate_agreement
 
     add_evaluate_agreement(evaluate_subparsers)
 
-    from recagent_gym.runs.evaluation.paper_commands import (
+    from recagent_gym.runs.commands.evaluate_paper import (
         add_evaluate_discrimination,
         add_evaluate_preference,
         add_evaluate_rating,
@@ -32,7 +32,7 @@ def register(subparsers: Any) -> None:
     add_evaluate_rating(evaluate_subparsers)
     add_evaluate_sequence(evaluate_subparsers)
 
-    from recagent_gym.runs.evaluation.paper_commands import add_evaluate_efficiency, add_evaluate_social
+    from recagent_gym.runs.commands.evaluate_paper import add_evaluate_efficiency, add_evaluate_social
 
     add_evaluate_efficiency(evaluate_subparsers)
     add_evaluate_social(evaluate_subparsers)

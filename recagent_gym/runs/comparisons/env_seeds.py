@@ -19,8 +19,8 @@ from typing import Any
 import numpy as np
 
 from recagent_gym.data.schema import Dataset
+from recagent_gym.runs.comparisons.rl_comparison import LEARNERS, run_comparison
 from recagent_gym.runs.config import Config
-from recagent_gym.runs.policies.comparison import LEARNERS, run_comparison
 from recagent_gym.runs.policies.evaluate_policies import PolicyMetrics
 from recagent_gym.runs.policies.protocol import bootstrap_mean
 

@@ -59,7 +59,7 @@ def register(subparsers: Any) -> None:
     fidelity.add_argument("--seed", type=int, default=0)
     fidelity.set_defaults(func=run_fidelity)
 
-    from recagent_gym.runs.evaluation.recsim_fit_command import add_fit_recsim
+    from recagent_gym.runs.commands.fit_recsim import add_fit_recsim
 
     add_fit_recsim(sub)
 
@@ -150,8 +150,8 @@ def run_fidelity(args: argparse.Namespace) -> int:
 def run_transfer_command(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from recagent_gym.runs.comparisons.transfer import markdown, ranking, run_transfer, verdict
     from recagent_gym.runs.config import load_config
-    from recagent_gym.runs.distill.transfer import markdown, ranking, run_transfer, verdict
 
     config = load_config(args.config, args.overrides)
     out = Path(args.out or config.train.output_dir)
