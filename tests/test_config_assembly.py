@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "recagent_gym"
 SECTION_MODULES = sorted(
     ".".join(path.relative_to(ROOT).with_suffix("").parts)
-    for path in (*PACKAGE.glob("*/config.py"), *PACKAGE.glob("runs/*/config.py"))
+    for path in (*PACKAGE.glob("*/config.py"), *PACKAGE.glob("runs/config/*_section.py"))
 )
 HEAVY = ("pandas", "torch", "sentence_transformers", "llama_cpp", "faiss", "stable_baselines3")
 ALLOWED = {"recagent_gym.section", "recagent_gym.llm.config"}  # the base, and the judge's LLM section
