@@ -14,7 +14,7 @@ from recagent_gym.llm.config import LLMConfig
 from recagent_gym.memory.config import MemoryConfig
 from recagent_gym.policies.config import TrainConfig
 from recagent_gym.recommenders.config import RecommenderConfig
-from recagent_gym.section import Section
+from recagent_gym.settings_section import Section
 from recagent_gym.simulator.config import SimulationConfig
 from recagent_gym.social.config import SocialConfig
 from recagent_gym.users.config import UserConfig

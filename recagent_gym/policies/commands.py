@@ -147,7 +147,7 @@ def add_evaluate_policies(evaluate_subparsers: Any) -> None:
 
 def run_rl_comparison(args: argparse.Namespace) -> int:
     from recagent_gym.policies.comparison import run_comparison
-    from recagent_gym.section import ConfigError
+    from recagent_gym.settings_section import ConfigError
 
     config = _config(args, _user_model_override(args))
     seeds = None

@@ -14,7 +14,7 @@ from recagent_gym.data.config import DataConfig
 from recagent_gym.data.schema import Dataset
 from recagent_gym.llm.config import LLMConfig
 from recagent_gym.memory.config import MemoryConfig
-from recagent_gym.section import ConfigError
+from recagent_gym.settings_section import ConfigError
 from recagent_gym.social.config import SocialConfig
 from recagent_gym.users.config import UserConfig
 from recagent_gym.users.protocol import UserModel

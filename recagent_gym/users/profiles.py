@@ -27,7 +27,7 @@ from recagent_gym.data.fields import ML1M_OCCUPATIONS, split_list
 from recagent_gym.data.reader import BadRows, read_table
 from recagent_gym.data.schema import BEHAVIOUR_FEATURES, DataError, Dataset
 from recagent_gym.prompts import profile_generation
-from recagent_gym.section import ConfigError
+from recagent_gym.settings_section import ConfigError
 
 logger = logging.getLogger(__name__)
 
