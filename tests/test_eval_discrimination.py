@@ -15,7 +15,6 @@ from recagent_gym.evaluation.discrimination import build_trials, run_discriminat
 from recagent_gym.evaluation.subjects import Resources
 from recagent_gym.llm.testing import ScriptedLLM
 from tests._eval_fixtures import make_resources, movielens_dir, tiny_ml  # noqa: F401
-from tests._llm_fixtures import embedded_llm  # noqa: F401
 
 SETTINGS = [(1, 5), (3, 3), (2, 7)]
 
