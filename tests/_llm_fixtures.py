@@ -1,7 +1,8 @@
 """Session-wide heavy objects for the LLM-layer tests (and for other packages' tests that need the real models).
 
-Import the fixtures into a test module (``from tests._llm_fixtures import embedded_llm, sentence_embedder``); pytest
-then shares one instance per session.
+``conftest.py`` registers this module as a plugin, so every test module that names a fixture gets the same instance,
+loaded once per session. Do not import the fixtures into a test module: pytest would then give that module its own
+instance (one more model load, and one more model held in memory until the session ends).
 """
 
 from __future__ import annotations

@@ -8,3 +8,5 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("MPLBACKEND", "Agg")
+
+pytest_plugins = ["tests._llm_fixtures"]  # the embedded LLM and the sentence embedder, loaded once per session

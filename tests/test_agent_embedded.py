@@ -9,7 +9,6 @@ from recagent_gym.data.load import load_dataset
 from recagent_gym.runs.config import Config
 from recagent_gym.users.agent import LLMUserModel
 from recagent_gym.users.protocol import Action, Context, Page
-from tests._llm_fixtures import embedded_llm, sentence_embedder  # noqa: F401  (session fixtures)
 
 pytestmark = [pytest.mark.embedded_llm, pytest.mark.slow]
 
@@ -40,7 +39,7 @@ def genre_items(dataset, genre: str, avoid: set[str], n: int) -> list[int]:  # t
     return [int(i) for i in ok[:n]]
 
 
-def test_scores_depend_on_the_user(dataset, embedded_llm, sentence_embedder) -> None:  # noqa: F811
+def test_scores_depend_on_the_user(dataset, embedded_llm, sentence_embedder) -> None:
     """Two users with disjoint top genres rank the same candidates differently, each towards their own genres."""
     model = make(dataset, embedded_llm, sentence_embedder)
     interests = dataset.users["interests"]
@@ -58,7 +57,7 @@ def test_scores_depend_on_the_user(dataset, embedded_llm, sentence_embedder) -> 
     assert model.fallbacks == 0
 
 
-def test_session_feelings_and_chat_with_memory(dataset, embedded_llm, sentence_embedder) -> None:  # noqa: F811
+def test_session_feelings_and_chat_with_memory(dataset, embedded_llm, sentence_embedder) -> None:
     model = make(dataset, embedded_llm, sentence_embedder, watch_threshold=-10.0)
     rng = np.random.default_rng(1)
     user = 0

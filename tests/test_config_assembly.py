@@ -1,5 +1,5 @@
-"""The configuration as an assembler: each component defines its section on :mod:`recagent_gym.section`, the root
-assembles them, and a section imports without its package's code, the root or any other component (no cycle)."""
+"""The configuration as an assembler: each component defines its section on :mod:`recagent_gym.settings_section`, the
+root assembles them, and a section imports without its package's code, the root or any other component (no cycle)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from recagent_gym.runs.config import Config
-from recagent_gym.section import Section
+from recagent_gym.settings_section import Section
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "recagent_gym"
@@ -21,7 +21,7 @@ SECTION_MODULES = sorted(
     for path in (*PACKAGE.glob("*/config.py"), *PACKAGE.glob("runs/config/*_section.py"))
 )
 HEAVY = ("pandas", "torch", "sentence_transformers", "llama_cpp", "faiss", "stable_baselines3")
-ALLOWED = {"recagent_gym.section", "recagent_gym.llm.config"}  # the base, and the judge's LLM section
+ALLOWED = {"recagent_gym.settings_section", "recagent_gym.llm.config"}  # the base, and the judge's LLM section
 
 
 def _fresh(code: str) -> str:

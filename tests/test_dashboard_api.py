@@ -114,14 +114,14 @@ def test_state_before_and_after_rounds(client: TestClient, dash: Dashboard) -> N
     state = client.get("/api/state").json()
     assert state["status"] == "paused" and state["system"]["round"] == 2
     assert state["charts"]["round"] == [1, 2]
-    watches = sum(e["kind"] == "watch" for e in dash._events)
+    watches = sum(e["kind"] == "watch" for e in dash.feed.events)
     assert sum(state["charts"]["watches"]) == watches == state["system"]["interactions"]
     assert all(0 <= h <= 5 for h in state["charts"]["entropy"])
     assert state["usage"]["tokens"] > 0 and state["usage"]["tokens"] == dash.sim.world.llm.total.total_tokens
     texts = [line["text"] for line in state["log"]["lines"]]
     assert any("enters the recommender system" in t for t in texts)
     assert any(t.startswith("round 2 done") for t in texts)
-    last = [e for e in dash._events if e["round"] == 1]
+    last = [e for e in dash.feed.events if e["round"] == 1]
     for agent in state["agents"]:
         kinds = {e["kind"] for e in last if e["agent"] == agent["id"] or e["extra"].get("with") == agent["id"]}
         expected = (
@@ -150,7 +150,7 @@ def test_agent_statuses_of_a_round() -> None:
 def test_agent_detail(client: TestClient, dash: Dashboard) -> None:
     run_rounds(client, dash, 1)
     assert dash.sim is not None
-    watcher = next(e["agent"] for e in dash._events if e["kind"] == "watch")
+    watcher = next(e["agent"] for e in dash.feed.events if e["kind"] == "watch")
     by_name = client.get(f"/api/agents/{dash.sim.names[watcher]}").json()
     assert by_name["id"] == watcher and by_name["watches"] and by_name["log"]
     assert client.get(f"/api/agents/%23{watcher}").json() == by_name
@@ -235,7 +235,7 @@ def test_inject_post(client: TestClient, dash: Dashboard) -> None:
     message = client.post("/api/posts", json={"author": "#0", "text": "Everyone should see Toy Story"}).json()
     assert message["message"] == f"post delivered to {len(friends)} friend(s) of {dash.sim.names[0]}"
     run_rounds(client, dash, 1)
-    injected = [e for e in dash._events if e["kind"] == "intervention" and "injected post" in e["text"]]
+    injected = [e for e in dash.feed.events if e["kind"] == "intervention" and "injected post" in e["text"]]
     assert injected and injected[0]["agent"] == 0, "the intervention goes into the next round's log"
     before = frozen(dash)
     assert "text" in error_of(client.post("/api/posts", json={"author": "#0", "text": ""}), 422)
@@ -335,7 +335,7 @@ def test_human_plays_a_page_and_the_social_media(client: TestClient, dash: Dashb
     assert question["kind"] == "page" and any("Toy Story" in item["title"] for item in question["items"])
     client.post("/api/human/act", json={"kind": "leave"})
     assert dash.wait(60)
-    round_events = [e for e in dash._events if e["round"] == 0 and e["agent"] == user]
+    round_events = [e for e in dash.feed.events if e["round"] == 0 and e["agent"] == user]
     watch = next(e for e in round_events if e["kind"] == "watch")
     assert watch["text"] == "w 2 4" and watch["extra"]["rating"] == 4.0
     assert any(e["kind"] == "search" and e["text"] == "toy story" for e in round_events)
@@ -353,7 +353,7 @@ def test_human_plays_a_page_and_the_social_media(client: TestClient, dash: Dashb
     assert "not a friend" in message
     client.post("/api/human/act", json={"kind": "chat", "friend": dash.sim.names[friend], "text": "Seen Fargo?"})
     assert dash.wait(60)
-    chat = next(e for e in dash._events if e["round"] == 1 and e["agent"] == user and e["kind"] == "chat")
+    chat = next(e for e in dash.feed.events if e["round"] == 1 and e["agent"] == user and e["kind"] == "chat")
     assert chat["extra"] == {"with": friend, "with_name": dash.sim.names[friend], "human": True}
     assert any("Seen Fargo?" in line for line in dash.human.view()["transcript"])
     # Giving up ends the human's turn; stopping hands the agent back to the LLM.

@@ -51,7 +51,7 @@ def test_the_flow_in_a_real_browser(tmp_path: Path) -> None:
     assert seen["interview"].startswith(dashboard.sim.names[1] + ":")  # type: ignore[union-attr]
     assert seen["page_items"] == dashboard.config.simulation.page_size
     assert shot.stat().st_size > 10_000
-    human = [e for e in dashboard._events if e.get("agent") == 2 and e["kind"] == "watch"]
+    human = [e for e in dashboard.feed.events if e.get("agent") == 2 and e["kind"] == "watch"]
     assert human and human[-1]["text"].startswith("w 1"), "the human's watch went through the simulator's role play"
     assert dashboard.sim.profile_edits["1"]["traits"] == "grumpy, nostalgic"  # type: ignore[union-attr]
     failed_422 = "the server responded with a status of 422"

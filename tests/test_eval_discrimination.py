@@ -15,7 +15,6 @@ from recagent_gym.runs.evaluation import discrimination
 from recagent_gym.runs.evaluation.discrimination import build_trials, run_discrimination
 from recagent_gym.runs.evaluation.subjects import Resources
 from tests._eval_fixtures import make_resources, movielens_dir, tiny_ml  # noqa: F401
-from tests._llm_fixtures import embedded_llm  # noqa: F401
 
 SETTINGS = [(1, 5), (3, 3), (2, 7)]
 

@@ -16,7 +16,6 @@ from recagent_gym.llm.config import LLMConfig
 from recagent_gym.llm.local_server import LocalServer
 from recagent_gym.llm.openai_backend import OpenAIBackend
 from recagent_gym.runs.evaluation.efficiency import behaviour_times, run_efficiency
-from tests._llm_fixtures import embedded_llm  # noqa: F401  (session fixture)
 from tests._sim_fixtures import make_config
 
 
@@ -150,7 +149,7 @@ def test_efficiency_command_runs(tmp_path: Path) -> None:
 
 @pytest.mark.embedded_llm
 @pytest.mark.slow
-def test_efficiency_with_the_embedded_model(tmp_path: Path, embedded_llm) -> None:  # noqa: F811
+def test_efficiency_with_the_embedded_model(tmp_path: Path, embedded_llm) -> None:
     config = make_config("simulation.activation=uniform", "simulation.active_prob=1.0", "recommender.model=popularity",
                          "simulation.max_pages=2")  # fmt: skip
     evaluation = config.evaluation.model_copy(update={"efficiency_embedded_agents": [1, 2], "efficiency_rounds": 1})

@@ -13,7 +13,6 @@ from recagent_gym.llm.testing import ScriptedLLM
 from recagent_gym.runs.evaluation.sequence import GROUND_TRUTH, MF_TOP, generate_sequence, run_sequence, sequence_kernel
 from recagent_gym.users.recsim import RecSimUser
 from tests._eval_fixtures import make_resources, movielens_dir, tiny_ml  # noqa: F401
-from tests._llm_fixtures import embedded_llm  # noqa: F401
 
 
 def test_generated_sequences_follow_the_recommender_pages(tiny_ml: Dataset) -> None:  # noqa: F811

@@ -83,7 +83,7 @@ def imports_between(graph: dict[str, set[str]], a: str, b: str) -> list[tuple[st
 
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("errors",),
-    ("settings_section", "section", "actions"),
+    ("settings_section", "actions"),
     ("data",),
     ("llm",),
     ("prompts",),

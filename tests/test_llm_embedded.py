@@ -12,7 +12,6 @@ import pytest
 
 from recagent_gym.llm.embedded import EmbeddedLLM, options_grammar
 from recagent_gym.llm.protocol import LanguageModel, LLMError
-from tests._llm_fixtures import embedded_llm  # noqa: F401  (session fixture)
 
 pytestmark = pytest.mark.embedded_llm
 
@@ -22,7 +21,7 @@ HISTORY = "".join(
 )
 
 
-def test_protocol_and_greedy_generation_is_repeatable(embedded_llm: EmbeddedLLM) -> None:  # noqa: F811
+def test_protocol_and_greedy_generation_is_repeatable(embedded_llm: EmbeddedLLM) -> None:
     assert isinstance(embedded_llm, LanguageModel)
     prompts = ["The capital of France is", "Ten minus three equals"]
     first = embedded_llm.generate(prompts, max_tokens=6)
@@ -32,7 +31,7 @@ def test_protocol_and_greedy_generation_is_repeatable(embedded_llm: EmbeddedLLM)
     assert first[0].finish_reason in ("length", "stop")
 
 
-def test_stop_strings_and_seeded_sampling(embedded_llm: EmbeddedLLM) -> None:  # noqa: F811
+def test_stop_strings_and_seeded_sampling(embedded_llm: EmbeddedLLM) -> None:
     (g,) = embedded_llm.generate(["List: apples, pears, plums, cherries, figs,"], max_tokens=24, stop=[","])
     assert "," not in g.text and g.finish_reason == "stop"
     kwargs = {"max_tokens": 8, "temperature": 1.0}
@@ -43,7 +42,7 @@ def test_stop_strings_and_seeded_sampling(embedded_llm: EmbeddedLLM) -> None:  #
     assert len(others) > 1
 
 
-def test_grammar_constrains_generation(embedded_llm: EmbeddedLLM) -> None:  # noqa: F811
+def test_grammar_constrains_generation(embedded_llm: EmbeddedLLM) -> None:
     options = [" watch 2", " next page", ' say "hi"']
     outs = embedded_llm.generate(
         ["You see a page of films. You decide to", "Pick one:"], max_tokens=8, grammar=options_grammar(options)
@@ -55,7 +54,7 @@ def test_grammar_constrains_generation(embedded_llm: EmbeddedLLM) -> None:  # no
     assert choice.option in (" Yes", " No") and choice.extra["method"] == "grammar"
 
 
-def test_shared_prefix_scores_match_separate_scoring(embedded_llm: EmbeddedLLM) -> None:  # noqa: F811
+def test_shared_prefix_scores_match_separate_scoring(embedded_llm: EmbeddedLLM) -> None:
     candidates = ["Film about space wars", "Film about a quiet love", "Film about ghosts"]
     prompts = [f"{HISTORY}Movie: {c}\nWatched:" for c in candidates]
     options = [[" Yes", " No"]] * len(prompts)
@@ -75,7 +74,7 @@ def test_shared_prefix_scores_match_separate_scoring(embedded_llm: EmbeddedLLM) 
         assert sum(choice.extra["probs"]) == pytest.approx(1.0)
 
 
-def test_repeated_prefix_is_reused_across_calls(embedded_llm: EmbeddedLLM) -> None:  # noqa: F811
+def test_repeated_prefix_is_reused_across_calls(embedded_llm: EmbeddedLLM) -> None:
     embedded_llm._rt.reset()
     embedded_llm.choose([f"{HISTORY}Movie: Film about rain\nWatched:"], [[" Yes", " No"]])
     reused, decoded = embedded_llm.stats["tokens_reused"], embedded_llm.stats["tokens_decoded"]
@@ -94,7 +93,7 @@ def _reused_by(llm: EmbeddedLLM, prompt: str) -> int:
     return llm.stats["tokens_reused"] - before
 
 
-def test_a_users_next_pages_replace_its_own_prefix_not_another_users(embedded_llm: EmbeddedLLM) -> None:  # noqa: F811
+def test_a_users_next_pages_replace_its_own_prefix_not_another_users(embedded_llm: EmbeddedLLM) -> None:
     assert embedded_llm.config.prefix_slots == 2
     embedded_llm._rt.reset()
     other = "Profile of a second viewer, fond of silent comedies.\n" + HISTORY.replace("Film", "Picture")
@@ -106,7 +105,7 @@ def test_a_users_next_pages_replace_its_own_prefix_not_another_users(embedded_ll
     assert _reused_by(embedded_llm, f"{other}Movie: Film about snow\nWatched:") >= other_tokens - 2
 
 
-def test_higher_priority_prefix_outlives_background_prompts(embedded_llm: EmbeddedLLM) -> None:  # noqa: F811
+def test_higher_priority_prefix_outlives_background_prompts(embedded_llm: EmbeddedLLM) -> None:
     from recagent_gym.llm.factory import build_llm
     from recagent_gym.llm.wrapping import prefix_hint
 
@@ -124,7 +123,7 @@ def test_higher_priority_prefix_outlives_background_prompts(embedded_llm: Embedd
         assert (reused >= history_tokens - 2) is survives, (priority, reused, history_tokens)
 
 
-def test_ended_sessions_prefixes_do_not_starve_other_prompts(embedded_llm: EmbeddedLLM) -> None:  # noqa: F811
+def test_ended_sessions_prefixes_do_not_starve_other_prompts(embedded_llm: EmbeddedLLM) -> None:
     rt = embedded_llm._rt
     assert rt.high_slots == 1  # of 2 slots
     rt.reset()
@@ -146,7 +145,7 @@ def test_too_small_batch_is_refused_not_aborted() -> None:
         EmbeddedLLM(LLMConfig(n_batch=32, max_sequences=64))
 
 
-def test_option_validation_and_length_limit(embedded_llm: EmbeddedLLM) -> None:  # noqa: F811
+def test_option_validation_and_length_limit(embedded_llm: EmbeddedLLM) -> None:
     with pytest.raises(ValueError):
         embedded_llm.choose(["p"], [[]])
     with pytest.raises(ValueError):

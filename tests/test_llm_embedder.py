@@ -7,7 +7,6 @@ import pytest
 from recagent_gym.data.schema import Dataset
 from recagent_gym.llm.embedder import embed_items, embed_texts_cached
 from recagent_gym.llm.testing import HashingEmbedder
-from tests._llm_fixtures import sentence_embedder  # noqa: F401  (session fixture)
 
 
 def _dataset(titles: list[str]) -> Dataset:
@@ -75,7 +74,7 @@ def test_corrupt_cache_file_is_recomputed(tmp_path) -> None:  # type: ignore[no-
 
 
 @pytest.mark.slow
-def test_sentence_embedder_is_normalised_and_semantic(sentence_embedder) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
+def test_sentence_embedder_is_normalised_and_semantic(sentence_embedder) -> None:  # type: ignore[no-untyped-def]
     vectors = sentence_embedder(["A film about a shark attacking swimmers", "Jaws: a great white shark", "Tax law"])
     assert vectors.shape == (3, sentence_embedder.dim) == (3, 384)
     assert vectors.dtype == np.float32

@@ -10,7 +10,6 @@ from recagent_gym.memory.agent_memory import AgentMemory
 from recagent_gym.memory.config import MemoryConfig
 from recagent_gym.memory.writer import flush_memories
 from recagent_gym.prompts import memory_sensory
-from tests._llm_fixtures import embedded_llm, sentence_embedder  # noqa: F401  (session fixtures)
 
 OBSERVATIONS = [
     "{n} watched Heat (1995), a tense crime thriller about a bank robbery crew, and rated it 5 out of 5.",
@@ -20,7 +19,7 @@ OBSERVATIONS = [
 
 @pytest.mark.embedded_llm
 @pytest.mark.slow
-def test_batched_flush_on_the_embedded_model(embedded_llm: Any, sentence_embedder: Any) -> None:  # noqa: F811
+def test_batched_flush_on_the_embedded_model(embedded_llm: Any, sentence_embedder: Any) -> None:
     config = MemoryConfig(
         reflection_threshold=0.5, reflection_insights=1, sensory_max_tokens=32, reflection_max_tokens=32
     )
@@ -50,7 +49,7 @@ def test_batched_flush_on_the_embedded_model(embedded_llm: Any, sentence_embedde
 
 
 @pytest.mark.slow
-def test_retrieval_with_the_real_embedder_finds_the_relevant_record(sentence_embedder: Any) -> None:  # noqa: F811
+def test_retrieval_with_the_real_embedder_finds_the_relevant_record(sentence_embedder: Any) -> None:
     config = MemoryConfig(implementation="long_term_only", sensory=False, score_importance=False, reflection=False)
     memory = AgentMemory(config, llm=None, embedder=sentence_embedder, agent_name="Ann")  # type: ignore[arg-type]
     texts = [

@@ -8,7 +8,10 @@ import pytest
 from recagent_gym.data.load import load_dataset
 from recagent_gym.data.schema import BEHAVIOUR_FEATURES, DataError
 from recagent_gym.prompts import profile_generation
-from recagent_gym.users.profiles import Profile, generate_profiles, load_profiles, profiles_from_dataset
+from recagent_gym.users.dataset_profiles import profiles_from_dataset
+from recagent_gym.users.handwritten_profiles import load_profiles
+from recagent_gym.users.llm_profiles import generate_profiles
+from recagent_gym.users.profiles import Profile
 from tests import _data_fixtures as fx
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from recagent_gym.runs.cli import main
 from recagent_gym.runs.evaluation.recsim_fit import Pages, build_pages, fit_pages, fit_recsim
-from recagent_gym.section import ConfigError
+from recagent_gym.settings_section import ConfigError
 from recagent_gym.users.config import UserConfig
 from recagent_gym.users.recsim import RecSimUser
 from recagent_gym.users.recsim_features import (

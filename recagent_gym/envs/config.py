@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from recagent_gym.section import Section
+from recagent_gym.settings_section import Section
 
 DEFAULT_MAX_EPISODE_STEPS = 10
 """Pages per session by default: ``EnvConfig.max_pages`` and the registered env's ``max_episode_steps``."""

@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 
-from recagent_gym.section import Section
+from recagent_gym.settings_section import Section
 
 EMBEDDED_MODEL = "gemma-3-270m-q4_k_m"
 """The name reported for the packaged embedded model."""

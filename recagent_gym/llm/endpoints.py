@@ -13,9 +13,23 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
+import urllib.parse
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from recagent_gym.llm.secrets import redact
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+
+
+def server_label(base_url: str | None) -> str:
+    """The server as error messages name it: scheme, host, port and path, without user info or query (where a key
+    could hide), redacted."""
+    parts = urllib.parse.urlsplit(base_url or DEFAULT_BASE_URL)
+    host = parts.hostname or ""
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return redact(urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, "", "")))
 
 
 @dataclass

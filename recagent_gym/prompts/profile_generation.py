@@ -7,7 +7,7 @@
   ``non-binary``; age an integer in 12..100; traits 1-5 comma-separated items of at most 30 characters; career
   2-60 characters.
 - **Fallback**: every field that is missing or invalid is listed in ``problems``; the caller
-  (:func:`recagent_gym.users.profiles.generate_profiles`) takes the dataset-aligned value for it and counts it.
+  (:func:`recagent_gym.users.llm_profiles.generate_profiles`) takes the dataset-aligned value for it and counts it.
 """
 
 from __future__ import annotations

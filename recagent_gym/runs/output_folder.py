@@ -16,7 +16,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from recagent_gym.section import ConfigError
+from recagent_gym.settings_section import ConfigError
 
 
 def check_output_folder(path: str | Path, what: str) -> Path:

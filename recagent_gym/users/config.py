@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from recagent_gym.section import Section
+from recagent_gym.settings_section import Section
 
 DecisionStrategy = Literal["auto", "few_shot", "direct"]
 

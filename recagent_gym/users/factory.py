@@ -14,7 +14,7 @@ from recagent_gym.data.config import DataConfig
 from recagent_gym.data.schema import Dataset
 from recagent_gym.llm.config import LLMConfig
 from recagent_gym.memory.config import MemoryConfig
-from recagent_gym.section import ConfigError
+from recagent_gym.settings_section import ConfigError
 from recagent_gym.social.config import SocialConfig
 from recagent_gym.users.config import UserConfig
 from recagent_gym.users.protocol import UserModel
@@ -89,7 +89,7 @@ def build_llm_agents(
     # Imported when built: the agent pulls in the LLM stack, which the classical users never need.
     from recagent_gym.social.graph import graph_from_config
     from recagent_gym.users.agent import LLMUserModel
-    from recagent_gym.users.profiles import profiles_from_config
+    from recagent_gym.users.profile_source import profiles_from_config
 
     llm_config, data, social = llm_config or LLMConfig(), data or DataConfig(), social or SocialConfig()
     graph = graph_from_config(dataset, data, social, np.random.default_rng(seed))

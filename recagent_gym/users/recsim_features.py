@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from recagent_gym.data.schema import Dataset
-from recagent_gym.section import ConfigError
+from recagent_gym.settings_section import ConfigError
 
 BUNDLED_FIT = Path(__file__).parent / "recsim_bundled.json"
 """The weights fitted on the bundled dataset's real choices (``recagent-gym users fit-recsim``)."""

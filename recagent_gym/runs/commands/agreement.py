@@ -45,7 +45,7 @@ def add_evaluate_agreement(evaluate_subparsers: Any) -> None:
 
 
 def parse_policies(values: list[str]) -> dict[str, list[Path]]:
-    from recagent_gym.section import ConfigError
+    from recagent_gym.settings_section import ConfigError
 
     out: dict[str, list[Path]] = {}
     for value in values:

@@ -40,7 +40,7 @@ def run_calibrate_command(args: argparse.Namespace) -> int:
     from recagent_gym.runs.config import load_config
     from recagent_gym.runs.evaluation.calibrate import run_calibration, write_calibration
     from recagent_gym.runs.evaluation.subjects import Resources
-    from recagent_gym.section import ConfigError
+    from recagent_gym.settings_section import ConfigError
 
     if args.users < 1 or args.negatives < 1 or args.window_days <= 0 or args.l2 < 0:
         raise ConfigError("--users and --negatives must be >= 1, --window-days > 0 and --l2 >= 0")

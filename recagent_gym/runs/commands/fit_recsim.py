@@ -36,7 +36,7 @@ def run_fit_recsim_command(args: argparse.Namespace) -> int:
     from recagent_gym.data.load import load_dataset_from_config
     from recagent_gym.runs.config import load_config
     from recagent_gym.runs.evaluation.recsim_fit import fit_markdown, fit_recsim
-    from recagent_gym.section import ConfigError
+    from recagent_gym.settings_section import ConfigError
 
     if args.holdout < 1 or args.choices < 1 or args.pages < 1:
         raise ConfigError("--holdout, --choices and --pages must be >= 1")

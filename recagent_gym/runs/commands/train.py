@@ -10,7 +10,6 @@ from typing import Any
 from recagent_gym.runs.cli import add_config_arguments
 from recagent_gym.runs.config import Config, ConfigError, load_config
 from recagent_gym.runs.config.loader import read_config_file
-from recagent_gym.runs.make_env import catalogue_env
 from recagent_gym.runs.output_folder import check_output_folder
 
 logger = logging.getLogger(__name__)
@@ -148,7 +147,7 @@ def add_evaluate_policies(evaluate_subparsers: Any) -> None:
 
 def run_rl_comparison(args: argparse.Namespace) -> int:
     from recagent_gym.runs.comparisons.rl_comparison import run_comparison
-    from recagent_gym.section import ConfigError
+    from recagent_gym.settings_section import ConfigError
 
     config = _config(args, _user_model_override(args))
     seeds = None
@@ -171,6 +170,7 @@ def run_rl_comparison(args: argparse.Namespace) -> int:
 
 def run_evaluate_policies(args: argparse.Namespace) -> int:
     from recagent_gym.recommenders.factory import build_recommender
+    from recagent_gym.runs.make_env import catalogue_env
     from recagent_gym.runs.policies.evaluate_policies import (
         EvalProtocol,
         PolicyRecommender,

@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 from pydantic import Field, Strict, StrictInt, field_validator, model_validator
 
 from recagent_gym.llm.config import LLMConfig
-from recagent_gym.section import Section
+from recagent_gym.settings_section import Section
 
 NegativeSampler = Literal["uniform", "popularity-matched"]
 NEGATIVE_SAMPLERS: tuple[str, ...] = ("uniform", "popularity-matched")

@@ -19,7 +19,7 @@ from recagent_gym.runs.config.bounded_yaml import MAX_DEPTH, BoundedLoader, Yaml
 from recagent_gym.runs.config.named import find_config
 from recagent_gym.runs.config.redact import redact_override, redact_value, secret_paths
 from recagent_gym.runs.config.root import Config
-from recagent_gym.section import ConfigError
+from recagent_gym.settings_section import ConfigError
 
 SECRETS = secret_paths(Config)
 """Configuration keys holding secrets: their values never appear in a message."""

@@ -11,7 +11,7 @@ from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
 
-from recagent_gym.section import ConfigError
+from recagent_gym.settings_section import ConfigError
 
 SUFFIX = ".yaml"
 

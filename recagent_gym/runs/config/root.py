@@ -15,7 +15,7 @@ from recagent_gym.policies.config import TrainConfig
 from recagent_gym.recommenders.config import RecommenderConfig
 from recagent_gym.runs.config.evaluation_section import EvaluationConfig
 from recagent_gym.runs.config.simulation_section import SimulationConfig
-from recagent_gym.section import Section
+from recagent_gym.settings_section import Section
 from recagent_gym.social.config import SocialConfig
 from recagent_gym.users.config import UserConfig
 

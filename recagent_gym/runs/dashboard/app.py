@@ -21,8 +21,9 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 
-from recagent_gym.runs.dashboard.controller import Dashboard, DashboardError
+from recagent_gym.runs.dashboard.controller import Dashboard
 from recagent_gym.runs.dashboard.guard import Guard, allowed_hosts, new_token
+from recagent_gym.runs.dashboard.refusals import DashboardError
 from recagent_gym.runs.dashboard.requests import (
     HumanAction,
     InterviewRequest,

@@ -11,9 +11,7 @@ simulation is exactly what it was before the failed round or request; the error 
 
 from __future__ import annotations
 
-import json
 import logging
-import re
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -26,41 +24,24 @@ from recagent_gym.recommenders.config import RecommenderConfig
 from recagent_gym.runs.config import Config, ConfigError
 from recagent_gym.runs.config.simulation_section import SimulationConfig
 from recagent_gym.runs.dashboard import views
+from recagent_gym.runs.dashboard.checkpoint_list import checkpoint_file, list_checkpoints
+from recagent_gym.runs.dashboard.event_feed import EventFeed
+from recagent_gym.runs.dashboard.human_answers import fit_to_question
+from recagent_gym.runs.dashboard.refusals import Busy, DashboardError, Failed, NotFound
 from recagent_gym.runs.dashboard.requests import HumanAction
 from recagent_gym.runs.dashboard.web_human import NotAsked, WebHuman
 from recagent_gym.runs.simulator import checkpoint as ckpt
 from recagent_gym.runs.simulator import runner
 from recagent_gym.runs.simulator.errors import SimulationError
-from recagent_gym.runs.simulator.events import Event, human_line
+from recagent_gym.runs.simulator.events import Event
 from recagent_gym.runs.simulator.social_step import deliver_post
 
 log = logging.getLogger(__name__)
 
 RECOMMENDERS: tuple[str, ...] = get_args(RecommenderConfig.model_fields["model"].annotation)
-CHECKPOINT_ID = re.compile(r"^(run-\d{3,})/(round_\d{4})$")
 LOCK_WAIT_S = 5.0
 """How long a change waits for the lock (held briefly by snapshot refreshes) before answering busy."""
 KNOWN_ERRORS = (SimulationError, ckpt.CheckpointError, ConfigError)
-
-
-class DashboardError(Exception):
-    """A request the dashboard refuses; ``status`` is the HTTP status the API answers with."""
-
-    status = 400
-
-
-class Busy(DashboardError):
-    status = 409
-
-
-class NotFound(DashboardError):
-    status = 404
-
-
-class Failed(DashboardError):
-    """Something broke while applying a valid request; the simulation was restored from its latest checkpoint."""
-
-    status = 500
 
 
 class Dashboard:
@@ -80,9 +61,8 @@ class Dashboard:
         """Bumped whenever the simulation object is replaced (reset, load): the page then reloads its log."""
         self._pause = threading.Event()
         self._worker: threading.Thread | None = None
-        self._events: list[dict[str, Any]] = []
-        self._lines: list[dict[str, Any]] = []
-        self._offset = 0
+        self.feed = EventFeed()
+        """The run's events and the page's log lines."""
         self._interviews = 0
         self._snapshot: dict[str, Any] = {}
         self._replace(self._fresh(), "new simulation")
@@ -109,8 +89,8 @@ class Dashboard:
                     old.close()
             self.human.unbind()
             self.epoch += 1
-            self._events, self._lines, self._offset = [], [], 0
-            self._read_events()
+            self.feed.clear()
+            self.feed.read(sim.log.jsonl)
             self.notice(f"{why}: {sim.out.name}, round {sim.clock.round} ({sim.dataset.n_users} agents)", kind)
             self._refresh()
 
@@ -129,42 +109,12 @@ class Dashboard:
 
     def notice(self, text: str, kind: str = "notice") -> None:
         """A dashboard message in the page's log (``notice`` or ``error``)."""
-        self._lines.append({"seq": len(self._lines), "kind": kind, "round": None, "agent": None, "text": text})
-
-    def _read_events(self) -> None:
-        """Append what the run's ``events.jsonl`` gained since the last read."""
-        assert self.sim is not None
-        path = self.sim.log.jsonl
-        if not path.exists():
-            return
-        with path.open("rb") as handle:
-            handle.seek(self._offset)
-            data = handle.read()
-        end = data.rfind(b"\n") + 1  # a line still being written is read next time
-        self._offset += end
-        for raw in data[:end].decode("utf-8").splitlines():
-            if not raw.strip():
-                continue
-            event = json.loads(raw)
-            self._events.append(event)
-            try:
-                text = human_line(Event(**event))
-            except (TypeError, ValueError):
-                text = raw
-            self._lines.append(
-                {
-                    "seq": len(self._lines),
-                    "kind": event.get("kind"),
-                    "round": event.get("round"),
-                    "agent": event.get("agent"),
-                    "text": text,
-                }
-            )
+        self.feed.notice(text, kind)
 
     def _refresh(self) -> None:
         with self.lock:
             assert self.sim is not None
-            self._snapshot = {**views.snapshot(self.sim, self._events), "checkpoints": self.checkpoints()}
+            self._snapshot = {**views.snapshot(self.sim, self.feed.events), "checkpoints": self.checkpoints()}
 
     # -- reading --------------------------------------------------------------------------------------------------
 
@@ -181,7 +131,7 @@ class Dashboard:
         """The page's view; ``since``: log lines already shown (of this ``epoch``)."""
         sim = self.sim
         assert sim is not None
-        lines = self._lines
+        lines = self.feed.lines
         return {
             **self._snapshot,
             "status": self.status,
@@ -197,37 +147,11 @@ class Dashboard:
         sim = self.sim
         assert sim is not None
         user = self._find(sim, who)
-        titles = sim.dataset.items["title"]
         profile = next(a for a in self._snapshot["agents"] if a["id"] == user)
-        watches = [
-            {
-                "item": int(r["item_id"]),
-                "title": str(titles.iat[int(r["item_id"])]),
-                "rating": r["rating"],
-                "round": int(r["round"]) + 1,
-            }
-            for r in list(sim.interactions)
-            if int(r["user_id"]) == user
-        ]
-        lines = [line["text"] for line in self._lines if line["agent"] == user]
-        return {**profile, "watches": watches[-20:], "log": lines[-30:]}
+        return views.agent_view(sim, profile, self.feed.lines)
 
     def checkpoints(self) -> list[dict[str, Any]]:
-        current = self.sim.out.resolve() if self.sim is not None else None
-        out = []
-        for run in sorted(self.root.glob("run-*")):
-            files = sorted((run / ckpt.CHECKPOINT_DIR).glob("round_*.json"))
-            for path in files:
-                out.append(
-                    {
-                        "id": f"{run.name}/{path.stem}",
-                        "run": run.name,
-                        "round": int(path.stem.split("_")[1]),
-                        "latest": path == files[-1],
-                        "current_run": run.resolve() == current,
-                    }
-                )
-        return out
+        return list_checkpoints(self.root, self.sim.out if self.sim is not None else None)
 
     # -- run control ----------------------------------------------------------------------------------------------
 
@@ -309,7 +233,7 @@ class Dashboard:
                         self.error = f"round {number} failed ({type(exc).__name__}: {exc})"
                         self._restore(sim, self.error)
                         break
-                    self._read_events()
+                    self.feed.read(sim.log.jsonl)
                     record = sim.rounds[-1]
                     self.notice(
                         f"round {number} done: {record['active']} active, {sum(record['counts'].values())} events, "
@@ -395,12 +319,7 @@ class Dashboard:
             return {"id": ident, "path": str(path)}
 
     def load(self, ident: str) -> str:
-        match = CHECKPOINT_ID.match(ident)
-        if match is None:
-            raise DashboardError(f"bad checkpoint id {ident!r}: expected 'run-NNN/round_NNNN' (see /api/checkpoints)")
-        path = self.root / match.group(1) / ckpt.CHECKPOINT_DIR / f"{match.group(2)}.json"
-        if not path.is_file():
-            raise NotFound(f"no checkpoint {ident} in {self.root}")
+        path = checkpoint_file(self.root, ident)
         with self._idle():
             source = path.parent.parent
             latest = ckpt.find_latest(source).resolve() == path.resolve()
@@ -436,21 +355,7 @@ class Dashboard:
 
     def act(self, action: HumanAction) -> str:
         """The human's answer to the pending question, checked against it (the page's items, the friends)."""
-        question = self.human.question
-        if question is None:
-            raise Busy("the human player is not being asked anything right now")
-        fits = action.question_kinds()
-        if fits and question["kind"] not in fits:
-            raise Busy(f"a {action.kind!r} answer does not fit the pending {question['kind']!r} question")
-        if action.kind == "watch" and action.n is not None and not 1 <= action.n <= len(question["items"]):
-            raise DashboardError(f"item {action.n} is not on the page (1..{len(question['items'])})")
-        if action.kind == "chat" and question["kind"] == "social":
-            wanted = str(action.friend).strip().lower()
-            found = [f["id"] for f in question["friends"] if wanted in (f["name"].lower(), f"#{f['id']}", str(f["id"]))]
-            if not found:
-                friends = ", ".join(f["name"] for f in question["friends"]) or "none"
-                raise DashboardError(f"{action.friend!r} is not a friend of {self.human.name} (friends: {friends})")
-            action = action.model_copy(update={"friend": f"#{found[0]}"})  # names may hold ':' or be ambiguous
+        action = fit_to_question(action, self.human.question, self.human.name)
         try:
             self.human.answer(action.line(), action.question_kinds())
         except NotAsked as exc:

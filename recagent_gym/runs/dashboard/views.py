@@ -139,3 +139,21 @@ def snapshot(sim: Simulation, events: Sequence[dict[str, Any]]) -> dict[str, Any
         "system": system_view(sim),
         "charts": round_series(sim),
     }
+
+
+def agent_view(sim: Simulation, profile: dict[str, Any], lines: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """One agent's panel: its ``profile`` (from the snapshot), its last 20 watches and its last 30 log lines."""
+    user = profile["id"]
+    titles = sim.dataset.items["title"]
+    watches = [
+        {
+            "item": int(r["item_id"]),
+            "title": str(titles.iat[int(r["item_id"])]),
+            "rating": r["rating"],
+            "round": int(r["round"]) + 1,
+        }
+        for r in list(sim.interactions)
+        if int(r["user_id"]) == user
+    ]
+    texts = [line["text"] for line in lines if line["agent"] == user]
+    return {**profile, "watches": watches[-20:], "log": texts[-30:]}

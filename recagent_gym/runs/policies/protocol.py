@@ -14,7 +14,7 @@ import numpy as np
 
 from recagent_gym.data.schema import Dataset
 from recagent_gym.runs.metrics import summarize
-from recagent_gym.section import ConfigError
+from recagent_gym.settings_section import ConfigError
 
 CONFIDENCE = 0.95
 

@@ -16,36 +16,26 @@ critical path (end of session, between sessions), unless ``user.feeling_timing``
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Collection, Sequence
-from functools import cached_property, partial
+from functools import cached_property
 from typing import Any
 
 import numpy as np
 
 from recagent_gym.llm.protocol import Usage
 from recagent_gym.llm.seeding import SEED_HIGH
-from recagent_gym.memory.agent_memory import AgentMemory
-from recagent_gym.memory.config import MemoryConfig
-from recagent_gym.memory.sensory import Observation
-from recagent_gym.memory.writer import precompress
-from recagent_gym.prompts import interview as interview_prompt
-from recagent_gym.prompts import memory_notes
-from recagent_gym.prompts.checked import generate_checked
 from recagent_gym.users.agent.agents import Agents
-from recagent_gym.users.agent.clock import clock_text
-from recagent_gym.users.agent.feelings import FeelingJob, FeelingResult, write_feelings
+from recagent_gym.users.agent.interview import interview_answer
 from recagent_gym.users.agent.page import AgentInput, PageDecider, Prepared
 from recagent_gym.users.agent.prior import PagePrior
 from recagent_gym.users.agent.score_cache import cached_score_requests
 from recagent_gym.users.agent.scoring import ScoringRequest
 from recagent_gym.users.agent.social_round import social_round
-from recagent_gym.users.agent.state import AgentState, PendingFeeling, SessionState
+from recagent_gym.users.agent.state import AgentState, SessionState
 from recagent_gym.users.agent.take_action import choose_actions
 from recagent_gym.users.agent.taste import relevance
-from recagent_gym.users.protocol import Action, Context, Page, Response
-
-log = logging.getLogger(__name__)
+from recagent_gym.users.agent.watch_feelings import prefetch_jobs, with_inline_feelings, write_pending
+from recagent_gym.users.protocol import Context, Page, Response
 
 
 class LLMUserModel(Agents):
@@ -130,7 +120,7 @@ class LLMUserModel(Agents):
         ]
         responses = self._pages.decide(prepared)
         if self.config.write_feelings and self.config.feeling_timing == "inline":
-            responses = self._inline_feelings(prepared, responses)
+            responses = with_inline_feelings(self, prepared, responses)
         return responses
 
     def prefetch_scores(self, user_id: int, items: Sequence[int], time_h: float = 0.0) -> int:
@@ -168,7 +158,7 @@ class LLMUserModel(Agents):
         if ready:
             with self._ended_lock:
                 sessions, self._ended = self._ended, []
-        self._write_pending(sessions)
+        write_pending(self, sessions, self._ready_feelings)
         times = [s.last_time_h for s in sessions] + ([time_h] if time_h is not None else [])
         users = [s.user_id for s in sessions]
         flushed = list(dict.fromkeys([*users, *sorted(also)]))
@@ -185,7 +175,7 @@ class LLMUserModel(Agents):
             self._ended = [s for s in self._ended if s.user_id not in wanted]
         if not sessions:
             return []
-        self._write_pending(sessions)
+        write_pending(self, sessions, self._ready_feelings)
         users = list(dict.fromkeys(s.user_id for s in sessions))
         self.memory_backend.flush([self.memory(u) for u in users], max(s.last_time_h for s in sessions))
         return users
@@ -235,147 +225,18 @@ class LLMUserModel(Agents):
         agent.count("item_scoring", reasked=result.reasked > 0, fallback=result.fallbacks > 0)
         return result.scores, relevance(self.vectors, positives, negatives, items, self.scale)
 
-    # -- feelings -------------------------------------------------------------------------------------------------
-
-    def _feeling_jobs(self, pending: Sequence[tuple[int, PendingFeeling]]) -> list[FeelingJob]:
-        return [
-            FeelingJob(
-                profile=self.profile_text(u, "feeling"),
-                name=self.profiles[u].name,
-                item_text=self.item_line(p.item),
-                title=self.title(p.item),
-                score=p.score,
-            )
-            for u, p in pending
-        ]
-
-    @cached_property
-    def _feeling_levels(self) -> int | None:
-        """The importance levels a combined feeling reply also answers for the agent's memory (None: not asked):
-        only where the paper's memory scores importance, so that the feeling's note is stored as written."""
-        cfg = getattr(self.memory_backend, "config", None)
-        if not (self.combined and self.config.rate_after_watch and isinstance(cfg, MemoryConfig)):
-            return None
-        return cfg.importance_levels if cfg.score_importance and cfg.implementation != "none" else None
-
-    def _compute_feelings(self, pending: Sequence[tuple[int, PendingFeeling]], seed: int) -> list[FeelingResult]:
-        cfg = self.config
-        return write_feelings(
-            self.llm,
-            self._feeling_jobs(pending),
-            rate=cfg.rate_after_watch,
-            max_tokens=cfg.feeling_max_tokens,
-            seed=seed,
-            combined=self.combined,
-            importance_levels=self._feeling_levels,
-        )
-
-    def _apply_feelings(self, pending: Sequence[tuple[int, PendingFeeling]], results: Sequence[FeelingResult]) -> None:
-        for (u, p), result in zip(pending, results, strict=True):
-            agent = self.agent(u)
-            agent.usage = agent.usage + result.usage
-            agent.count("feeling", reasked=result.feeling_reasked, fallback=result.feeling_fallback)
-            if self.config.rate_after_watch:
-                agent.count("rating", reasked=result.rating_reasked, fallback=result.rating_fallback)
-                agent.ratings[p.item] = float(result.rating)
-            agent.feelings[p.item] = result.feeling
-            note, memory = self._feeling_note(u, p, result), self.memory(u)
-            if self._feeling_levels is not None:
-                agent.count("feeling_importance", fallback=result.importance_fallback)
-            if result.importance is not None and hasattr(memory, "observe_written"):
-                memory.observe_written(note, result.importance, p.time_h, kind="feeling")
-            else:
-                memory.observe([note], p.time_h, kind="feeling")
-
-    def _feeling_note(self, user_id: int, p: PendingFeeling, result: FeelingResult) -> str:
-        return memory_notes.feeling(
-            name=self.profiles[user_id].name, title=self.title(p.item), feeling=result.feeling, rating=result.rating
-        )
-
-    def _run_feelings(self, pending: Sequence[tuple[int, PendingFeeling]], seed: int) -> list[FeelingResult]:
-        results = self._compute_feelings(pending, seed)
-        self._apply_feelings(pending, results)
-        return results
-
-    def _write_pending(self, sessions: Sequence[SessionState]) -> None:
-        if not self.config.write_feelings:
-            return
-        pending = [(s.user_id, p) for s in sessions for p in s.pending]
-        ready = {id(p): self._ready_feelings.pop(id(p))[1] for _, p in pending if id(p) in self._ready_feelings}
-        todo = [(u, p) for u, p in pending if id(p) not in ready]
-        if todo:  # everything not written ahead (prefetch): one batch, seeded as always
-            ready.update(
-                zip(
-                    (id(p) for _, p in todo),
-                    self._compute_feelings(todo, seed=int(sessions[0].rng.integers(0, SEED_HIGH))),
-                    strict=True,
-                )
-            )
-        if pending:
-            self._apply_feelings(pending, [ready[id(p)] for _, p in pending])
-        for s in sessions:
-            s.pending.clear()
+    # -- feelings (users/agent/watch_feelings.py) ----------------------------------------------------------------
 
     def prefetch(self, user_id: int) -> list[Callable[[], None]]:
         """Work that this agent's session end will need, to run now beside its next page (per-agent pipelines):
-        one job per new watch (its feeling, and the compression of its note unless the feeling's reply scored it),
-        and one job compressing the notes queued so far. The jobs are independent: they may run at once.
-
-        Seeds and the notes each job takes are fixed here, in the agent's own order; the jobs only call the language
-        model and keep the answers (:meth:`write_sessions_of` uses them), so results do not depend on when they run.
-        """
+        :func:`~recagent_gym.users.agent.watch_feelings.prefetch_jobs`; none when the agent has no session."""
         session = self._sessions.get(user_id)
         if session is None:
             with self._ended_lock:
                 session = next((s for s in self._ended if s.user_id == user_id), None)
         if session is None:
             return []
-        memory = self.memory(user_id)
-        new = [p for p in session.pending if id(p) not in self._ready_feelings] if self.config.write_feelings else []
-        seeds = [int(session.rng.integers(0, SEED_HIGH)) for _ in new]
-        for p in new:
-            self._ready_feelings[id(p)] = (p, None)  # claimed (the object stays referenced while its id is a key)
-        paper = isinstance(memory, AgentMemory) and memory.enabled  # only the paper's memory compresses notes
-        queued = list(memory.sensory.pending) if paper else []
-
-        def feel(p: PendingFeeling, seed: int) -> None:
-            [result] = self._compute_feelings([(user_id, p)], seed)
-            self._ready_feelings[id(p)] = (p, result)
-            if paper and result.importance is None:  # else the note is stored as written (_apply_feelings)
-                note = self._feeling_note(user_id, p, result)
-                precompress(memory, [Observation(" ".join(note.split()), p.time_h, "feeling")])
-
-        jobs: list[Callable[[], None]] = [partial(feel, p, seed) for p, seed in zip(new, seeds, strict=True)]
-        if queued:
-            jobs.append(partial(precompress, memory, queued))
-        return jobs
-
-    def _inline_feelings(self, prepared: Sequence[Prepared], responses: list[Response]) -> list[Response]:
-        watchers = [k for k, r in enumerate(responses) if r.action == Action.WATCH]
-        if not watchers:
-            return responses
-        pending = []
-        for k in watchers:
-            session = self.session(prepared[k].ctx.user_id)
-            pending.append((session.user_id, session.pending.pop()))
-        results = self._run_feelings(pending, seed=prepared[watchers[0]].seed + 7)
-        out = list(responses)
-        for k, result in zip(watchers, results, strict=True):
-            r = out[k]
-            fallback = r.fallback or result.feeling_fallback or result.rating_fallback
-            out[k] = Response(
-                action=r.action,
-                item=r.item,
-                rating=result.rating,
-                feeling=result.feeling,
-                query=r.query,
-                text=r.text,
-                usage=r.usage + result.usage,
-                parse_ok=r.parse_ok,
-                fallback=fallback,
-                extra={**r.extra, "feeling_fallback": result.feeling_fallback},
-            )
-        return out
+        return prefetch_jobs(self, session, self._ready_feelings)
 
     # -- other actions --------------------------------------------------------------------------------------------
 
@@ -390,28 +251,7 @@ class LLMUserModel(Agents):
     def interview(self, user_id: int, question: str, rng: np.random.Generator, time_h: float = 0.0) -> str:
         """The agent's in-character answer (fallback: a fixed "no answer" sentence, counted and logged)."""
         self.write_ended_of([user_id])
-        prompt = interview_prompt.build(
-            profile=self.profile_text(user_id, "interview"),
-            memory=self.memory_block(user_id, question, time_h),
-            name=self.profiles[user_id].name,
-            clock=clock_text(time_h),
-            question=" ".join(question.split()),
-        )
-        answer = generate_checked(
-            self.llm,
-            [prompt],
-            interview_prompt.validate,
-            seed=int(rng.integers(0, SEED_HIGH)),
-            max_tokens=self.config.interview_max_tokens,
-            stop=interview_prompt.STOP,
-        )[0]
-        agent = self.agent(user_id)
-        agent.usage = agent.usage + answer.usage
-        agent.count("interview", reasked=answer.reasked, fallback=answer.value is None)
-        if answer.value is None:
-            log.warning("interview of user %d: no valid answer after a re-ask, using the fallback", user_id)
-            return interview_prompt.FALLBACK
-        return str(answer.value)
+        return interview_answer(self, user_id, question, rng, time_h)
 
     def social_round(
         self,
