@@ -177,14 +177,14 @@ def test_training_meets_train_users_only_and_prints_progress(tmp_path, dataset, 
     import recagent_gym.runs.policies.training as training
 
     built = []
-    real = training.RecAgentVectorEnv
+    real = training.catalogue_vector_env
 
     def spy(*args, **kwargs):
         venv = real(*args, **kwargs)
         built.append(venv)
         return venv
 
-    monkeypatch.setattr(training, "RecAgentVectorEnv", spy)
+    monkeypatch.setattr(training, "catalogue_vector_env", spy)
     config = Config(
         train=TrainConfig(total_timesteps=64, n_envs=2, n_steps=16, batch_size=16, test_fraction=0.25, log_every=1)
     )
