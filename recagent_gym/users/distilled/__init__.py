@@ -1,2 +1,2 @@
-"""Distilled LLM users: collect the LLM agents' page decisions, train a small user model on them, use it in the env
-(``user_model="distilled"``) and check it against the LLM users (``recagent-gym users collect|distill|fidelity``)."""
+"""Distilled LLM users: the small user model the env runs (``user_model="distilled"``) and its saved form.
+Collecting, fitting and checking it are runs (:mod:`recagent_gym.runs.distill`)."""
