@@ -17,9 +17,9 @@ from recagent_gym.llm.protocol import LLMError
 from recagent_gym.llm.text import clean_text
 from recagent_gym.prompts.checked import choose_checked, generate_checked
 from recagent_gym.runs.cli import build_parser, dispatch
-from recagent_gym.runs.commands import runner
 from recagent_gym.runs.commands import simulate as commands
 from recagent_gym.runs.config import load_config
+from recagent_gym.runs.simulator import runner
 from tests._llm_server import HTTP_CLIENT, MALFORMED, FaultServer, http_client  # noqa: F401  (autouse: every test runs with both clients)
 from tests._sim_fixtures import make_embedder, settings
 
