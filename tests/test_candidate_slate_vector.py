@@ -62,10 +62,10 @@ def _trace(obs, reward, terminated, truncated, info):
     return (*head, *(arrays[k].tobytes() for k in sorted(arrays)))
 
 
-def single_traces(dataset, seeds, actions):
+def single_traces(dataset, seeds, actions, **shared):
     traces = []
     for i, seed in enumerate(seeds):
-        env = candidates_env(dataset, "recsim", config=STATELESS, social=False, n_candidates=K)
+        env = candidates_env(dataset, "recsim", config=STATELESS, social=False, n_candidates=K, **shared)
         env.reset(seed=seed)
         trace = []
         for step_actions in actions:
@@ -97,7 +97,8 @@ def test_vector_equals_sequential_envs(dataset, num_envs):
             else:
                 traces[i].append(_trace(row, rewards[i], terminated[i], truncated[i], info))
     assert sum(isinstance(t[0], tuple) for trace in traces for t in trace) >= num_envs  # sessions ended and began
-    assert traces == single_traces(dataset, [11 + i for i in range(num_envs)], actions)
+    seeds = [11 + i for i in range(num_envs)]
+    assert traces == single_traces(dataset, seeds, actions, retriever=venv.face.retriever)
 
 
 def test_what_a_user_was_shown_is_the_populations(dataset):

@@ -14,8 +14,10 @@ of each other:
     env = gymnasium.make("recagent_gym/RecAgentCatalogue-v0", dataset="bundled", user_model="recsim")
     venv = gymnasium.make_vec("recagent_gym/RecAgentCatalogue-v0", num_envs=4, dataset="bundled", user_model="recsim")
 
-``make_vec`` builds the batched :class:`~recagent_gym.envs.vector.RecAgentVectorEnv` (``vector_entry_point``): the
-sub-envs' users answer in one batch and share the social round.
+``make_vec`` builds the batched vector env of each (``vector_entry_point``):
+:class:`~recagent_gym.envs.vector.RecAgentVectorEnv` and
+:class:`~recagent_gym.envs.candidate_slate_vector.RecAgentCandidateVectorEnv`; the sub-envs' users answer in one batch
+and share the social round.
 
 The earlier ids ``recagent_gym/RecAgent-v0`` and ``recagent_gym/RecAgent-v1`` still work (:mod:`.ids`), with a
 one-time ``DeprecationWarning`` naming the new id: as two versions of one name, Gymnasium warned on every ``make``

@@ -200,7 +200,7 @@ class RecAgentCandidateEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         )
         self.shown_before: dict[int, set[int]] = {}
         """Per user, the items shown in the user's ended sessions (since the last seeded reset)."""
-        self._slates = SlateStream(self.np_random)
+        self._slate_stream = SlateStream(self.np_random)
         self._last_result: StepResult | None = None
 
     def _checked_retriever(
@@ -234,12 +234,12 @@ class RecAgentCandidateEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
     ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         super().reset(seed=seed)
         options = options or {}
-        self._slates.rng = self.np_random
+        self._slate_stream.rng = self.np_random
         if seed is not None:
-            self.restore_users([self._slates])
+            self.restore_users([self._slate_stream])
         time_h = options.get("time_h")
         [info] = self.start_sessions(
-            [self._slates],
+            [self._slate_stream],
             [0],
             seeded=[seed is not None],
             user_ids=[options.get("user_id")],
@@ -249,10 +249,10 @@ class RecAgentCandidateEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         return self._observation(), info
 
     def step(self, action: np.ndarray) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
-        session = self._slates.session
+        session = self._slate_stream.session
         if session is None or not session.open:
             raise RuntimeError("RecAgentCandidateEnv: the session is over; call reset()")
-        [step] = self.step_streams([self._slates], [action])
+        [step] = self.step_streams([self._slate_stream], [action])
         self._last_result = step.result
         return self._observation(), step.reward, step.result.terminated, step.result.truncated, step.info
 
@@ -265,7 +265,7 @@ class RecAgentCandidateEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         return None
 
     def close(self) -> None:
-        self.end_open([self._slates])
+        self.end_open([self._slate_stream])
 
     # -------------------------------------------------------------------------------- N streams (this env and the
     # vector env)
@@ -384,12 +384,12 @@ class RecAgentCandidateEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
     @property
     def current_user(self) -> int | None:
         """The user of the current session, open or just ended (None before the first reset)."""
-        return self._slates.stream.user
+        return self._slate_stream.stream.user
 
     @property
     def seen_mask(self) -> np.ndarray:
         """Items the current user already watched (dataset history and this session); read-only."""
-        session = self._slates.session
+        session = self._slate_stream.session
         if session is None:
             raise RuntimeError("RecAgentCandidateEnv: call reset() first")
         view = session.seen.view()
@@ -399,13 +399,13 @@ class RecAgentCandidateEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
     @property
     def candidate_ids(self) -> np.ndarray:
         """Catalogue ids of the current candidates (read-only view), for oracles and baselines that need ids."""
-        view = self._slates.candidates.view()
+        view = self._slate_stream.candidates.view()
         view.flags.writeable = False
         return view
 
     def slate(self, action: Any) -> tuple[np.ndarray, int]:
         """Candidate indices of the page for ``action`` (distinct and valid), and how many slots were repaired."""
-        return self._slate(self._slates.candidates, action)
+        return self._slate(self._slate_stream.candidates, action)
 
     def _slate(self, candidates: np.ndarray, action: Any) -> tuple[np.ndarray, int]:
         n = len(candidates)
@@ -427,4 +427,4 @@ class RecAgentCandidateEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         return np.asarray(out, dtype=np.int64), repairs
 
     def _observation(self) -> dict[str, np.ndarray]:
-        return self.observe(self._slates)
+        return self.observe(self._slate_stream)
