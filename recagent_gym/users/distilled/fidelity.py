@@ -9,7 +9,8 @@ Rows: the LLM users (as logged), the distilled users, and the RecSim-style and e
   state (``replays`` draws per page; the distilled user gets the logged patience and watched items, the classical
   users a fresh session each time), and their **total variation distance** from the LLM users' rates.
 * **Rating agreement** on the LLM users' rated watches: share of equal star ratings and mean absolute error.
-* **Recommender ranking**: the mean session return (the env's default reward) of each page source (random,
+* **Recommender ranking**: the mean session return (the env's reward, sessions stepped by the session kernel with
+  its rules: :mod:`~recagent_gym.users.distilled.sessions`) of each page source (random,
   popularity, MF, genre) on the held-out users: logged for the LLM users, from ``replays`` runs of the same session
   plans for the other models; 95% bootstrap intervals over users.
 """
@@ -24,14 +25,13 @@ import numpy as np
 import pandas as pd
 
 from recagent_gym.data.schema import Dataset
-from recagent_gym.recommenders.search import CatalogueSearch
 from recagent_gym.users.config import UserConfig
 from recagent_gym.users.distilled import logs
 from recagent_gym.users.distilled.artefact import Artefact
 from recagent_gym.users.distilled.errors import DistillError
 from recagent_gym.users.distilled.fit import item_rows, spearman, text_vectors
-from recagent_gym.users.distilled.harness import ACTIONS, SessionPlan, run_sessions
 from recagent_gym.users.distilled.pages import PageSources
+from recagent_gym.users.distilled.sessions import ACTIONS, SessionPlan, reward_function, run_sessions, session_kernel
 from recagent_gym.users.distilled.user import DistilledUser
 from recagent_gym.users.protocol import Context, Page
 
@@ -64,7 +64,7 @@ def _replay_rates(name: str, model: Any, test: pd.DataFrame, replays: int, seed:
     """Action shares when ``model`` answers every logged page ``replays`` times in the logged session state."""
     counts = np.zeros(len(ACTIONS))
     watched_before: dict[int, list[int]] = {}
-    for row in test.sort_values(["session_id", "page_index"]).itertuples():
+    for row in test.sort_values(["session_id", "page_index", "page_source"], kind="stable").itertuples():
         watched = watched_before.setdefault(row.session_id, [])
         page = Page(tuple(int(i) for i in row.items), int(row.page_index), row.page_source, row.query or None)
         context = Context(user_id=int(row.user_id), step=int(row.page_index), watched=tuple(watched))
@@ -100,8 +100,7 @@ def _session_returns(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def _simulated_returns(
-    model: Any, plans: list[SessionPlan], sources: PageSources, search: CatalogueSearch, *, max_pages: int,
-    replays: int, seed: int,
+    model: Any, plans: list[SessionPlan], sources: PageSources, kernel: Any, reward: Any, *, replays: int, seed: int,
 ) -> pd.DataFrame:  # fmt: skip
     rows = []
     for r in range(replays):
@@ -114,7 +113,7 @@ def _simulated_returns(
                     seen.add(plan.user_id)
             taken = {p.session_id for p in batch}
             pending = [p for p in pending if p.session_id not in taken]
-            rows += run_sessions(model, batch, sources, search, max_pages=max_pages, seed=seed + 7919 * (r + 1))
+            rows += run_sessions(model, batch, sources, kernel, reward, seed=seed + 7919 * (r + 1))
     return _session_returns(pd.DataFrame(rows))
 
 
@@ -188,12 +187,13 @@ def fidelity_report(
     page_size = int(meta.get("page_size", len(test["items"].iloc[0])))
     max_pages = int(meta.get("max_pages", test["page_index"].max() + 1))
     sources = PageSources(dataset, page_size=page_size, config=config, seed=int(meta.get("seed", 0)))
-    search = CatalogueSearch(dataset)
+    kernel = session_kernel(dataset, config, page_size=page_size, max_pages=max_pages)
+    reward = reward_function(config)
     returns = {"LLM (logged)": _session_returns(test)}
     for name, model in models.items():
         if plans:
             returns[name] = _simulated_returns(
-                model, plans, sources, search, max_pages=max_pages, replays=max(1, replays // 10), seed=seed
+                model, plans, sources, kernel, reward, replays=max(1, replays // 10), seed=seed
             )
     ranking_rows = []
     for name, ret in returns.items():
