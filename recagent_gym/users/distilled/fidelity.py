@@ -13,6 +13,12 @@ Rows: the LLM users (as logged), the distilled users, and the RecSim-style and e
   its rules: :mod:`~recagent_gym.users.distilled.sessions`) of each page source (random,
   popularity, MF, genre) on the held-out users: logged for the LLM users, from ``replays`` runs of the same session
   plans for the other models; 95% bootstrap intervals over users.
+* **Real held-out choices** (``real.csv``): on the held-out users' pages of their real next items (each user's last
+  10, one per page among never-seen negatives drawn uniformly or popularity-matched;
+  :mod:`~recagent_gym.users.distilled.real`), how often the real item has the page's top score, and its
+  probability under the rule's choice among the page, for the distilled users (tables re-encoded on the history
+  before those items), the LLM users (on ``real_llm_users`` of them, built on that history), the history's
+  popularity and chance; 95% bootstrap intervals over users.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from recagent_gym.users.distilled.artefact import Artefact
 from recagent_gym.users.distilled.errors import DistillError
 from recagent_gym.users.distilled.fit import item_rows, spearman, text_vectors
 from recagent_gym.users.distilled.pages import PageSources
+from recagent_gym.users.distilled.real import CHOICES, held_out_table
 from recagent_gym.users.distilled.sessions import ACTIONS, SessionPlan, reward_function, run_sessions, session_kernel
 from recagent_gym.users.distilled.user import DistilledUser
 from recagent_gym.users.protocol import Context, Page
@@ -129,6 +136,8 @@ def fidelity_report(
     seed: int = 0,
     embedder: Any = None,
     cache_dir: str | Path | None = None,
+    real_llm_users: int = 40,
+    llm_model: Any = None,
 ) -> str:
     """Write ``fidelity.md``, ``fidelity.csv``, ``ranking.csv`` and ``fidelity.png`` to ``out``; returns the
     markdown."""
@@ -209,9 +218,15 @@ def fidelity_report(
     }
     table["same_ranking"] = [order.get(u) == order["LLM (logged)"] if order else math.nan for u in table["users"]]
 
+    real = held_out_table(
+        dataset, config, artefact, vectors, sorted(test_users), llm_users=real_llm_users, llm_model=llm_model,
+        bootstrap=bootstrap, seed=seed,
+    )  # fmt: skip
+
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     table.to_csv(out / "fidelity.csv", index=False)
+    real.to_csv(out / "real.csv", index=False)
     ranking.to_csv(out / "ranking.csv", index=False)
     header = (
         f"Held-out users: {len(test_users)} ({test['session_id'].nunique()} sessions, {len(test)} decisions, "
@@ -220,7 +235,7 @@ def fidelity_report(
     )
     markdown = "\n".join(
         [
-            "# Distilled users: fidelity to the LLM users",
+            "# Distilled users: fidelity to the LLM users and to real held-out choices",
             "",
             header,
             "",
@@ -231,6 +246,16 @@ def fidelity_report(
             _ranking_markdown(ranking) if order else "(none: these logs hold no random, popular, MF or genre pages)",
             "",
             "Ranking (best first): " + "; ".join(f"{u}: {' > '.join(o)}" for u, o in order.items()),
+            "",
+            "Real held-out choices: the held-out users' pages of their real next items (each user's last "
+            f"{CHOICES}, one per page of {config.env.page_size} among never-seen negatives). hit: the real item has "
+            "the page's top score (ties share); choice_p: its probability under the rule's softmax(score / "
+            "user.watch_temperature); mean over users [95% bootstrap interval]. The distilled users' tables are "
+            "re-encoded on the history before these items; the LLM users are built on that history"
+            + (f" and score the first {real_llm_users} held-out users' pages" if real_llm_users > 0 else " (not run)")
+            + ".",
+            "",
+            _real_markdown(real) if len(real) else "(none: no held-out user has enough history)",
             "",
             "The same ranking with a policy trained on the distilled users, in the env, on users held out of both: "
             "`recagent-gym users transfer --config quickstart --user-models distilled,recsim,embedding,llm`.",
@@ -254,6 +279,21 @@ def _markdown(table: pd.DataFrame) -> str:
     columns = list(table.columns)
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     lines += ["| " + " | ".join(_fmt(v) for v in row) + " |" for row in table.itertuples(index=False)]
+    return "\n".join(lines)
+
+
+def _real_markdown(real: pd.DataFrame) -> str:
+    def cell(row: Any, metric: str) -> str:
+        mean = getattr(row, metric)
+        if math.isnan(mean):
+            return "n/a"
+        return f"{mean:.3f} [{getattr(row, metric + '_low'):.3f}, {getattr(row, metric + '_high'):.3f}]"
+
+    lines = ["| negatives | users | held-out users | pages | hit | choice_p |", "|---|---|---|---|---|---|"]
+    lines += [
+        f"| {r.negatives} | {r.users} | {r.n_users} | {r.pages} | {cell(r, 'hit')} | {cell(r, 'choice_p')} |"
+        for r in real.itertuples(index=False)
+    ]
     return "\n".join(lines)
 
 

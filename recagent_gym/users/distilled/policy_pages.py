@@ -1,13 +1,13 @@
 """The ``policy`` page source of ``users collect``: pages a trained RecAgent-v1 policy chooses for the LLM users.
 
-A policy's pages depend on what the user did on the previous ones, so its sessions run through RecAgent-v1 itself,
-with the LLM users behind a :class:`~recagent_gym.users.distilled.sessions.Recorder` that writes each decision as the same row the other sources give
-(``source == "policy"``). The env describes items as the policy was trained to see them: its item features and
+A policy's pages depend on what the user did on the previous ones, so its sessions run through RecAgent-v1 itself
+(whose steps are the session kernel's), with the LLM users behind a
+:class:`~recagent_gym.users.distilled.sessions.Recorder` that writes each decision as the same row the other sources
+give (``source == "policy"``). The env describes items as the policy was trained to see them: its item features and
 candidate retriever come from an env of the policy's training users (``policy.json``'s ``user_model``, default
 ``distilled``; ``candidate_mix`` likewise), and ``n_candidates`` from the policy's observation space. Sessions of
-this source run one at a time (the env steps one session), so they cost more LLM time per decision than the
-batched sources. This is the collection step of a DAgger loop: collect on the policy's own pages, re-distil,
-retrain.
+this source run one at a time (the env steps one session), so they cost more LLM time per decision than the batched
+sources. This is the collection step of a DAgger loop: collect on the policy's own pages, re-distil, retrain.
 """
 
 from __future__ import annotations
