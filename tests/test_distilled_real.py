@@ -26,7 +26,8 @@ def test_real_pages_hold_each_real_item_among_never_seen_negatives():
     assert len(history.interactions) == len(dataset.interactions) - dataset.n_users
     pages = real_pages(dataset, real, range(6), page_size=5, seed=0)
     assert len(pages) == 6 * len(SAMPLERS) and pages.items.shape == (12, 5)
-    for user, items, label, sampler in zip(pages.user, pages.items, pages.label, pages.sampler, strict=True):
+    assert sorted(set(pages.sampler.tolist())) == [0, 1]
+    for user, items, label in zip(pages.user, pages.items, pages.label, strict=True):
         assert items[label] == real[int(user)][0]
         seen = set(dataset.user_history(int(user))["item_id"])
         negatives = [int(i) for k, i in enumerate(items) if k != label]
