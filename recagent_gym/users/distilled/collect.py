@@ -22,7 +22,13 @@ from recagent_gym.users.distilled import logs
 from recagent_gym.users.distilled.errors import DistillError
 from recagent_gym.users.distilled.pages import SOURCES, PageSources
 from recagent_gym.users.distilled.policy_pages import SOURCE as POLICY_SOURCE
-from recagent_gym.users.distilled.sessions import plan_sessions, reward_function, run_sessions, session_kernel
+from recagent_gym.users.distilled.sessions import (
+    PLAN_VERSION,
+    plan_sessions,
+    reward_function,
+    run_sessions,
+    session_kernel,
+)
 from recagent_gym.users.protocol import UserModel
 
 log = logging.getLogger(__name__)
@@ -66,9 +72,12 @@ def collect(
         "page_size": page_size,
         "max_pages": max_pages,
         "model": model_name,
+        "plan": PLAN_VERSION,
         **({"policy": str(policy)} if policy is not None else {}),
     }
     previous = logs.read_meta(out)
+    if previous and "plan" not in previous:  # logs of the first plan (users in another order): not resumable
+        previous = {**previous, "plan": 1}
     clash = {k: (previous[k], v) for k, v in meta.items() if k in previous and previous[k] != v}
     if clash:
         raise DistillError(f"{out} holds logs collected with other settings {clash}; use another --out")

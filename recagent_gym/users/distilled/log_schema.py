@@ -128,9 +128,10 @@ def _reason(exc: BaseException) -> str:
 
 META_FIELDS: dict[str, tuple[type, ...]] = {
     "dataset": (str,), "sources": (list,), "seed": (int,), "page_size": (int,), "max_pages": (int,),
-    "model": (str,), "sessions": (int,), "policy": (str,),
+    "model": (str,), "sessions": (int,), "policy": (str,), "plan": (int,),
 }  # fmt: skip
-"""The fields of ``collect.json`` (each optional) and their JSON types."""
+"""The fields of ``collect.json`` (each optional) and their JSON types (``plan``: the session plan's version,
+:data:`~recagent_gym.users.distilled.sessions.PLAN_VERSION`; 1 when absent)."""
 
 
 def read_meta_file(path: Path) -> dict[str, Any]:

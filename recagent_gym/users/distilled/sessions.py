@@ -41,11 +41,18 @@ class SessionPlan:
     source: str
 
 
+PLAN_VERSION = 2
+"""``collect.json``'s ``plan``: 2 draws the users' order from its own stream (``[seed, 1]``). Version 1 (no field)
+drew it from ``default_rng(seed)``, the very permutation the RL protocol's user split takes its held-out users
+from (``policies.protocol.split_users``), so with ``train.split_seed == seed`` the first ``test_fraction`` of the
+sessions were all held-out users: fewer sessions than that left nothing to distil on."""
+
+
 def plan_sessions(user_ids: Sequence[int], sources: Sequence[str], n_sessions: int, seed: int) -> list[SessionPlan]:
     """``n_sessions`` plans: users in a seeded order (cycled), the sources rotating so each user meets all of them."""
     if not user_ids or not sources:
         raise ValueError("plan_sessions needs at least one user and one source")
-    order = np.random.default_rng(seed).permutation(np.asarray(user_ids, dtype=np.int64))
+    order = np.random.default_rng([seed, 1]).permutation(np.asarray(user_ids, dtype=np.int64))
     n = len(order)
     return [SessionPlan(k, int(order[k % n]), sources[(k + k // n) % len(sources)]) for k in range(n_sessions)]
 
