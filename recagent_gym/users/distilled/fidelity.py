@@ -13,8 +13,9 @@ Rows: the LLM users (as logged), the distilled users, and the RecSim-style and e
   its rules: :mod:`~recagent_gym.users.distilled.sessions`) of each page source (random,
   popularity, MF, genre) on the held-out users: logged for the LLM users, from ``replays`` runs of the same session
   plans for the other models; 95% bootstrap intervals over users.
-* **Real held-out choices** (``real.csv``): on the held-out users' pages of their real next items (each user's last
-  10, one per page among never-seen negatives drawn uniformly or popularity-matched;
+* **Real held-out choices** (``real.csv``): on the held-out users' pages of their real next items (the RL
+  protocol's held-out users, logged or not; each user's last 10, one per page among never-seen negatives drawn
+  uniformly or popularity-matched;
   :mod:`~recagent_gym.users.distilled.real`), how often the real item has the page's top score, and its
   probability under the rule's choice among the page, for the distilled users (tables re-encoded on the history
   before those items), the LLM users (on ``real_llm_users`` of them, built on that history), the history's
@@ -218,8 +219,9 @@ def fidelity_report(
     }
     table["same_ranking"] = [order.get(u) == order["LLM (logged)"] if order else math.nan for u in table["users"]]
 
+    real_users = _real_held_out_users(artefact, dataset, config)
     real = held_out_table(
-        dataset, config, artefact, vectors, sorted(test_users), llm_users=real_llm_users, llm_model=llm_model,
+        dataset, config, artefact, vectors, real_users, llm_users=real_llm_users, llm_model=llm_model,
         bootstrap=bootstrap, seed=seed,
     )  # fmt: skip
 
@@ -247,7 +249,8 @@ def fidelity_report(
             "",
             "Ranking (best first): " + "; ".join(f"{u}: {' > '.join(o)}" for u, o in order.items()),
             "",
-            "Real held-out choices: the held-out users' pages of their real next items (each user's last "
+            f"Real held-out choices ({len(real_users)} users held out of the fit: the RL protocol's held-out users, "
+            "logged or not): their pages of their real next items (each user's last "
             f"{CHOICES}, one per page of {config.env.page_size} among never-seen negatives). hit: the real item has "
             "the page's top score (ties share); choice_p: its probability under the rule's softmax(score / "
             "user.watch_temperature); mean over users [95% bootstrap interval]. The distilled users' tables are "
@@ -265,6 +268,18 @@ def fidelity_report(
     (out / "fidelity.md").write_text(markdown)
     _plot(table, ranking, out / "fidelity.png")
     return markdown
+
+
+def _real_held_out_users(artefact: Artefact, dataset: Dataset, config: Any) -> list[int]:
+    """The users of the real-choice table: the model's held-out users and, with the RL protocol's split (the
+    default), every held-out user of that split (logged or not: real choices need no logs); never a train user."""
+    users = set(artefact.meta["test_users"])
+    if artefact.meta.get("settings", {}).get("split", "policy") == "policy":
+        from recagent_gym.policies.protocol import split_users
+
+        rl = split_users(dataset.n_users, test_fraction=config.train.test_fraction, seed=config.train.split_seed)
+        users |= {int(u) for u in rl.test}
+    return sorted(users - set(artefact.meta["train_users"]))
 
 
 def _fmt(value: Any) -> str:

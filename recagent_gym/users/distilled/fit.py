@@ -194,7 +194,14 @@ def distill(
     threshold, search, queries = rule_tables(profiles, config)
     if settings.real_weight < 0 or not math.isfinite(settings.real_weight):
         raise DistillError(f"real_weight must be a finite number >= 0, got {settings.real_weight}")
-    real = RealTarget.build(dataset, config, vectors, train_users, test_users, settings)
+    measured = set(test_users.tolist())  # the real choices are measured on every user held out of the fit
+    if settings.split == "policy":
+        from recagent_gym.policies.protocol import split_users as rl_split
+
+        measured |= set(rl_split(dataset.n_users, test_fraction=config.train.test_fraction,
+                                 seed=config.train.split_seed).test.tolist())  # fmt: skip
+    measured_users = np.array(sorted(measured - set(train_users.tolist())), dtype=np.int64)
+    real = RealTarget.build(dataset, config, vectors, train_users, measured_users, settings)
 
     torch.set_num_threads(1)  # a net this small is fastest on one thread (measured in the project's notes)
     torch.manual_seed(settings.seed)
@@ -286,7 +293,8 @@ def distill(
 
 @dataclass
 class RealTarget:
-    """The real-choice pages of the train users (fitted) and of the held-out users (measured only), with the
+    """The real-choice pages of the train users (fitted) and of the held-out users (measured only: the model's
+    held-out users and, with the RL protocol's split, all of that split's held-out users, logged or not), with the
     features of the history before them (:mod:`~recagent_gym.users.distilled.real`)."""
 
     users_x: np.ndarray
