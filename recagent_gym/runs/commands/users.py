@@ -47,6 +47,14 @@ def register(subparsers: Any) -> None:
         " --test-fraction of the logged users",
     )
     distill.add_argument("--test-fraction", type=float, default=0.2, help="held-out users with --split own")
+    distill.add_argument(
+        "--real-weight",
+        type=float,
+        default=None,
+        help="weight of the real-choice objective: the train users' real next items among never-seen negatives"
+        " (0: the LLM users' decisions alone; default FitSettings.real_weight, chosen by measurement, see"
+        " users/distilled/bundled/README.md); recorded in model.json",
+    )
     distill.set_defaults(func=run_distill)
 
     fidelity = sub.add_parser("fidelity", help="distilled vs LLM users on held-out users: table, CSV and plot")
@@ -56,6 +64,13 @@ def register(subparsers: Any) -> None:
     fidelity.add_argument("--out", required=True, help="folder of the report (fidelity.md, fidelity.csv, .png)")
     fidelity.add_argument("--replays", type=int, default=20, help="replays of each held-out session (default 20)")
     fidelity.add_argument("--bootstrap", type=int, default=1000)
+    fidelity.add_argument(
+        "--real-llm-users",
+        type=int,
+        default=40,
+        help="held-out users whose real-choice pages the LLM users score (one LLM call per user and sampler;"
+        " 0: no LLM row in the real-choice table; default 40)",
+    )
     fidelity.add_argument("--seed", type=int, default=0)
     fidelity.set_defaults(func=run_fidelity)
 
@@ -130,7 +145,10 @@ def run_distill(args: argparse.Namespace) -> int:
     from recagent_gym.runs.distill.fit import FitSettings, distill
 
     config, dataset = _config_and_dataset(args)
-    settings = FitSettings(epochs=args.epochs, seed=args.seed, split=args.split, test_fraction=args.test_fraction)
+    real = {} if args.real_weight is None else {"real_weight": args.real_weight}
+    settings = FitSettings(
+        epochs=args.epochs, seed=args.seed, split=args.split, test_fraction=args.test_fraction, **real
+    )
     report = distill(args.logs, dataset, config, args.out, settings=settings)
     print(f"users distill: {args.out} ({report})")
     return 0
@@ -141,8 +159,9 @@ def run_fidelity(args: argparse.Namespace) -> int:
 
     config, dataset = _config_and_dataset(args)
     table = fidelity_report(
-        args.logs, args.model, dataset, config, args.out, replays=args.replays, bootstrap=args.bootstrap, seed=args.seed
-    )
+        args.logs, args.model, dataset, config, args.out, replays=args.replays, bootstrap=args.bootstrap,
+        seed=args.seed, real_llm_users=args.real_llm_users,
+    )  # fmt: skip
     print(table)
     return 0
 

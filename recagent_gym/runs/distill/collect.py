@@ -1,5 +1,8 @@
 """``recagent-gym users collect``: the LLM users' page decisions over diverse pages, appended to Parquet logs.
 
+The sessions are stepped by the session kernel with its rules (:mod:`~recagent_gym.runs.distill.sessions`): a
+batch of sessions is one kernel step after another, one ``respond_batch`` per step across the batch.
+
 Resumable: the plan of sessions is fixed by the seed, finished sessions are read back from the logs and skipped,
 and each batch of sessions is one new part file, so an interrupted run loses at most the batch in flight. The LLM
 calls go through the configured stack, so ``llm.cache_path`` (response cache) is reused across runs. With a trained
@@ -15,11 +18,16 @@ from pathlib import Path
 from typing import Any
 
 from recagent_gym.data.schema import Dataset
-from recagent_gym.recommenders.search import CatalogueSearch
 from recagent_gym.runs.distill import logs
-from recagent_gym.runs.distill.harness import plan_sessions, run_sessions
 from recagent_gym.runs.distill.pages import SOURCES, PageSources
 from recagent_gym.runs.distill.policy_pages import SOURCE as POLICY_SOURCE
+from recagent_gym.runs.distill.sessions import (
+    PLAN_VERSION,
+    plan_sessions,
+    reward_function,
+    run_sessions,
+    session_kernel,
+)
 from recagent_gym.users.distilled.errors import DistillError
 from recagent_gym.users.protocol import UserModel
 
@@ -64,9 +72,12 @@ def collect(
         "page_size": page_size,
         "max_pages": max_pages,
         "model": model_name,
+        "plan": PLAN_VERSION,
         **({"policy": str(policy)} if policy is not None else {}),
     }
     previous = logs.read_meta(out)
+    if previous and "plan" not in previous:  # logs of the first plan (users in another order): not resumable
+        previous = {**previous, "plan": 1}
     clash = {k: (previous[k], v) for k, v in meta.items() if k in previous and previous[k] != v}
     if clash:
         raise DistillError(f"{out} holds logs collected with other settings {clash}; use another --out")
@@ -74,7 +85,8 @@ def collect(
     logs.write_meta(out, {**meta, "sessions": max(sessions, int(previous.get("sessions", 0)))})
     todo = [p for p in plan_sessions(range(dataset.n_users), list(sources), sessions, seed) if p.session_id not in done]
     page_sources = PageSources(dataset, page_size=page_size, config=config, seed=seed)
-    search = CatalogueSearch(dataset)
+    kernel = session_kernel(dataset, config, page_size=page_size, max_pages=max_pages)
+    reward = reward_function(config)
     written = 0
     bar = _bar(len(todo), len(done), progress)
     while todo:
@@ -86,7 +98,7 @@ def collect(
         taken = {p.session_id for p in chunk}
         todo = [p for p in todo if p.session_id not in taken]
         batched = [p for p in chunk if p.source != POLICY_SOURCE]
-        rows = run_sessions(model, batched, page_sources, search, max_pages=max_pages, seed=seed) if batched else []
+        rows = run_sessions(model, batched, page_sources, kernel, reward, seed=seed) if batched else []
         if policy_sessions is not None:  # the env steps one session at a time
             rows += policy_sessions.run([p for p in chunk if p.source == POLICY_SOURCE], seed)
         logs.write_part(out, rows)

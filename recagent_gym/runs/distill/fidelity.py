@@ -9,9 +9,17 @@ Rows: the LLM users (as logged), the distilled users, and the RecSim-style and e
   state (``replays`` draws per page; the distilled user gets the logged patience and watched items, the classical
   users a fresh session each time), and their **total variation distance** from the LLM users' rates.
 * **Rating agreement** on the LLM users' rated watches: share of equal star ratings and mean absolute error.
-* **Recommender ranking**: the mean session return (the env's default reward) of each page source (random,
+* **Recommender ranking**: the mean session return (the env's reward, sessions stepped by the session kernel with
+  its rules: :mod:`~recagent_gym.runs.distill.sessions`) of each page source (random,
   popularity, MF, genre) on the held-out users: logged for the LLM users, from ``replays`` runs of the same session
   plans for the other models; 95% bootstrap intervals over users.
+* **Real held-out choices** (``real.csv``): on the held-out users' pages of their real next items (the RL
+  protocol's held-out users, logged or not; each user's last 10, one per page among never-seen negatives drawn
+  uniformly or popularity-matched;
+  :mod:`~recagent_gym.runs.distill.real_choices`), how often the real item has the page's top score, and its
+  probability under the rule's choice among the page, for the distilled users (tables re-encoded on the history
+  before those items), the LLM users (on ``real_llm_users`` of them, built on that history), the history's
+  popularity and chance; 95% bootstrap intervals over users.
 """
 
 from __future__ import annotations
@@ -24,11 +32,12 @@ import numpy as np
 import pandas as pd
 
 from recagent_gym.data.schema import Dataset
-from recagent_gym.recommenders.search import CatalogueSearch
 from recagent_gym.runs.distill import logs
 from recagent_gym.runs.distill.fit import item_rows, spearman, text_vectors
-from recagent_gym.runs.distill.harness import ACTIONS, SessionPlan, run_sessions
 from recagent_gym.runs.distill.pages import PageSources
+from recagent_gym.runs.distill.real_choices import CHOICES
+from recagent_gym.runs.distill.real_fidelity import held_out_table
+from recagent_gym.runs.distill.sessions import ACTIONS, SessionPlan, reward_function, run_sessions, session_kernel
 from recagent_gym.users.config import UserConfig
 from recagent_gym.users.distilled.errors import DistillError
 from recagent_gym.users.distilled.saved_model import Artefact
@@ -64,7 +73,7 @@ def _replay_rates(name: str, model: Any, test: pd.DataFrame, replays: int, seed:
     """Action shares when ``model`` answers every logged page ``replays`` times in the logged session state."""
     counts = np.zeros(len(ACTIONS))
     watched_before: dict[int, list[int]] = {}
-    for row in test.sort_values(["session_id", "page_index"]).itertuples():
+    for row in test.sort_values(["session_id", "page_index", "page_source"], kind="stable").itertuples():
         watched = watched_before.setdefault(row.session_id, [])
         page = Page(tuple(int(i) for i in row.items), int(row.page_index), row.page_source, row.query or None)
         context = Context(user_id=int(row.user_id), step=int(row.page_index), watched=tuple(watched))
@@ -100,8 +109,7 @@ def _session_returns(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def _simulated_returns(
-    model: Any, plans: list[SessionPlan], sources: PageSources, search: CatalogueSearch, *, max_pages: int,
-    replays: int, seed: int,
+    model: Any, plans: list[SessionPlan], sources: PageSources, kernel: Any, reward: Any, *, replays: int, seed: int,
 ) -> pd.DataFrame:  # fmt: skip
     rows = []
     for r in range(replays):
@@ -114,7 +122,7 @@ def _simulated_returns(
                     seen.add(plan.user_id)
             taken = {p.session_id for p in batch}
             pending = [p for p in pending if p.session_id not in taken]
-            rows += run_sessions(model, batch, sources, search, max_pages=max_pages, seed=seed + 7919 * (r + 1))
+            rows += run_sessions(model, batch, sources, kernel, reward, seed=seed + 7919 * (r + 1))
     return _session_returns(pd.DataFrame(rows))
 
 
@@ -130,6 +138,8 @@ def fidelity_report(
     seed: int = 0,
     embedder: Any = None,
     cache_dir: str | Path | None = None,
+    real_llm_users: int = 40,
+    llm_model: Any = None,
 ) -> str:
     """Write ``fidelity.md``, ``fidelity.csv``, ``ranking.csv`` and ``fidelity.png`` to ``out``; returns the
     markdown."""
@@ -188,12 +198,13 @@ def fidelity_report(
     page_size = int(meta.get("page_size", len(test["items"].iloc[0])))
     max_pages = int(meta.get("max_pages", test["page_index"].max() + 1))
     sources = PageSources(dataset, page_size=page_size, config=config, seed=int(meta.get("seed", 0)))
-    search = CatalogueSearch(dataset)
+    kernel = session_kernel(dataset, config, page_size=page_size, max_pages=max_pages)
+    reward = reward_function(config)
     returns = {"LLM (logged)": _session_returns(test)}
     for name, model in models.items():
         if plans:
             returns[name] = _simulated_returns(
-                model, plans, sources, search, max_pages=max_pages, replays=max(1, replays // 10), seed=seed
+                model, plans, sources, kernel, reward, replays=max(1, replays // 10), seed=seed
             )
     ranking_rows = []
     for name, ret in returns.items():
@@ -209,9 +220,16 @@ def fidelity_report(
     }
     table["same_ranking"] = [order.get(u) == order["LLM (logged)"] if order else math.nan for u in table["users"]]
 
+    real_users = _real_held_out_users(artefact, dataset, config)
+    real = held_out_table(
+        dataset, config, artefact, vectors, real_users, llm_users=real_llm_users, llm_model=llm_model,
+        bootstrap=bootstrap, seed=seed,
+    )  # fmt: skip
+
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     table.to_csv(out / "fidelity.csv", index=False)
+    real.to_csv(out / "real.csv", index=False)
     ranking.to_csv(out / "ranking.csv", index=False)
     header = (
         f"Held-out users: {len(test_users)} ({test['session_id'].nunique()} sessions, {len(test)} decisions, "
@@ -220,7 +238,7 @@ def fidelity_report(
     )
     markdown = "\n".join(
         [
-            "# Distilled users: fidelity to the LLM users",
+            "# Distilled users: fidelity to the LLM users and to real held-out choices",
             "",
             header,
             "",
@@ -232,6 +250,17 @@ def fidelity_report(
             "",
             "Ranking (best first): " + "; ".join(f"{u}: {' > '.join(o)}" for u, o in order.items()),
             "",
+            f"Real held-out choices ({len(real_users)} users held out of the fit: the RL protocol's held-out users, "
+            "logged or not): their pages of their real next items (each user's last "
+            f"{CHOICES}, one per page of {config.env.page_size} among never-seen negatives). hit: the real item has "
+            "the page's top score (ties share); choice_p: its probability under the rule's softmax(score / "
+            "user.watch_temperature); mean over users [95% bootstrap interval]. The distilled users' tables are "
+            "re-encoded on the history before these items; the LLM users are built on that history"
+            + (f" and score the first {real_llm_users} held-out users' pages" if real_llm_users > 0 else " (not run)")
+            + ".",
+            "",
+            _real_markdown(real) if len(real) else "(none: no held-out user has enough history)",
+            "",
             "The same ranking with a policy trained on the distilled users, in the env, on users held out of both: "
             "`recagent-gym users transfer --config quickstart --user-models distilled,recsim,embedding,llm`.",
             "",
@@ -240,6 +269,18 @@ def fidelity_report(
     (out / "fidelity.md").write_text(markdown)
     _plot(table, ranking, out / "fidelity.png")
     return markdown
+
+
+def _real_held_out_users(artefact: Artefact, dataset: Dataset, config: Any) -> list[int]:
+    """The users of the real-choice table: the model's held-out users and, with the RL protocol's split (the
+    default), every held-out user of that split (logged or not: real choices need no logs); never a train user."""
+    users = set(artefact.meta["test_users"])
+    if artefact.meta.get("settings", {}).get("split", "policy") == "policy":
+        from recagent_gym.runs.policies.protocol import split_users
+
+        rl = split_users(dataset.n_users, test_fraction=config.train.test_fraction, seed=config.train.split_seed)
+        users |= {int(u) for u in rl.test}
+    return sorted(users - set(artefact.meta["train_users"]))
 
 
 def _fmt(value: Any) -> str:
@@ -254,6 +295,21 @@ def _markdown(table: pd.DataFrame) -> str:
     columns = list(table.columns)
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     lines += ["| " + " | ".join(_fmt(v) for v in row) + " |" for row in table.itertuples(index=False)]
+    return "\n".join(lines)
+
+
+def _real_markdown(real: pd.DataFrame) -> str:
+    def cell(row: Any, metric: str) -> str:
+        mean = getattr(row, metric)
+        if math.isnan(mean):
+            return "n/a"
+        return f"{mean:.3f} [{getattr(row, metric + '_low'):.3f}, {getattr(row, metric + '_high'):.3f}]"
+
+    lines = ["| negatives | users | held-out users | pages | hit | choice_p |", "|---|---|---|---|---|---|"]
+    lines += [
+        f"| {r.negatives} | {r.users} | {r.n_users} | {r.pages} | {cell(r, 'hit')} | {cell(r, 'choice_p')} |"
+        for r in real.itertuples(index=False)
+    ]
     return "\n".join(lines)
 
 

@@ -7,6 +7,12 @@ is: the same rule function (:func:`recagent_gym.users.agent.decide.decide_page`)
 search probabilities, a Gaussian score noise whose scale is the training residual (the LLM's scores vary with the
 session's random examples; without it the best-of-page score, hence the watch rate, would be too low), and a linear
 rating of the watched item's score.
+
+With ``real_weight > 0`` (``--real-weight``) the scorer is also fitted to the train users' real MovieLens choices
+(:mod:`~recagent_gym.runs.distill.real_choices`): on pages of a user's real next items among never-seen negatives, the
+cross-entropy of the real item under the rule's choice among the page (``softmax(score / T)``), the user's features
+built from the history before those items. Each optimiser step of the LLM targets adds ``real_weight`` times this
+loss on its share of the real pages; ``real_weight == 0`` is the LLM-only fit, step for step.
 """
 
 from __future__ import annotations
@@ -24,6 +30,14 @@ from recagent_gym.data.schema import Dataset
 from recagent_gym.runs.distill import logs
 from recagent_gym.runs.distill.decisions import Pages, choice_logits, decision_pages
 from recagent_gym.runs.distill.features import item_features, user_features
+from recagent_gym.runs.distill.real_choices import (
+    RealPages,
+    choice_probability,
+    real_loss,
+    real_pages,
+    temporal_split,
+    top_hit,
+)
 from recagent_gym.users.distilled.errors import DistillError
 from recagent_gym.users.distilled.saved_model import FORMAT, Artefact
 
@@ -47,6 +61,13 @@ class FitSettings:
     lr: float = 3e-3
     weight_decay: float = 1e-4
     batch: int = 512
+    real_weight: float = 1.0
+    """Weight of the real-choice objective (0: the LLM users' decisions alone); the default was chosen by
+    measurement on the bundled logs (``bundled/README.md``)."""
+    real_choices: int = 10
+    """Real next items per user (each user's last ones; the agreement test's future)."""
+    real_min_history: int = 10
+    """Interactions a user keeps before its real items at least (fewer: no real pages for that user)."""
 
 
 def policy_split(users: np.ndarray, dataset: Dataset, config: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -98,7 +119,7 @@ def spearman(a: np.ndarray, b: np.ndarray) -> float:
 
 def population_profiles(dataset: Dataset, config: Any) -> list[Any]:
     """The LLM agents' profiles as the factory builds them (dataset-aligned or handwritten)."""
-    from recagent_gym.users.profile_source import profiles_from_config
+    from recagent_gym.users.profiles import profiles_from_config
 
     if config.data.profile_source == "llm":
         raise DistillError("distilled users need dataset-aligned or handwritten profiles (data.profile_source)")
@@ -171,6 +192,16 @@ def distill(
     users_x = user_features(dataset, vectors, profiles, config.user.history_shots)
     items_x = item_features(dataset, vectors)
     threshold, search, queries = rule_tables(profiles, config)
+    if settings.real_weight < 0 or not math.isfinite(settings.real_weight):
+        raise DistillError(f"real_weight must be a finite number >= 0, got {settings.real_weight}")
+    measured = set(test_users.tolist())  # the real choices are measured on every user held out of the fit
+    if settings.split == "policy":
+        from recagent_gym.runs.policies.protocol import split_users as rl_split
+
+        measured |= set(rl_split(dataset.n_users, test_fraction=config.train.test_fraction,
+                                 seed=config.train.split_seed).test.tolist())  # fmt: skip
+    measured_users = np.array(sorted(measured - set(train_users.tolist())), dtype=np.int64)
+    real = RealTarget.build(dataset, config, vectors, train_users, measured_users, settings)
 
     torch.set_num_threads(1)  # a net this small is fastest on one thread (measured in the project's notes)
     torch.manual_seed(settings.seed)
@@ -187,7 +218,7 @@ def distill(
         dim=settings.dim,
     )
     temperature = config.user.watch_temperature
-    _train(net, users_x, items_x, train, train_pages, threshold, temperature, settings)
+    _train(net, users_x, items_x, train, train_pages, threshold, temperature, settings, real)
     user_table, item_table, item_offset = net.tables(users_x, items_x)
 
     def predict(users: np.ndarray, items: np.ndarray) -> np.ndarray:
@@ -219,6 +250,7 @@ def distill(
         if len(test_pages):
             metrics["test_decision_nll"] = decision_nll(test_pages, predict, threshold, temperature)
     metrics["residual_std"], metrics["noise_std"] = residual_std, noise
+    metrics.update(real.metrics(net, temperature))
     cfg = config.user
     arrays = {
         # half precision: the text part makes the item table 9742 x 416 on the bundled data (16 MB in float32);
@@ -259,12 +291,59 @@ def distill(
     return summary
 
 
+@dataclass
+class RealTarget:
+    """The real-choice pages of the train users (fitted) and of the held-out users (measured only: the model's
+    held-out users and, with the RL protocol's split, all of that split's held-out users, logged or not), with the
+    features of the history before them (:mod:`~recagent_gym.runs.distill.real_choices`)."""
+
+    users_x: np.ndarray
+    items_x: np.ndarray
+    train: RealPages
+    test: RealPages
+
+    @classmethod
+    def build(
+        cls, dataset: Dataset, config: Any, vectors: np.ndarray, train_users: np.ndarray, test_users: np.ndarray,
+        settings: FitSettings,
+    ) -> RealTarget:  # fmt: skip
+        history, real = temporal_split(dataset, settings.real_choices, settings.real_min_history)
+        seed = settings.seed
+        size = config.env.page_size
+        users_x = user_features(history, vectors, population_profiles(history, config), config.user.history_shots)
+        return cls(
+            users_x,
+            item_features(history, vectors),
+            real_pages(dataset, real, train_users, page_size=size, seed=seed),
+            real_pages(dataset, real, test_users, page_size=size, seed=seed + 1),
+        )
+
+    def scores(self, net: Any, pages: RealPages) -> np.ndarray:
+        import torch
+
+        with torch.no_grad():
+            u = torch.from_numpy(self.users_x[pages.user]).repeat_interleave(pages.items.shape[1], 0)
+            i = torch.from_numpy(self.items_x[pages.items.reshape(-1)])
+            return net(u, i).reshape(pages.items.shape).numpy().astype(np.float64)
+
+    def metrics(self, net: Any, temperature: float) -> dict[str, Any]:
+        """The real item's mean choice probability and top-score hit rate on the train and held-out users' pages."""
+        out: dict[str, Any] = {"real_train_pages": len(self.train), "real_test_pages": len(self.test)}
+        for name, pages in (("train", self.train), ("test", self.test)):
+            if len(pages):
+                scores = self.scores(net, pages)
+                out[f"real_{name}_choice_p"] = float(choice_probability(scores, pages.label, temperature).mean())
+                out[f"real_{name}_hit"] = float(top_hit(scores, pages.label).mean())
+        return out
+
+
 def _train(
     net: Any, users_x: np.ndarray, items_x: np.ndarray, train: pd.DataFrame, pages: Pages, threshold: np.ndarray,
-    temperature: float, settings: FitSettings,
+    temperature: float, settings: FitSettings, real: RealTarget | None = None,
 ) -> None:  # fmt: skip
     """``settings.epochs`` passes of Adam: over the scored items (squared error), then over the decision pages
-    (the choice model's cross-entropy), each when there is any."""
+    (the choice model's cross-entropy), each when there is any; with ``settings.real_weight > 0`` each step adds
+    ``real_weight`` times the real-choice loss of one share of ``real.train`` (a fresh order every epoch)."""
     import torch
 
     optimiser = torch.optim.Adam(net.parameters(), lr=settings.lr, weight_decay=settings.weight_decay)
@@ -277,12 +356,34 @@ def _train(
     pt = torch.from_numpy(threshold.astype(np.float32))
     generator = torch.Generator().manual_seed(settings.seed)
 
+    weight = settings.real_weight if real is not None and len(real.train) else 0.0
+    if weight > 0:
+        assert real is not None
+        ru_x, ri_x = torch.from_numpy(real.users_x), torch.from_numpy(real.items_x)
+        ru, ri, rl = (torch.from_numpy(a) for a in (real.train.user, real.train.items, real.train.label))
+    n_steps = (math.ceil(len(ty) / settings.batch) if len(ty) else 0) + (
+        math.ceil(len(pl) / PAGE_BATCH) if len(pl) else 0
+    )
+    shares: list[torch.Tensor] = []
+
+    def real_term() -> torch.Tensor | float:
+        if weight <= 0 or not shares:
+            return 0.0
+        batch = shares.pop()
+        width = ri.shape[1]
+        scores = net(ru_x[ru[batch]].repeat_interleave(width, 0), ri_x[ri[batch].reshape(-1)]).reshape(-1, width)
+        return weight * real_loss(scores, rl[batch], temperature)
+
     def step(loss: torch.Tensor) -> None:
         optimiser.zero_grad()
-        loss.backward()
+        (loss + real_term()).backward()
         optimiser.step()
 
     for _ in range(settings.epochs):
+        if weight > 0:  # drawn only with the real objective: a weight of 0 is the LLM-only fit, draw for draw
+            shares = list(torch.randperm(len(rl), generator=generator).chunk(max(n_steps, 1)))
+            if not n_steps:
+                step(torch.zeros(()))
         for batch in torch.randperm(len(ty), generator=generator).split(settings.batch) if len(ty) else ():
             step(torch.nn.functional.mse_loss(net(u_all[tu[batch]], i_all[ti[batch]]), ty[batch]))
         for batch in torch.randperm(len(pl), generator=generator).split(PAGE_BATCH) if len(pl) else ():

@@ -1,7 +1,7 @@
 """The schema of a decision-log part (``part-*.parquet``) and of ``collect.json``, checked once where they are read.
 
 A part is read whole with pyarrow and checked before any of it reaches the distillation or the fidelity report:
-the columns a decision row has (:func:`recagent_gym.runs.distill.harness.decision_row`), their kinds (integer,
+the columns a decision row has (:func:`recagent_gym.runs.distill.sessions.decision_row`), their kinds (integer,
 float, string, boolean, list of integers or floats), no missing values where the code needs one, the actions
 known, the per-item lists as long as ``shown``, and the watched item's position on its page. Columns are then cast
 to one type per kind (``int64``, ``float64``, ``list<float64>``, ...), so logs whose per-item scores are all
@@ -128,9 +128,10 @@ def _reason(exc: BaseException) -> str:
 
 META_FIELDS: dict[str, tuple[type, ...]] = {
     "dataset": (str,), "sources": (list,), "seed": (int,), "page_size": (int,), "max_pages": (int,),
-    "model": (str,), "sessions": (int,), "policy": (str,),
+    "model": (str,), "sessions": (int,), "policy": (str,), "plan": (int,),
 }  # fmt: skip
-"""The fields of ``collect.json`` (each optional) and their JSON types."""
+"""The fields of ``collect.json`` (each optional) and their JSON types (``plan``: the session plan's version,
+:data:`~recagent_gym.runs.distill.sessions.PLAN_VERSION`; 1 when absent)."""
 
 
 def read_meta_file(path: Path) -> dict[str, Any]:

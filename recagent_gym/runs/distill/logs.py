@@ -1,6 +1,6 @@
 """The decision logs: Parquet part files in one folder (``part-00000.parquet``, ...), one row per page decision.
 
-Columns (see :func:`recagent_gym.runs.distill.harness.decision_row`): ``session_id user_id source page_index
+Columns (see :func:`recagent_gym.runs.distill.sessions.decision_row`): ``session_id user_id source page_index
 page_source watched_count patience_before patience_left items shown permutation scores llm_scores
 embedding_scores threshold p_watch action item position rating query fallback reward``; the per-item lists are
 aligned with ``shown`` (the order the user saw after the agent's shuffle). ``collect.json`` beside them records how

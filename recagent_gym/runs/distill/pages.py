@@ -2,7 +2,8 @@
 
 ``random`` (uniform), ``popular`` (most interacted items the user has not watched), ``mf`` (the MF baseline's top
 items), ``genre`` (items of one genre per session, the user's favourite half the time, drawn by popularity). Every
-source skips items already shown in the session, so a session sees fresh items on each page.
+source skips items already shown in the session and the user's own history, so a session sees fresh items on each
+page (and the kernel's duplicate rule has nothing to replace).
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ class PageSources:
         if source == "random":
             weights = np.ones(self.dataset.n_items)
             weights[exclude] = 0.0
+            weights[self.history[user]] = 0.0
             return [int(i) for i in rng.choice(self.dataset.n_items, k, replace=False, p=weights / weights.sum())]
         if source in ("popular", "mf"):
             scores = self.popularity if source == "popular" else self.mf_scores(user)
@@ -58,6 +60,7 @@ class PageSources:
         if source == "genre":
             weights = np.sqrt(self.popularity + 1.0) * self.genre_matrix[:, genre]
             weights[exclude] = 0.0
+            weights[self.history[user]] = 0.0
             if np.count_nonzero(weights) < k:  # a small genre is spent: fill from the whole catalogue
                 weights = np.sqrt(self.popularity + 1.0)
                 weights[exclude] = 0.0

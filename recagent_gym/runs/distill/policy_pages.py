@@ -1,13 +1,13 @@
 """The ``policy`` page source of ``users collect``: pages a trained RecAgent-v1 policy chooses for the LLM users.
 
-A policy's pages depend on what the user did on the previous ones, so its sessions run through RecAgent-v1 itself,
-with the LLM users behind a :class:`Recorder` that writes each decision as the same row the other sources give
-(``source == "policy"``). The env describes items as the policy was trained to see them: its item features and
+A policy's pages depend on what the user did on the previous ones, so its sessions run through RecAgent-v1 itself
+(whose steps are the session kernel's), with the LLM users behind a
+:class:`~recagent_gym.runs.distill.sessions.Recorder` that writes each decision as the same row the other sources
+give (``source == "policy"``). The env describes items as the policy was trained to see them: its item features and
 candidate retriever come from an env of the policy's training users (``policy.json``'s ``user_model``, default
 ``distilled``; ``candidate_mix`` likewise), and ``n_candidates`` from the policy's observation space. Sessions of
-this source run one at a time (the env steps one session), so they cost more LLM time per decision than the
-batched sources. This is the collection step of a DAgger loop: collect on the policy's own pages, re-distil,
-retrain.
+this source run one at a time (the env steps one session), so they cost more LLM time per decision than the batched
+sources. This is the collection step of a DAgger loop: collect on the policy's own pages, re-distil, retrain.
 """
 
 from __future__ import annotations
@@ -20,36 +20,10 @@ import numpy as np
 
 from recagent_gym.data.schema import Dataset
 from recagent_gym.llm.seeding import derive_seed
-from recagent_gym.runs.distill.harness import SessionPlan, decision_row, finish_rows, session_patience
+from recagent_gym.runs.distill.sessions import Recorder, SessionPlan, finish_rows
 from recagent_gym.users.distilled.errors import DistillError
-from recagent_gym.users.protocol import Context, Page, Response
 
 SOURCE = "policy"
-
-
-class Recorder:
-    """A user model that answers through ``inner`` and keeps a decision row per page of the current session."""
-
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
-        self.plan: SessionPlan | None = None
-        self.rows: list[dict[str, Any]] = []
-
-    def __getattr__(self, name: str) -> Any:  # the rest of the user-model protocol, and what callers probe for
-        return getattr(self.inner, name)
-
-    def respond_batch(
-        self, requests: Sequence[tuple[Page, Context]], rngs: Sequence[np.random.Generator]
-    ) -> list[Response]:
-        patience = [session_patience(self.inner, context.user_id) for _, context in requests]
-        responses = self.inner.respond_batch(requests, rngs)
-        if self.plan is not None:
-            for (page, context), response, before in zip(requests, responses, patience, strict=True):
-                if context.user_id != self.plan.user_id:
-                    continue
-                row = decision_row(self.plan, len(self.rows), len(context.watched), page, response, before)
-                self.rows.append(row)
-        return responses
 
 
 class PolicySessions:
@@ -88,15 +62,19 @@ class PolicySessions:
         """One session per plan, the policy acting deterministically; the decision rows, ratings filled in."""
         rows: list[dict[str, Any]] = []
         for plan in plans:
-            self.recorder.plan, self.recorder.rows = plan, []
+            self.recorder.track([plan])
+            rows_of = self.recorder.rows[plan.user_id]
             reset_seed = derive_seed(seed, "policy session", plan.session_id)
             obs, _ = self.env.reset(seed=reset_seed, options={"user_id": plan.user_id})
             done = False
             while not done:
                 action, _ = self.policy.predict(obs, deterministic=True)
-                obs, _, terminated, truncated, _ = self.env.step(action)
+                before = len(rows_of)
+                obs, reward, terminated, truncated, _ = self.env.step(action)
+                if len(rows_of) > before:  # the step's reward on its first row, as the kernel-stepped sources
+                    rows_of[before]["reward"] = float(reward)
                 done = bool(terminated or truncated)
             self.recorder.inner.write_ended()  # the env may defer writes (user.session_end_batch): ratings now
-            rows += finish_rows(self.recorder.inner, plan.user_id, self.recorder.rows)
-        self.recorder.plan = None
+            rows += finish_rows(self.recorder.inner, plan.user_id, rows_of)
+        self.recorder.track([])
         return rows
