@@ -104,36 +104,3 @@ def test_collected_sessions_follow_the_kernels_rules(tmp_path):
     assert frame.loc[frame["page_source"] == "search", "reward"].eq(0).all()
     watched = frame[(frame["action"] == "watch") & (frame["page_source"] == "recommender")]
     assert (watched["reward"] == 1.0).all()  # deferred ratings: no rating bonus, as in the env
-
-
-def test_the_harness_is_gone_and_respond_batch_is_called_by_the_kernel_only():
-    import importlib.util
-    from pathlib import Path
-
-    import recagent_gym.users.distilled as pkg
-
-    assert importlib.util.find_spec("recagent_gym.runs.distill.harness") is None
-    folder = Path(pkg.__file__).parent
-    callers = [p.name for p in folder.glob("*.py") if ".respond_batch(" in p.read_text(encoding="utf-8")]
-    assert callers == ["sessions.py"]  # the recorder passes the kernel's call through to the user model
-
-
-def test_the_session_plan_does_not_follow_the_rl_splits_order(tmp_path):
-    """The users' order used to be the RL split's own permutation: the first ``test_fraction`` of the sessions were
-    all held-out users. Logs of that plan are not resumed."""
-    import json
-
-    from recagent_gym.runs.policies.protocol import split_users
-    from recagent_gym.users.distilled.errors import DistillError
-
-    held_out = split_users(610, test_fraction=0.2, seed=0).test
-    first = [p.user_id for p in plan_sessions(range(610), ["random"], 122, seed=0)]
-    assert 0.05 < np.isin(first, held_out).mean() < 0.4
-    out = tmp_path / "logs"
-    collect(make_model(), tiny_dataset(), out, sessions=2, max_pages=2, progress=False)
-    meta = json.loads((out / "collect.json").read_text())
-    assert meta["plan"] == 2
-    del meta["plan"]
-    (out / "collect.json").write_text(json.dumps(meta))
-    with pytest.raises(DistillError, match="other settings"):
-        collect(make_model(), tiny_dataset(), out, sessions=3, max_pages=2, progress=False)

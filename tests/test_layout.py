@@ -179,7 +179,7 @@ def test_the_cycle_finder_finds_a_three_module_cycle() -> None:
 
 def test_the_kernel_is_the_only_caller_of_respond_batch_outside_users() -> None:
     """No second session loop: outside users/ only the kernel asks users for a batch of responses (a user-model
-    wrapper's own ``respond_batch`` may delegate to the model it wraps)."""
+    wrapper's own ``respond_batch`` or ``respond`` may delegate to the model it wraps)."""
     callers = []
     for path in ROOT.rglob("*.py"):
         relative = path.relative_to(ROOT).as_posix()
@@ -189,7 +189,7 @@ def test_the_kernel_is_the_only_caller_of_respond_batch_outside_users() -> None:
         delegating = {
             id(node)
             for function in ast.walk(tree)
-            if isinstance(function, ast.FunctionDef) and function.name == "respond_batch"
+            if isinstance(function, ast.FunctionDef) and function.name in ("respond", "respond_batch")
             for node in ast.walk(function)
         }
         for node in ast.walk(tree):
