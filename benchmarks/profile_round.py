@@ -5,13 +5,15 @@
 
 Runs the ``evaluate efficiency`` point (local server at 0 ms, all agents active, one key at per-key concurrency 64)
 with a profiler in each thread (the agents' chains, the work done ahead, the loopback server), merges them and prints
-the functions with the most own CPU time (thread time: waiting costs nothing), the most cumulative time (this package's only), and a split by area. Profiling
+the functions with the most own CPU time (thread time: waiting costs nothing), the most cumulative time (this
+package's only), and a split by area. Profiling
 slows everything several times over: compare the shares, not the seconds, with the unprofiled ``--cpu-floor``.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import cProfile
 import io
 import os
@@ -25,7 +27,10 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 AREAS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("embedding (torch, tokenizer, sentence-transformers)", ("torch", "sentence_transformers", "transformers", "tokenizers")),
+    (
+        "embedding (torch, tokenizer, sentence-transformers)",
+        ("torch", "sentence_transformers", "transformers", "tokenizers"),
+    ),
     ("memory (retrieval, writing)", ("recagent_gym/memory",)),
     ("LLM client (openai, httpx, json)", ("openai", "httpx", "httpcore", "recagent_gym/llm/openai", "h11", "anyio")),
     ("local server (loopback)", ("recagent_gym/llm/local_server", "http/server", "socketserver")),
@@ -85,9 +90,10 @@ def main() -> None:
     _profiled_threads(profiles)
     main_profile = cProfile.Profile(time.thread_time)  # CPU time: waiting threads cost nothing
     profiles.append(main_profile)
-    with tempfile.TemporaryDirectory() as tmp, LocalServer(
-        latency_s=0.0, per_key_concurrency=64, choice="random", reply=None, seed=0
-    ) as server:
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        LocalServer(latency_s=0.0, per_key_concurrency=64, choice="random", reply=None, seed=0) as server,
+    ):
         point = efficiency.simulation_config(
             config, agents=args.agents, rounds=args.rounds, backend="local-server", base_url=server.base_url, keys=1,
             concurrency=64,
@@ -100,10 +106,8 @@ def main() -> None:
         wall = time.perf_counter() - started
     stats = pstats.Stats(main_profile)
     for profile in profiles[1:]:
-        try:
+        with contextlib.suppress(TypeError):  # a profiler whose thread never ran anything
             stats.add(profile)
-        except TypeError:  # a profiler whose thread never ran anything
-            pass
     print(f"{args.agents} agents, {args.rounds} rounds, embedder {args.embedder}: wall {wall:.1f} s (profiled), "
           f"rounds {[round(s, 2) for s in run.seconds]} s, checkpoint {run.checkpoint_s} s, "
           f"{run.requests} requests")  # fmt: skip
