@@ -22,6 +22,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -55,17 +56,30 @@ def _profiled_threads(profiles: list[cProfile.Profile]) -> None:
     threading.Thread.run = run  # type: ignore[method-assign]
 
 
+OTHER = "other (stdlib, numpy, pandas)"
+
+
+def _area(func: tuple[str, int, str], stats: dict[Any, Any], depth: int = 0) -> str:
+    """The area of :data:`AREAS` whose marker ``func``'s file path holds; a built-in or library function takes the
+    area of the caller that spent the most time in it (up to 8 levels up), else :data:`OTHER`."""
+    path = func[0]
+    for name, markers in AREAS:
+        if any(m in path for m in markers):
+            return name
+    callers = stats[func][4] if func in stats else {}
+    if depth >= 8 or not callers:
+        return OTHER
+    top = max(callers, key=lambda c: callers[c][2] if isinstance(callers[c], tuple) else 0)
+    return _area(top, stats, depth + 1)
+
+
 def area_split(stats: pstats.Stats) -> dict[str, float]:
-    """Own time per area of :data:`AREAS` (the first area whose marker the file path holds), rest under 'other'."""
+    """Own CPU time per area (see :func:`_area`)."""
+    table = stats.stats  # type: ignore[attr-defined]
     out: dict[str, float] = {name: 0.0 for name, _ in AREAS}
-    out["other (numpy, stdlib)"] = 0.0
-    for (path, _line, _name), (_cc, _nc, tt, _ct, _callers) in stats.stats.items():  # type: ignore[attr-defined]
-        for name, markers in AREAS:
-            if any(m in path for m in markers):
-                out[name] += tt
-                break
-        else:
-            out["other (numpy, stdlib)"] += tt
+    out[OTHER] = 0.0
+    for func, (_cc, _nc, tt, _ct, _callers) in table.items():
+        out[_area(func, table)] += tt
     return out
 
 
@@ -83,6 +97,8 @@ def main() -> None:
     from recagent_gym.evaluation import efficiency
     from recagent_gym.llm.local_server import LocalServer
 
+    server_class = getattr(efficiency, "ActiveAgentServer", LocalServer)  # as `evaluate efficiency` serves
+
     overrides = ["simulation.activation=uniform", "simulation.active_prob=1.0", *args.overrides]
     config = load_config(None, overrides)
     embedder = efficiency.make_embedder(args.embedder)
@@ -92,25 +108,31 @@ def main() -> None:
     profiles.append(main_profile)
     with (
         tempfile.TemporaryDirectory() as tmp,
-        LocalServer(latency_s=0.0, per_key_concurrency=64, choice="random", reply=None, seed=0) as server,
+        server_class(latency_s=0.0, per_key_concurrency=64, choice="random", reply=None, seed=0) as server,
     ):
         point = efficiency.simulation_config(
             config, agents=args.agents, rounds=args.rounds, backend="local-server", base_url=server.base_url, keys=1,
             concurrency=64,
         )  # fmt: skip
+        from recagent_gym.simulator import runner
+
+        sim = runner.start(point, Path(tmp) / "run", embedder=embedder)  # set-up (data, MF fit) is not profiled
         started = time.perf_counter()
         main_profile.enable()
-        run = efficiency.run_point(point, Path(tmp) / "run", embedder=embedder, server=server, backend="local-server",
-                                   keys=1)  # fmt: skip
-        main_profile.disable()
+        try:
+            sim.run()
+        finally:
+            main_profile.disable()
+            sim.close()
         wall = time.perf_counter() - started
+        requests = server.request_count
     stats = pstats.Stats(main_profile)
     for profile in profiles[1:]:
         with contextlib.suppress(TypeError):  # a profiler whose thread never ran anything
             stats.add(profile)
     print(f"{args.agents} agents, {args.rounds} rounds, embedder {args.embedder}: wall {wall:.1f} s (profiled), "
-          f"rounds {[round(s, 2) for s in run.seconds]} s, checkpoint {run.checkpoint_s} s, "
-          f"{run.requests} requests")  # fmt: skip
+          f"rounds {[r['seconds'] for r in sim.rounds]} s, checkpoint {sim.checkpoint_seconds} s, "
+          f"{requests} requests")  # fmt: skip
     total = sum(v[2] for v in stats.stats.values())  # type: ignore[attr-defined]
     print(f"\nown CPU time by area (all threads, {total:.1f} s profiled):")
     for name, seconds in sorted(area_split(stats).items(), key=lambda kv: -kv[1]):
