@@ -196,3 +196,35 @@ def test_efficiency_reports_chains_requests_tokens_and_the_cpu_floor(tmp_path: P
     assert math.isfinite(row["cpu_floor_s_per_round"]) and row["cpu_floor_s_per_round"] > 0  # (timings: benchmarks)
     assert row["peak_rss_mb"] > 50 and row["checkpoint_s"] >= 0
     assert (tmp_path / "runs" / "agents3_keys1_latency0" / "events.jsonl").exists()
+
+
+def test_the_efficiency_server_makes_idle_agent_rounds_rare() -> None:
+    from recagent_gym.prompts.take_action import OPTIONS
+    from recagent_gym.runs.evaluation.efficiency import IDLE_LABEL, IDLE_ODDS, ActiveAgentServer
+
+    labels = [o.strip() for o in OPTIONS]
+    schema = {"type": "json_schema", "json_schema": {"schema": {"properties": {"choice": {"enum": labels}}}}}
+    with ActiveAgentServer(choice="random", seed=0, reply=None) as server:
+        picks = [json.loads(server.answer({"messages": [{"content": "free time?"}], "response_format": schema,
+                                           "seed": s}))["choice"] for s in range(2000)]  # fmt: skip
+        again = [json.loads(server.answer({"messages": [{"content": "other words"}], "response_format": schema,
+                                           "seed": s}))["choice"] for s in range(50)]  # fmt: skip
+        page = server.answer({"messages": [{"content": "Pick:\n- watch A\n- next page"}], "seed": 3})
+    share = picks.count(IDLE_LABEL) / len(picks)
+    assert abs(share - IDLE_ODDS) < 0.02, share  # the plain random server: a third
+    assert min(picks.count(label) for label in labels if label != IDLE_LABEL) > 800
+    assert again == picks[:50], "drawn from the request's seed alone"
+    assert page in ("watch A", "next page")
+
+
+def test_tables_name_the_embedder_and_the_concurrency() -> None:
+    from recagent_gym.runs.config.evaluation_section import EvaluationConfig
+    from recagent_gym.runs.evaluation.efficiency import EfficiencyResult, EfficiencyRun
+
+    assert EvaluationConfig().efficiency_embedder == "minilm", "what `simulate` runs"
+    run = EfficiencyRun(backend="local-server", agents=2, keys=2, rounds=[{"seconds": 1.0, "active": 2, "calls": 4,
+                        "tokens": 10, "counts": {"idle": 1}}])  # fmt: skip
+    result = EfficiencyResult(dataset="bundled", latency_ms=300, per_key_concurrency=64, runs=[run], embedder="hashing")
+    (row,) = result.rows()
+    assert (row["embedder"], row["concurrency"], row["idle_share"]) == ("hashing", 128, 0.5)
+    assert "memory embedder: hashing" in result.markdown()

@@ -11,7 +11,10 @@ import hashlib
 import logging
 import os
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -47,7 +50,12 @@ class SentenceEmbedder:
 
     ``n_threads`` is applied with ``torch.set_num_threads`` before each call; torch's thread pool is process-wide,
     so the last value set wins for every torch user in the process. One thread is the default because the
-    simulation shares the CPU with the embedded LLM (see the report for 1 vs 2 threads).
+    simulation shares the CPU with the embedded LLM (see the report for 1 vs 2 threads); on a 2-core machine under
+    load, 2 threads were 3-5x slower per text than 1 (``benchmarks/bench_embedder.py``).
+
+    ``exact`` (default): a call embeds its texts one token length at a time (no padding), so a text's vector is
+    bitwise the same whatever it is batched with, and equal to embedding it alone; ``exact=False`` is
+    sentence-transformers' ``encode`` (padded batches sorted by length). Progress bars always use ``encode``.
     """
 
     def __init__(
@@ -57,6 +65,7 @@ class SentenceEmbedder:
         n_threads: int | None = 1,
         batch_size: int = 64,
         device: str = "cpu",
+        exact: bool = True,
     ) -> None:
         # Never reach for the hub: the model is local and the machines may be offline.
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -69,8 +78,10 @@ class SentenceEmbedder:
             raise ValueError(f"n_threads must be >= 1 or None, got {n_threads}")
         self.n_threads = n_threads
         self.batch_size = batch_size
+        self.exact = exact and hasattr(SentenceTransformer, "preprocess")
         self._apply_threads()
         self._model = _load_quietly(SentenceTransformer, str(self.model_path), device)
+        self._model.eval()
         # sentence-transformers 6 renamed the method; accept both so a minor upgrade or downgrade keeps working
         get_dim = getattr(self._model, "get_embedding_dimension", None) or self._model.get_sentence_embedding_dimension
         dim = get_dim()
@@ -101,14 +112,41 @@ class SentenceEmbedder:
         if len(texts) == 0:
             return np.zeros((0, self._dim), dtype=np.float32)
         self._apply_threads()
-        vectors = self._model.encode(
-            list(texts),
-            batch_size=self.batch_size,
-            convert_to_numpy=True,
-            normalize_embeddings=True,
-            show_progress_bar=show_progress,
-        )
-        return np.ascontiguousarray(vectors, dtype=np.float32)
+        if show_progress or not self.exact:
+            vectors = self._model.encode(
+                list(texts),
+                batch_size=self.batch_size,
+                convert_to_numpy=True,
+                normalize_embeddings=True,
+                show_progress_bar=show_progress,
+            )
+            return np.ascontiguousarray(vectors, dtype=np.float32)
+        return self._encode_by_length(list(texts))
+
+    def _encode_by_length(self, texts: list[str]) -> np.ndarray:
+        """Texts of one token length at a time, so no row is padded: each row is bitwise what the text alone gives,
+        whatever else is in the call (mixed lengths in one padded batch differ by ~1e-7). Calls the model's modules
+        directly: ``encode``'s per-call set-up costs more than a short batch itself."""
+        import torch
+
+        lengths = self._token_lengths(texts)
+        groups: dict[int, list[int]] = {}
+        for i, n in enumerate(lengths):
+            groups.setdefault(n, []).append(i)
+        out = np.empty((len(texts), self._dim), dtype=np.float32)
+        with torch.inference_mode():
+            for members in groups.values():
+                for start in range(0, len(members), self.batch_size):
+                    chunk = members[start : start + self.batch_size]
+                    features = self._model.preprocess([texts[i] for i in chunk])
+                    vectors = self._model(features)["sentence_embedding"]
+                    out[chunk] = torch.nn.functional.normalize(vectors, p=2, dim=1).numpy()
+        return out
+
+    def _token_lengths(self, texts: list[str]) -> list[int]:
+        limit = self._model.max_seq_length
+        ids = self._model.tokenizer(texts, truncation=True, max_length=limit, add_special_tokens=True)["input_ids"]
+        return [len(row) for row in ids]
 
     def __repr__(self) -> str:
         return f"SentenceEmbedder(model={self.model_name!r}, dim={self._dim}, n_threads={self.n_threads})"
@@ -201,3 +239,115 @@ def embed_items(
     texts = [dataset.item_text(i) for i in range(dataset.n_items)]
     safe_name = re.sub(r"[^A-Za-z0-9_.-]+", "_", dataset.name) or "dataset"
     return embed_texts_cached(texts, embedder, cache_dir, prefix=f"items-{safe_name}", progress=progress)
+
+
+class CachedEmbedder:
+    """An embedder shared by many threads: each distinct text is embedded once, and texts asked for while the model
+    is busy go into its next call together.
+
+    - **Cache**: text -> unit vector, least recently used evicted beyond ``capacity`` texts (384 floats each:
+      ~1.6 KB). A text asked for again (a query every agent asks, an identical post heard by ten friends, a record
+      re-embedded on resume) costs a dict look-up.
+    - **Batching across callers**: the first caller to find work waiting runs the model on everything queued, and
+      again until the queue is empty; callers arriving meanwhile queue their texts and wait for them. Agents' chains
+      in their own threads thereby share one model call instead of making many small ones.
+
+    Vectors come from the wrapped embedder unchanged (``inner``; :class:`SentenceEmbedder` gives every text the
+    vector it gets alone, so what is batched with what never shows). The cache is per process, never saved.
+    """
+
+    def __init__(self, inner: Embedder, *, capacity: int = 50_000) -> None:
+        if capacity < 1:
+            raise ValueError(f"capacity must be >= 1, got {capacity}")
+        self.inner = inner
+        self.capacity = capacity
+        self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._waiting: dict[str, Future[np.ndarray]] = {}
+        self._queue: list[str] = []
+        self._busy = False
+        self._lock = threading.Lock()
+        self.texts = 0
+        """Texts asked for (a repeat inside one call counts once)."""
+        self.hits = 0
+        """... of which were in the cache already."""
+        self.model_calls = 0
+        self.embedded = 0
+        """Texts the wrapped embedder computed."""
+
+    @property
+    def dim(self) -> int:
+        return _dim_of(self.inner)
+
+    @property
+    def name(self) -> str:
+        return embedder_name(self.inner)
+
+    def __call__(self, texts: Sequence[str]) -> np.ndarray:
+        if isinstance(texts, str):
+            raise TypeError("pass a sequence of texts, not a single string")
+        texts = list(texts)
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        found: dict[str, np.ndarray] = {}
+        pending: dict[str, Future[np.ndarray]] = {}
+        with self._lock:
+            for text in dict.fromkeys(texts):
+                self.texts += 1
+                vector = self._cache.get(text)
+                if vector is not None:
+                    self._cache.move_to_end(text)
+                    self.hits += 1
+                    found[text] = vector
+                    continue
+                future = self._waiting.get(text)
+                if future is None:
+                    future = self._waiting[text] = Future()
+                    self._queue.append(text)
+                pending[text] = future
+            lead = bool(self._queue) and not self._busy
+            self._busy = self._busy or lead
+        if lead:
+            self._drain()
+        for text, future in pending.items():
+            found[text] = future.result()
+        return np.stack([found[t] for t in texts])
+
+    def _drain(self) -> None:
+        """Run the model on the queue until it stays empty (the caller holds the ``_busy`` flag)."""
+        while True:
+            with self._lock:
+                batch, self._queue = self._queue, []
+                if not batch:
+                    self._busy = False
+                    return
+            try:
+                vectors = np.asarray(self.inner(batch), dtype=np.float32)
+                if vectors.shape[0] != len(batch):
+                    raise ValueError(f"the embedder returned {vectors.shape[0]} rows for {len(batch)} texts")
+            except BaseException as exc:  # every waiter of this batch gets the error; the queue goes on
+                with self._lock:
+                    for text in batch:
+                        self._waiting.pop(text).set_exception(exc)
+                continue
+            with self._lock:
+                self.model_calls += 1
+                self.embedded += len(batch)
+                for text, vector in zip(batch, vectors, strict=True):
+                    vector.flags.writeable = False  # shared by every caller: nobody may change it in place
+                    self._cache[text] = vector
+                    self._waiting.pop(text).set_result(vector)
+                while len(self._cache) > self.capacity:
+                    self._cache.popitem(last=False)
+
+    def stats(self) -> dict[str, int]:
+        with self._lock:
+            return {"texts": self.texts, "hits": self.hits, "model_calls": self.model_calls,
+                    "embedded": self.embedded, "cached": len(self._cache)}  # fmt: skip
+
+    def __repr__(self) -> str:
+        return f"CachedEmbedder({self.inner!r}, capacity={self.capacity})"
+
+
+def shared_embedder(embedder: Embedder) -> Embedder:
+    """``embedder`` behind a :class:`CachedEmbedder` (itself when it is one already)."""
+    return embedder if isinstance(embedder, CachedEmbedder) else CachedEmbedder(embedder)

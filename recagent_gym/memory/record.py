@@ -43,7 +43,7 @@ class MemoryRecord:
             "kind": self.kind,
         }
         if with_embedding and self.embedding is not None:
-            data["embedding"] = [float(x) for x in self.embedding]
+            data["embedding"] = np.asarray(self.embedding).reshape(-1).tolist()  # floats, as float(x) gives them
         return data
 
     @classmethod

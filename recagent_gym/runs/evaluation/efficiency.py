@@ -6,6 +6,13 @@ serves at most ``efficiency_per_key_concurrency`` requests per key at once (a pr
 client gets ``k`` fake keys (round-robin) and ``max_concurrency = k x per-key concurrency``, so extra keys buy
 throughput exactly as in the paper. ``embedded`` points run Gemma 3 270M in-process (no keys).
 
+What runs is what ``simulate`` runs: the agents' memory embeds with all-MiniLM-L6-v2 by default
+(``evaluation.efficiency_embedder``; ``hashing`` is the explicit cheap stand-in), with the same memory, prompts
+and shared embedding cache. The server answers like a model that follows the prompts' formats
+(:func:`~recagent_gym.llm.local_server.plausible_reply`) and, asked what an agent does with its free time, picks
+"do nothing" with probability :data:`IDLE_ODDS` (:class:`ActiveAgentServer`), so idle agent-rounds are as rare as
+an active agent's model makes them. Every table names the embedder and the client concurrency.
+
 Measured per point: each round's wall seconds (the simulator's own ``rounds`` record: activation, LLM calls,
 sessions, social actions; the checkpoint written after it is timed apart, ``checkpoint_s``), LLM calls and tokens
 per round, the server's request count and requests per key, **requests per agent-round** (server requests / active
@@ -24,6 +31,7 @@ wall time.
 
 from __future__ import annotations
 
+import json
 import math
 import tempfile
 from collections.abc import Callable, Sequence
@@ -31,13 +39,26 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
+from recagent_gym.llm.local_server import PICK, LocalServer, trailing_options
+from recagent_gym.prompts.take_action import ACTIONS
+from recagent_gym.prompts.take_action import OPTIONS as TAKE_ACTION_OPTIONS
 from recagent_gym.runs.config import Config
 from recagent_gym.runs.config.evaluation_section import EvaluationConfig
 
 Backend = Literal["local-server", "embedded"]
+EMBEDDER_NAMES: dict[str, str] = {
+    "minilm": "all-MiniLM-L6-v2 (as `simulate` runs)",
+    "hashing": "hashing stand-in (no embedding cost; not what `simulate` runs)",
+}
+IDLE_ODDS = 0.05
+"""How often the built-in server answers "do nothing" when asked what an agent does with its free time (a real
+model asked by an active agent mostly picks an activity; the plain random server's third made a third of the
+agent-rounds idle, which lowered the requests per agent-round)."""
+IDLE_LABEL = TAKE_ACTION_OPTIONS[ACTIONS.index("nothing")].strip()
 BEHAVIOURS: dict[str, tuple[str, ...]] = {
     "page decision": ("watch", "next", "leave", "search"),
     "chat": ("chat",),
@@ -84,6 +105,9 @@ class EfficiencyResult:
     latency_ms: float
     per_key_concurrency: int
     runs: list[EfficiencyRun]
+    embedder: str = "minilm"
+    """The agents' memory embedder (``evaluation.efficiency_embedder``): ``minilm``, as ``simulate`` runs, or
+    ``hashing``."""
 
     def rows(self) -> list[dict[str, Any]]:
         """One row per simulation (the main table)."""
@@ -93,6 +117,8 @@ class EfficiencyResult:
             out.append(
                 {
                     "backend": run.backend,
+                    "embedder": self.embedder,
+                    "concurrency": run.keys * self.per_key_concurrency if run.keys else "-",
                     "agents": run.agents,
                     "keys": run.keys if run.keys else "-",
                     "rounds": len(run.rounds),
@@ -103,6 +129,7 @@ class EfficiencyResult:
                     "server_requests": run.requests,
                     "requests_per_key": "/".join(str(c) for c in run.key_counts) or "-",
                     "requests_per_agent_round": _ratio(run.requests or calls(run), active(run)),
+                    "idle_share": _ratio(idle(run), active(run)),
                     "prompt_tokens_per_request": _ratio(run.prompt_tokens, calls(run), 1),
                     "waves_per_round": round(sum(r.get("waves", 0) for r in run.rounds) / n, 1),
                     "max_waves_per_round": max((r.get("waves", 0) for r in run.rounds), default=0),
@@ -141,7 +168,8 @@ class EfficiencyResult:
             f"## Efficiency on {self.dataset}",
             "",
             f"Local server latency {self.latency_ms:g} ms per request, at most {self.per_key_concurrency} requests "
-            "in service per key (see `recagent_gym/runs/evaluation/efficiency.py`). Paper (GPT-3.5, one key): about "
+            "in service per key (client concurrency: keys x that; see `recagent_gym/runs/evaluation/efficiency.py`); "
+            f"memory embedder: {EMBEDDER_NAMES.get(self.embedder, self.embedder)}. Paper (GPT-3.5, one key): about "
             "220 s per round for 10 agents and 1.9 h for 100 agents.",
             "",
             _markdown_table(self.rows()),
@@ -175,6 +203,11 @@ def calls(run: EfficiencyRun) -> int:
 
 def active(run: EfficiencyRun) -> int:
     return sum(int(r["active"]) for r in run.rounds)
+
+
+def idle(run: EfficiencyRun) -> int:
+    """Agent-rounds that did nothing (``idle`` events)."""
+    return sum(int(r.get("counts", {}).get("idle", 0)) for r in run.rounds)
 
 
 def _ratio(a: float, b: float, digits: int = 2) -> float:
@@ -284,6 +317,26 @@ def run_point(
     )
 
 
+class ActiveAgentServer(LocalServer):
+    """:class:`~recagent_gym.llm.local_server.LocalServer` whose answer to the take-action question is "do nothing"
+    with probability :data:`IDLE_ODDS` (the other options share the rest), drawn from the request's own seed like
+    every random answer; every other request is answered as the plain server does."""
+
+    def answer(self, body: dict[str, Any]) -> str:
+        prompt = str(body["messages"][-1]["content"])
+        wants_schema = body.get("response_format", {}).get("type") == "json_schema"
+        if wants_schema:
+            labels = body["response_format"]["json_schema"]["schema"]["properties"]["choice"]["enum"]
+        else:
+            labels = trailing_options(prompt)
+        seed = body.get("seed")
+        if IDLE_LABEL not in labels or PICK.search(prompt) or not isinstance(seed, int) or self.choice != "random":
+            return super().answer(body)
+        odds = [IDLE_ODDS if label == IDLE_LABEL else (1 - IDLE_ODDS) / (len(labels) - 1) for label in labels]
+        label = labels[int(np.random.default_rng([self.seed, seed]).choice(len(labels), p=odds))]
+        return json.dumps({"choice": label}) if wants_schema else label
+
+
 def make_embedder(kind: str) -> Any:
     if kind == "hashing":
         from recagent_gym.llm.testing import HashingEmbedder
@@ -309,8 +362,6 @@ def run_efficiency(
     ``llm_factory`` (embedded backend only) supplies the model, e.g. one shared loaded model in tests.
     ``cpu_floor`` (local server only): each point runs again at zero latency (its mean seconds per round).
     """
-    from recagent_gym.llm.local_server import LocalServer
-
     runs_root = Path(out) / "runs" if out is not None else Path(tempfile.mkdtemp(prefix="efficiency-"))
     embedder = make_embedder(evaluation.efficiency_embedder)
     if backend == "local-server":
@@ -326,7 +377,7 @@ def run_efficiency(
             concurrency = keys * evaluation.efficiency_per_key_concurrency
             latencies = [evaluation.efficiency_latency_ms] + ([0.0] if cpu_floor else [])
             for latency_ms in latencies:
-                with LocalServer(
+                with ActiveAgentServer(
                     latency_s=latency_ms / 1000.0,
                     per_key_concurrency=evaluation.efficiency_per_key_concurrency,
                     choice="random",
@@ -355,6 +406,7 @@ def run_efficiency(
         latency_ms=evaluation.efficiency_latency_ms if backend == "local-server" else 0.0,
         per_key_concurrency=evaluation.efficiency_per_key_concurrency,
         runs=runs,
+        embedder=evaluation.efficiency_embedder,
     )
 
 

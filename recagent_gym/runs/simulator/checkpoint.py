@@ -4,6 +4,8 @@ A checkpoint holds the configuration (secrets redacted), the dataset's identity,
 mode (a reference: the cache itself is never copied), and the state of every stateful part (agents' profiles and
 memories, social graph, recommender, activation, clock, random generators, interactions, log offsets). It is
 written to a temporary file and renamed over the target, so a killed process leaves the previous checkpoint whole.
+Its long float arrays (embeddings, weights) live in one append-only file beside it, each stored once
+(:mod:`.checkpoint_vectors`), so a round's checkpoint writes what changed rather than the whole state again.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import numpy as np
 
 from recagent_gym.errors import RecAgentError
 from recagent_gym.runs.simulator.checkpoint_schema import validate_checkpoint
+from recagent_gym.runs.simulator.checkpoint_vectors import VectorStore, expand_vectors
 from recagent_gym.runs.simulator.files import atomic_write_text
 
 FORMAT = "recagent-gym-simulation-checkpoint"
@@ -54,6 +57,7 @@ def to_plain(value: Any, where: str = "state") -> Any:
 
 
 _SCALARS = (str, bool, int, float, type(None))
+_SCALAR_SET = frozenset(_SCALARS)
 
 
 def _plain(value: Any) -> Any:
@@ -69,7 +73,7 @@ def _plain(value: Any) -> Any:
     if isinstance(value, np.ndarray):
         return _plain(value.tolist())
     if isinstance(value, list | tuple):
-        if all(type(v) in _SCALARS for v in value):  # the common case (ids, vectors): no recursion
+        if set(map(type, value)) <= _SCALAR_SET:  # the common case (ids, vectors): no recursion, no Python loop
             return list(value)
         out = []
         for i, v in enumerate(value):
@@ -97,12 +101,17 @@ def checkpoint_path(folder: Path, round_index: int) -> Path:
     return folder / CHECKPOINT_DIR / f"round_{round_index:04d}.json"
 
 
-def save_checkpoint(path: Path, payload: dict[str, Any]) -> None:
-    """Validate ``payload`` (plain data, required keys) and write it atomically to ``path``."""
+def save_checkpoint(path: Path, payload: dict[str, Any], vectors: VectorStore | None = None) -> None:
+    """Validate ``payload`` (plain data, required keys) and write it atomically to ``path``; with ``vectors`` (the
+    store of ``path``'s folder), its float arrays go to the store's file, only those not stored before
+    (:mod:`.checkpoint_vectors`)."""
     missing = [k for k in REQUIRED_KEYS if k not in payload]
     if missing:
         raise CheckpointError(f"{path}: checkpoint payload misses {missing}")
     plain = to_plain(payload, "checkpoint")
+    if vectors is not None:
+        plain = vectors.externalise(plain)
+        vectors.sync()  # on disk before the checkpoint that names them
     # ``allow_nan`` stays on: NaN ratings are legitimate; JSON floats round-trip exactly (shortest repr).
     atomic_write_text(path, json.dumps(plain, separators=(",", ":")))
 
@@ -145,6 +154,10 @@ def load_checkpoint(spec: str | Path) -> tuple[Path, dict[str, Any]]:
         ) from exc
     if not isinstance(payload, dict):
         raise CheckpointError(f"checkpoint {path}: top level is {type(payload).__name__}, expected an object")
+    try:
+        payload = expand_vectors(payload, path.parent)
+    except (ValueError, OSError) as exc:
+        raise CheckpointError(f"checkpoint {path}: its vectors do not load ({exc})") from None
     if payload.get("format") != FORMAT:
         raise CheckpointError(f"checkpoint {path}: not a simulation checkpoint (format={payload.get('format')!r})")
     if payload.get("version") != VERSION:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -72,29 +73,46 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 
 def recbole_files(dataset: Dataset, rows: Sequence[dict[str, Any]], name: str) -> dict[str, str]:
     """``{file name: text}`` of ``<name>.inter``, ``<name>.item`` and ``<name>.user``."""
-    item_raw = [_token(v) for v in dataset.items["raw_id"].astype(str)]
-    user_raw = [_token(v) for v in dataset.users["raw_id"].astype(str)]
-    inter = [
-        (user_raw[row["user_id"]], item_raw[row["item_id"]], _float(row.get("rating")), _float(row["timestamp"]))
-        for row in rows
-    ]
-    items = [
-        (raw, _token_seq(str(title).split()), _optional_int(year), _token_seq(list(genres)))
-        for raw, title, year, genres in zip(
-            item_raw, dataset.items["title"], dataset.items["year"], dataset.items["genres"], strict=True
-        )
-    ]
-    users = [
-        (raw, _optional_int(age), _token(gender), _token(career))
-        for raw, age, gender, career in zip(
-            user_raw, dataset.users["age"], dataset.users["gender"], dataset.users["career"], strict=True
-        )
-    ]
     return {
-        f"{name}.inter": _table(INTER_HEADER, inter),
-        f"{name}.item": _table(ITEM_HEADER, items),
-        f"{name}.user": _table(USER_HEADER, users),
+        f"{name}.inter": _table(INTER_HEADER, _inter_rows(dataset, rows)),
+        f"{name}.item": item_file(dataset),
+        f"{name}.user": user_file(dataset),
     }
+
+
+def _inter_rows(dataset: Dataset, rows: Sequence[dict[str, Any]]) -> list[tuple[str, ...]]:
+    if not rows:
+        return []
+    item_raw, user_raw = dataset.items["raw_id"].astype(str).tolist(), dataset.users["raw_id"].astype(str).tolist()
+    return [
+        (_token(user_raw[row["user_id"]]), _token(item_raw[row["item_id"]]), _float(row.get("rating")),
+         _float(row["timestamp"]))
+        for row in rows
+    ]  # fmt: skip
+
+
+def item_file(dataset: Dataset) -> str:
+    """``<name>.item``: every item of the dataset (it never changes during a run)."""
+    items = [
+        (_token(raw), _token_seq(str(title).split()), _optional_int(year), _token_seq(list(genres)))
+        for raw, title, year, genres in zip(
+            dataset.items["raw_id"].astype(str), dataset.items["title"], dataset.items["year"],
+            dataset.items["genres"], strict=True,
+        )
+    ]  # fmt: skip
+    return _table(ITEM_HEADER, items)
+
+
+def user_file(dataset: Dataset) -> str:
+    """``<name>.user``: every user of the dataset (it never changes during a run)."""
+    users = [
+        (_token(raw), _optional_int(age), _token(gender), _token(career))
+        for raw, age, gender, career in zip(
+            dataset.users["raw_id"].astype(str), dataset.users["age"], dataset.users["gender"],
+            dataset.users["career"], strict=True,
+        )
+    ]  # fmt: skip
+    return _table(USER_HEADER, users)
 
 
 def recbole_folder(run: Path, name: str) -> Path:
@@ -105,9 +123,42 @@ def recbole_folder(run: Path, name: str) -> Path:
 def export_interactions(
     folder: Path, dataset: Dataset, rows: Sequence[dict[str, Any]], name: str = "simulation"
 ) -> None:
-    """Write ``interactions.csv`` and ``recbole/<name>/<name>.{inter,item,user}`` into ``folder`` (atomically)."""
+    """Write ``interactions.csv`` and ``recbole/<name>/<name>.{inter,item,user}`` into ``folder`` (atomically); the
+    item and user files only where they are missing (they never change during a run)."""
     atomic_write_text(folder / "interactions.csv", interactions_csv(rows))
-    for file, text in recbole_files(dataset, rows, name).items():
-        target = recbole_folder(folder, name) / file
-        if file.endswith(".inter") or not target.exists():  # items and users never change during a run
-            atomic_write_text(target, text)
+    target = recbole_folder(folder, name)
+    atomic_write_text(target / f"{name}.inter", _table(INTER_HEADER, _inter_rows(dataset, rows)))
+    for file, build in ((f"{name}.item", item_file), (f"{name}.user", user_file)):
+        if not (target / file).exists():
+            atomic_write_text(target / file, build(dataset))
+
+
+class InteractionExport:
+    """The interaction files of one run folder kept up to date round by round: the first write (and any write after
+    the rows were replaced, e.g. a resumed state) rewrites them whole and atomically, later ones append the new rows
+    to ``interactions.csv`` and ``<name>.inter`` (flushed and synced). A process killed mid-append leaves a torn
+    last line at worst, and a resume rewrites both files from the checkpoint's rows."""
+
+    def __init__(self, folder: Path, dataset: Dataset, name: str = "simulation") -> None:
+        self.folder, self.dataset, self.name = Path(folder), dataset, name
+        self._rows: Sequence[dict[str, Any]] | None = None
+        self._written = 0
+
+    def write(self, rows: Sequence[dict[str, Any]]) -> None:
+        csv_path = self.folder / "interactions.csv"
+        inter_path = recbole_folder(self.folder, self.name) / f"{self.name}.inter"
+        appendable = rows is self._rows and self._written <= len(rows) and csv_path.exists() and inter_path.exists()
+        if not appendable:
+            export_interactions(self.folder, self.dataset, rows, self.name)
+        elif len(rows) > self._written:
+            new = rows[self._written :]
+            _append(csv_path, interactions_csv(new).split("\n", 1)[1])  # without the header line
+            _append(inter_path, "".join("\t".join(cells) + "\n" for cells in _inter_rows(self.dataset, new)))
+        self._rows, self._written = rows, len(rows)
+
+
+def _append(path: Path, text: str) -> None:
+    with path.open("a", encoding="utf-8", newline="") as handle:
+        handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())

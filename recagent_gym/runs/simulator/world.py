@@ -51,15 +51,14 @@ def load_population(config: Config) -> Dataset:
 
 
 def build_llm_and_embedder(config: Config, llm: Any = None, embedder: Any = None) -> tuple[UsageMeter, Any]:
-    """The configured LLM stack (around ``llm`` when given: tests pass a scripted backend) and sentence embedder."""
+    """The configured LLM stack (around ``llm`` when given: tests pass a scripted backend) and sentence embedder,
+    shared by every agent behind one cache (:class:`~recagent_gym.llm.embedder.CachedEmbedder`: a text is embedded
+    once, and the agents' concurrent calls are batched together)."""
+    from recagent_gym.llm.embedder import SentenceEmbedder, shared_embedder
     from recagent_gym.llm.factory import build_llm
 
     meter = build_llm(config.llm, backend=llm)
-    if embedder is None:
-        from recagent_gym.llm.embedder import SentenceEmbedder
-
-        embedder = SentenceEmbedder()
-    return meter, embedder
+    return meter, shared_embedder(embedder if embedder is not None else SentenceEmbedder())
 
 
 def build_recommender_for(config: Config, dataset: Dataset, seed: int) -> Any:
