@@ -38,26 +38,60 @@ def resolve_config(config: ConfigArgument) -> Config:
     raise TypeError(f"config must be a Config, a YAML path or a mapping, got {type(config).__name__}")
 
 
-def catalogue_env(*args: Any, config: ConfigArgument = None, **kwargs: Any) -> RecAgentEnv:
+def catalogue_env(
+    dataset: Any = None,
+    user_model: Any = None,
+    page_size: int | None = None,
+    max_pages: int | None = None,
+    social: bool | None = None,
+    config: ConfigArgument = None,
+    **kwargs: Any,
+) -> RecAgentEnv:
     """:class:`RecAgentEnv` (``recagent_gym/RecAgentCatalogue-v0``): pages from the whole catalogue."""
-    return RecAgentEnv(*args, config=resolve_config(config), **kwargs)
+    return RecAgentEnv(dataset, user_model, page_size, max_pages, social, resolve_config(config), **kwargs)
 
 
-def candidates_env(*args: Any, config: ConfigArgument = None, **kwargs: Any) -> RecAgentCandidateEnv:
+def candidates_env(
+    dataset: Any = None,
+    user_model: Any = None,
+    page_size: int | None = None,
+    max_pages: int | None = None,
+    social: bool | None = None,
+    config: ConfigArgument = None,
+    **kwargs: Any,
+) -> RecAgentCandidateEnv:
     """:class:`RecAgentCandidateEnv` (``recagent_gym/RecAgentCandidates-v0``): pages among K retrieved candidates."""
-    return RecAgentCandidateEnv(*args, config=resolve_config(config), **kwargs)
+    return RecAgentCandidateEnv(dataset, user_model, page_size, max_pages, social, resolve_config(config), **kwargs)
 
 
-def catalogue_vector_env(num_envs: int, *args: Any, config: ConfigArgument = None, **kwargs: Any) -> RecAgentVectorEnv:
+def catalogue_vector_env(
+    num_envs: int,
+    dataset: Any = None,
+    user_model: Any = None,
+    page_size: int | None = None,
+    max_pages: int | None = None,
+    social: bool | None = None,
+    config: ConfigArgument = None,
+    **kwargs: Any,
+) -> RecAgentVectorEnv:
     """:class:`RecAgentVectorEnv`: ``num_envs`` catalogue sessions answered in one batch per step."""
-    return RecAgentVectorEnv(num_envs, *args, config=resolve_config(config), **kwargs)
+    settings = resolve_config(config)
+    return RecAgentVectorEnv(num_envs, dataset, user_model, page_size, max_pages, social, settings, **kwargs)
 
 
 def candidates_vector_env(
-    num_envs: int, *args: Any, config: ConfigArgument = None, **kwargs: Any
+    num_envs: int,
+    dataset: Any = None,
+    user_model: Any = None,
+    page_size: int | None = None,
+    max_pages: int | None = None,
+    social: bool | None = None,
+    config: ConfigArgument = None,
+    **kwargs: Any,
 ) -> RecAgentCandidateVectorEnv:
     """:class:`RecAgentCandidateVectorEnv`: ``num_envs`` candidate-slate sessions answered in one batch per step."""
-    return RecAgentCandidateVectorEnv(num_envs, *args, config=resolve_config(config), **kwargs)
+    settings = resolve_config(config)
+    return RecAgentCandidateVectorEnv(num_envs, dataset, user_model, page_size, max_pages, social, settings, **kwargs)
 
 
 def make_candidate_env(
