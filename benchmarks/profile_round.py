@@ -89,6 +89,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--embedder", choices=("minilm", "hashing"), default="minilm")
     parser.add_argument("--top", type=int, default=25)
+    parser.add_argument("--server", choices=("active", "plain"), default="active")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--dump", default=None, help="also write the merged pstats file here")
     args = parser.parse_args()
@@ -97,7 +98,8 @@ def main() -> None:
     from recagent_gym.runs.config import load_config
     from recagent_gym.runs.evaluation import efficiency
 
-    server_class = getattr(efficiency, "ActiveAgentServer", LocalServer)  # as `evaluate efficiency` serves
+    # as `evaluate efficiency` serves (``--server plain``: the plain random server, an older version's workload)
+    server_class = getattr(efficiency, "ActiveAgentServer", LocalServer) if args.server == "active" else LocalServer
 
     overrides = ["simulation.activation=uniform", "simulation.active_prob=1.0", *args.overrides]
     config = load_config(None, overrides)

@@ -65,7 +65,7 @@ def test_least_recently_used_texts_are_evicted() -> None:
 def test_concurrent_callers_share_the_next_model_call() -> None:
     gate = threading.Event()
     inner = Counting(gate)
-    cached = CachedEmbedder(inner)
+    cached = CachedEmbedder(inner, parallel=1)
     results: dict[int, np.ndarray] = {}
     leader = threading.Thread(target=lambda: results.__setitem__(0, cached(["first"])))
     leader.start()
@@ -84,6 +84,24 @@ def test_concurrent_callers_share_the_next_model_call() -> None:
     assert sorted(inner.calls[1]) == sorted([f"t{k}" for k in range(1, 6)] + ["shared"])
     for k in range(1, 6):
         assert np.array_equal(results[k], HashingEmbedder(32)([f"t{k}", "shared"]))
+
+
+def test_up_to_parallel_model_calls_run_at_once() -> None:
+    gate = threading.Event()
+    inner = Counting(gate)
+    cached = CachedEmbedder(inner, parallel=2)
+    threads = [threading.Thread(target=cached, args=([f"t{k}"],)) for k in range(3)]
+    for thread in threads:
+        thread.start()
+    while len(inner.calls) < 2 or len(cached._queue) < 1:  # two calls held at the gate, the third text queued
+        pass
+    assert len(inner.calls) == 2
+    gate.set()
+    for thread in threads:
+        thread.join(5)
+    assert sorted(t for call in inner.calls for t in call) == ["t0", "t1", "t2"] and len(inner.calls) == 3
+    with pytest.raises(ValueError):
+        CachedEmbedder(inner, parallel=0)
 
 
 def test_a_failed_call_reaches_its_waiters_and_caches_nothing() -> None:

@@ -85,7 +85,8 @@ def test_a_round_appends_only_its_new_vectors(tmp_path: Path) -> None:
     sim.run(1)
     grown = (out / "checkpoints" / FILE_NAME).stat().st_size - first
     whole = len(json.dumps(sim.get_state()))  # what a full rewrite would serialise (inline lists)
-    assert 0 < grown < first, "the second round stores its new records, not the state again"
+    # its new records only (none at all when, as with the scripted model, their texts were all stored before)
+    assert 0 <= grown < first, "the second round does not store the state again"
     assert grown < whole
 
 

@@ -248,23 +248,28 @@ class CachedEmbedder:
     - **Cache**: text -> unit vector, least recently used evicted beyond ``capacity`` texts (384 floats each:
       ~1.6 KB). A text asked for again (a query every agent asks, an identical post heard by ten friends, a record
       re-embedded on resume) costs a dict look-up.
-    - **Batching across callers**: the first caller to find work waiting runs the model on everything queued, and
-      again until the queue is empty; callers arriving meanwhile queue their texts and wait for them. Agents' chains
-      in their own threads thereby share one model call instead of making many small ones.
+    - **Batching across callers**: a caller finding work waiting and fewer than ``parallel`` model calls running
+      runs the model on everything queued, and again until the queue is empty; callers arriving meanwhile queue their
+      texts and wait for them. Agents' chains in their own threads thereby share a few model calls instead of
+      making many small ones, and up to ``parallel`` calls (one per core: torch runs each on one thread here and
+      releases the GIL) keep the cores busy.
 
     Vectors come from the wrapped embedder unchanged (``inner``; :class:`SentenceEmbedder` gives every text the
     vector it gets alone, so what is batched with what never shows). The cache is per process, never saved.
     """
 
-    def __init__(self, inner: Embedder, *, capacity: int = 50_000) -> None:
+    def __init__(self, inner: Embedder, *, capacity: int = 50_000, parallel: int | None = None) -> None:
         if capacity < 1:
             raise ValueError(f"capacity must be >= 1, got {capacity}")
         self.inner = inner
         self.capacity = capacity
+        self.parallel = parallel if parallel is not None else max(1, min(4, os.cpu_count() or 1))
+        if self.parallel < 1:
+            raise ValueError(f"parallel must be >= 1, got {self.parallel}")
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
         self._waiting: dict[str, Future[np.ndarray]] = {}
         self._queue: list[str] = []
-        self._busy = False
+        self._running = 0
         self._lock = threading.Lock()
         self.texts = 0
         """Texts asked for (a repeat inside one call counts once)."""
@@ -304,8 +309,8 @@ class CachedEmbedder:
                     future = self._waiting[text] = Future()
                     self._queue.append(text)
                 pending[text] = future
-            lead = bool(self._queue) and not self._busy
-            self._busy = self._busy or lead
+            lead = bool(self._queue) and self._running < self.parallel
+            self._running += lead
         if lead:
             self._drain()
         for text, future in pending.items():
@@ -313,12 +318,12 @@ class CachedEmbedder:
         return np.stack([found[t] for t in texts])
 
     def _drain(self) -> None:
-        """Run the model on the queue until it stays empty (the caller holds the ``_busy`` flag)."""
+        """Run the model on the queue until it stays empty (the caller counts in ``_running``)."""
         while True:
             with self._lock:
                 batch, self._queue = self._queue, []
                 if not batch:
-                    self._busy = False
+                    self._running -= 1
                     return
             try:
                 vectors = np.asarray(self.inner(batch), dtype=np.float32)

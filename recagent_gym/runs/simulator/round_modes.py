@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -36,7 +36,26 @@ from recagent_gym.users.agent.social_round import Delivery, SocialPlan, deliver,
 if TYPE_CHECKING:
     from tqdm import tqdm
 
-    from recagent_gym.runs.simulator.simulation import Simulation
+    from recagent_gym.runs.config import Config
+    from recagent_gym.runs.simulator.clock import SimClock
+    from recagent_gym.runs.simulator.sessions import SessionContext
+    from recagent_gym.session import SessionKernel
+
+
+class Simulation(Protocol):
+    """What a round's modes use of :class:`~recagent_gym.runs.simulator.simulation.Simulation` (which imports them)."""
+
+    config: Config
+    clock: SimClock
+    kernel: SessionKernel
+    model: Any
+    names: list[str]
+    human: Any
+
+    def session_context(self, bar: tqdm) -> SessionContext: ...
+
+    def overlaps_social(self) -> bool: ...
+
 
 PIPELINE_THREADS = 256
 """Most agent chains in flight at once (each waits on the backend, which bounds the requests in flight)."""

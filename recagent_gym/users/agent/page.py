@@ -316,10 +316,10 @@ class PageDecider:
             item = p.shown[d.position]
             session.watched.append(item)
             agent.watched.append(item)
+            # remembered once, by its feeling note ("<name> watched <title> and felt: ..."), written with its
+            # importance when the session ends: a separate "<name> watched <title>." record said the same, and cost a
+            # compression request and an embedding per watch
             session.pending.append(PendingFeeling(item, p.ctx.time_h, o.score))
-            p.agent.memory.observe(
-                [memory_notes.watched(name=name, title=self.items.title(item))], p.ctx.time_h, kind="observation"
-            )
         elif d.action == Action.SEARCH:
             note = memory_notes.searched(name=name, query=str(d.query))
             p.agent.memory.observe([note], p.ctx.time_h, kind="observation")
