@@ -4,20 +4,20 @@
 
 ``--llm`` picks what answers the agents' prompts:
 
-* ``latency`` (default): the scripted test double (``llm/testing.py``) waiting ``--batch-ms`` per call plus
-  ``--prompt-ms`` per prompt in it, as a served model that batches does; the figure is the package's own cost plus
-  that latency, in a minute or two;
+* ``latency`` (default): the scripted test double (``llm/testing.py``) waiting ``--batch-ms`` (50) per call plus
+  ``--prompt-ms`` (0) per prompt in it, as the tests' delayed double does: a served model whose batch takes about
+  as long as one prompt. The figure is the package's own cost plus that latency, in a minute;
 * ``scripted``: the test double without waiting (the CPU cost of everything around the LLM);
 * ``embedded``: the embedded Gemma 3 270M (offline, slow on CPU: use few ``--steps``).
 
-Both settings run the same LLM agents (the paper's memory and the social round, as ``bench_env_llm.py``), the
-same random scores and, per sub-env, the same seed: the N sequential envs are N separate
-:class:`RecAgentCandidateEnv`\\ s (each its own agents, one shared LLM) stepped in turn, the vector env
-:class:`RecAgentCandidateVectorEnv` with one population whose pages go to the LLM as one batch per step. A step's
-time includes the session start that follows it, and each run ends by writing every session it started (the
-agents write ended sessions ``user.session_end_batch`` at a time: N envs' agents wait for N times as many).
-Prints user steps/s of each, the
-ratio, and the LLM calls and batches. Not a timed test.
+Both settings run the same LLM agents (the paper's memory and the social round, as ``bench_env_llm.py``; ``--set
+social.enabled=false`` turns the round off), the same random scores and, per sub-env, the same seed. The N
+sequential envs are N separate :class:`RecAgentCandidateEnv` objects (each its own agents, one shared LLM) stepped
+in turn; the vector env is one :class:`RecAgentCandidateVectorEnv` with one population whose pages go to the LLM as
+one batch per step. A step's time includes the session start that follows it, and each run ends by writing every
+session it started (the agents write ended sessions ``user.session_end_batch`` at a time, so N envs' agents hold
+back N times as many). Prints each setting's user steps/s, the ratio, and the LLM calls and batches. Not a timed
+test.
 """
 
 from __future__ import annotations
@@ -147,7 +147,7 @@ def main() -> None:
     parser.add_argument("--envs", type=int, default=4)
     parser.add_argument("--llm", choices=("latency", "scripted", "embedded"), default="latency")
     parser.add_argument("--batch-ms", type=float, default=50.0, help="latency: wait per LLM call")
-    parser.add_argument("--prompt-ms", type=float, default=5.0, help="latency: wait per prompt in a call")
+    parser.add_argument("--prompt-ms", type=float, default=0.0, help="latency: wait per prompt in a call")
     parser.add_argument(
         "--set", action="append", default=[], help="a setting over the fixed ones, e.g. social.enabled=false"
     )

@@ -1,4 +1,5 @@
-"""RecAgent-v1 speed: env steps/s (RecSim users) and the item-scoring network's update at 1 and 2 torch threads.
+"""RecAgent-v1 speed: env steps/s (RecSim users; single env and the batched vector env x4) and the item-scoring
+network's update at 1 and 2 torch threads. With LLM users: ``bench_env_v1_vector.py``.
 
     python benchmarks/bench_rl_v1.py --steps 2000
 
@@ -14,7 +15,7 @@ import numpy as np
 import torch
 
 from recagent_gym.policies.item_scoring import CandidateScorer
-from recagent_gym.runs.make_env import candidates_env
+from recagent_gym.runs.make_env import candidates_env, candidates_vector_env
 
 
 def main() -> None:
@@ -35,6 +36,13 @@ def main() -> None:
         if terminated or truncated:
             obs, _ = env.reset()
     print(f"env: {args.steps / (time.perf_counter() - start):.0f} steps/s (random scores, RecSim users)")
+    venv = candidates_vector_env(4, env.dataset, "recsim", social=False, retriever=env.retriever)
+    venv.reset(seed=0)
+    actions = np.random.default_rng(0).uniform(-1, 1, (args.steps // 4, 4, env.n_candidates)).astype(np.float32)
+    start = time.perf_counter()
+    for action in actions:
+        venv.step(action)
+    print(f"vector env x4: {len(actions) * 4 / (time.perf_counter() - start):.0f} user steps/s (same)")
 
     batch = {k: torch.as_tensor(np.stack([o[k] for o in observations[:64]])) for k in obs}
     for threads in (1, 2):
