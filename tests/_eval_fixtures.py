@@ -57,3 +57,14 @@ def make_resources(dataset: Dataset, llm: object = None, **evaluation: object) -
     defaults: dict[str, object] = {"embedder": "hashing", "users": 6, "min_interactions": 14, "bootstrap_samples": 100}
     config = EvaluationConfig.model_validate({**defaults, **evaluation})
     return Resources(dataset, load_config(), config, llm=llm, progress=False)
+
+
+def cli_exit_code(argv: list[str]) -> int:
+    """``recagent-gym ARGV`` run in this process (for input refused before any work: no interpreter to start); its
+    exit status, from argparse's ``SystemExit`` or the command's return value."""
+    from recagent_gym.cli import main
+
+    try:
+        return main(argv)
+    except SystemExit as exc:
+        return int(exc.code or 0)
