@@ -6,6 +6,7 @@ personal taste and popularity carry signal, as in real data.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -52,11 +53,14 @@ def tiny_ml(movielens_dir: Path) -> Dataset:
     return load_dataset(str(movielens_dir))
 
 
-def make_resources(dataset: Dataset, llm: object = None, **evaluation: object) -> Resources:
-    """Resources with the hashing embedder and small, fast defaults (override any evaluation field)."""
+def make_resources(
+    dataset: Dataset, llm: object = None, *, settings: Sequence[str] = (), **evaluation: object
+) -> Resources:
+    """Resources with the hashing embedder and small, fast defaults (override any evaluation field; ``settings``:
+    ``key=value`` overrides of the rest of the configuration)."""
     defaults: dict[str, object] = {"embedder": "hashing", "users": 6, "min_interactions": 14, "bootstrap_samples": 100}
     config = EvaluationConfig.model_validate({**defaults, **evaluation})
-    return Resources(dataset, load_config(), config, llm=llm, progress=False)
+    return Resources(dataset, load_config(None, list(settings)), config, llm=llm, progress=False)
 
 
 def cli_exit_code(argv: list[str]) -> int:
