@@ -54,13 +54,13 @@ def tiny_ml(movielens_dir: Path) -> Dataset:
 
 
 def make_resources(
-    dataset: Dataset, llm: object = None, *, settings: Sequence[str] = (), **evaluation: object
+    dataset: Dataset, llm: object = None, *, config_overrides: Sequence[str] = (), **evaluation: object
 ) -> Resources:
-    """Resources with the hashing embedder and small, fast defaults (override any evaluation field; ``settings``:
-    ``key=value`` overrides of the rest of the configuration)."""
+    """Resources with the hashing embedder and small, fast defaults (override any evaluation field;
+    ``config_overrides``: ``key=value`` overrides of the rest of the configuration)."""
     defaults: dict[str, object] = {"embedder": "hashing", "users": 6, "min_interactions": 14, "bootstrap_samples": 100}
     config = EvaluationConfig.model_validate({**defaults, **evaluation})
-    return Resources(dataset, load_config(None, list(settings)), config, llm=llm, progress=False)
+    return Resources(dataset, load_config(None, list(config_overrides)), config, llm=llm, progress=False)
 
 
 def cli_exit_code(argv: list[str]) -> int:

@@ -88,7 +88,7 @@ def test_embedded_llm_agent_and_judge_tiny(tiny_ml: Dataset, embedded_llm: Any) 
     # work otherwise) are off: what is checked here is the sequences' and the verdicts' shape, not the memory.
     off = ["memory.implementation=none", "user.write_feelings=false"]
     resources = make_resources(tiny_ml, llm=embedded_llm, user_models=["llm"], users=2, sequence_lengths=[2],
-                               judge_history=3, settings=off)  # fmt: skip
+                               judge_history=3, config_overrides=off)  # fmt: skip
     result = run_sequence(resources, progress=False)
     assert len(result.judge) == 1 and result.judge[0].summary.score.n == 2
     assert all(len(s) == 2 for s in result.sequences[2]["llm"].values())
