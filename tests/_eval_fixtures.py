@@ -6,6 +6,7 @@ personal taste and popularity carry signal, as in real data.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -52,8 +53,22 @@ def tiny_ml(movielens_dir: Path) -> Dataset:
     return load_dataset(str(movielens_dir))
 
 
-def make_resources(dataset: Dataset, llm: object = None, **evaluation: object) -> Resources:
-    """Resources with the hashing embedder and small, fast defaults (override any evaluation field)."""
+def make_resources(
+    dataset: Dataset, llm: object = None, *, config_overrides: Sequence[str] = (), **evaluation: object
+) -> Resources:
+    """Resources with the hashing embedder and small, fast defaults (override any evaluation field;
+    ``config_overrides``: ``key=value`` overrides of the rest of the configuration)."""
     defaults: dict[str, object] = {"embedder": "hashing", "users": 6, "min_interactions": 14, "bootstrap_samples": 100}
     config = EvaluationConfig.model_validate({**defaults, **evaluation})
-    return Resources(dataset, load_config(), config, llm=llm, progress=False)
+    return Resources(dataset, load_config(None, list(config_overrides)), config, llm=llm, progress=False)
+
+
+def cli_exit_code(argv: list[str]) -> int:
+    """``recagent-gym ARGV`` run in this process (for input refused before any work: no interpreter to start); its
+    exit status, from argparse's ``SystemExit`` or the command's return value."""
+    from recagent_gym.cli import main
+
+    try:
+        return main(argv)
+    except SystemExit as exc:
+        return int(exc.code or 0)

@@ -8,6 +8,7 @@ instance (one more model load, and one more model held in memory until the sessi
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -21,11 +22,16 @@ def sentence_embedder():  # type: ignore[no-untyped-def]
     return SentenceEmbedder(n_threads=1)
 
 
-@pytest.fixture(scope="session")
-def embedded_llm() -> Iterator[object]:
+def load_embedded_llm() -> Any:
     """The real Gemma 3 270M backend with a small KV cache (loads in about a second once assembled)."""
     from recagent_gym.llm.embedded import EmbeddedLLM
 
-    llm = EmbeddedLLM(LLMConfig(n_threads=2, kv_size=4096, prefix_slots=2))
+    return EmbeddedLLM(LLMConfig(n_threads=2, kv_size=4096, prefix_slots=2))
+
+
+@pytest.fixture(scope="session")
+def embedded_llm() -> Iterator[object]:
+    """:func:`load_embedded_llm`, shared by every test module that names it."""
+    llm = load_embedded_llm()
     yield llm
     llm.close()

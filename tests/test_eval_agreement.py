@@ -22,7 +22,7 @@ from recagent_gym.runs.evaluation.agreement.stats import dose_response, rank_agr
 from recagent_gym.runs.evaluation.subjects import Resources
 from recagent_gym.users.protocol import Action, Context, Page
 from recagent_gym.users.replay import ReplayUser
-from tests._eval_fixtures import movielens_dir, tiny_ml  # noqa: F401
+from tests._eval_fixtures import cli_exit_code, movielens_dir, tiny_ml  # noqa: F401
 
 
 def _config(**evaluation: object):
@@ -149,7 +149,7 @@ def test_agreement_is_deterministic(tiny_ml, tmp_path):  # noqa: F811
 
 
 @pytest.mark.slow
-def test_agreement_cli(movielens_dir, tmp_path):  # noqa: F811
+def test_agreement_cli(movielens_dir, tmp_path, capsys):  # noqa: F811
     out = tmp_path / "agreement"
     cmd = [sys.executable, "-m", "recagent_gym.runs.cli", "evaluate", "agreement", "--dataset", str(movielens_dir),
            "--users", "6", "--user-model", "recsim", "--recommender", "random", "--recommender", "oracle",
@@ -162,8 +162,9 @@ def test_agreement_cli(movielens_dir, tmp_path):  # noqa: F811
     assert "What this shows:" in done.stdout
     assert {p.name for p in out.iterdir()} >= {"agreement.md", "agreement.csv", "rank_agreement.csv",
                                                "agreement.png", "config.yaml"}  # fmt: skip
-    bad = subprocess.run([*cmd[:-6], "--policy", "nameonly"], capture_output=True, text=True, timeout=300)
-    assert bad.returncode != 0 and "NAME=PATH" in bad.stderr
+    capsys.readouterr()
+    assert cli_exit_code([*cmd[3:-6], "--policy", "nameonly"]) != 0  # refused before any work: in process
+    assert "NAME=PATH" in capsys.readouterr().err
 
 
 ML_100K_GENRES = ("unknown", "Action", "Adventure", "Animation", "Children's", "Comedy", "Crime", "Documentary",

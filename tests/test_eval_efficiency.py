@@ -150,8 +150,11 @@ def test_efficiency_command_runs(tmp_path: Path) -> None:
 @pytest.mark.embedded_llm
 @pytest.mark.slow
 def test_efficiency_with_the_embedded_model(tmp_path: Path, embedded_llm) -> None:
+    # The agents decide pages and act with the embedded model; memory notes and feelings (two thirds of the calls,
+    # and of the test's time) are off: what is checked here is the efficiency run on that backend, not the memory.
     config = make_config("simulation.activation=uniform", "simulation.active_prob=1.0", "recommender.model=popularity",
-                         "simulation.max_pages=2")  # fmt: skip
+                         "simulation.max_pages=2", "memory.implementation=none",
+                         "user.write_feelings=false")  # fmt: skip
     evaluation = config.evaluation.model_copy(update={"efficiency_embedded_agents": [1, 2], "efficiency_rounds": 1})
     result = run_efficiency(
         config, evaluation, backend="embedded", out=tmp_path, progress=False, llm_factory=lambda: embedded_llm

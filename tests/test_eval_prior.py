@@ -16,7 +16,7 @@ from recagent_gym.runs.evaluation.calibrate import ChoiceSet, fit_logit, run_cal
 from recagent_gym.runs.evaluation.discrimination import run_discrimination
 from recagent_gym.runs.evaluation.subjects import child_rng, sample_users
 from recagent_gym.users.agent.prior import FEATURES, load_weights
-from tests._eval_fixtures import make_resources, write_movielens
+from tests._eval_fixtures import cli_exit_code, make_resources, write_movielens
 
 SETTINGS = [(1, 5)]
 
@@ -96,7 +96,7 @@ def test_ablation_rows_reuse_the_llm_scores_and_refuse_calibration_users(ml40: D
         run_discrimination(resources, progress=False)
 
 
-def test_calibrate_command(tmp_path: Path) -> None:
+def test_calibrate_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     folder = write_movielens(tmp_path / "ml40", n_users=40)
     env_path = str(Path(__file__).resolve().parents[1])
     out = tmp_path / "cal"
@@ -106,9 +106,10 @@ def test_calibrate_command(tmp_path: Path) -> None:
     done = subprocess.run(command, capture_output=True, text=True, env={"PYTHONPATH": env_path}, timeout=300)
     assert done.returncode == 0, done.stderr
     assert "prior only" in done.stdout and (out / "prior.json").is_file()
-    bad = subprocess.run([*command[:7], "0", *command[8:]], capture_output=True, text=True,
-                         env={"PYTHONPATH": env_path}, timeout=300)  # fmt: skip
-    assert bad.returncode == 2 and "--users" in bad.stderr and "Traceback" not in bad.stderr
+    capsys.readouterr()
+    code = cli_exit_code([*command[3:7], "0", *command[8:]])  # refused before any work: in process
+    err = capsys.readouterr().err
+    assert code == 2 and "--users" in err and "Traceback" not in err
 
 
 def test_rating_and_preference_take_the_prior_rows(ml40: Dataset, tmp_path: Path) -> None:

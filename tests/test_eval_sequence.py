@@ -84,8 +84,11 @@ def test_sequence_without_judge_and_with_respond(tiny_ml: Dataset) -> None:  # n
 @pytest.mark.embedded_llm
 @pytest.mark.slow
 def test_embedded_llm_agent_and_judge_tiny(tiny_ml: Dataset, embedded_llm: Any) -> None:  # noqa: F811
+    # The agents and the judge run on the embedded model; the agents' memory notes and feelings (most of the model's
+    # work otherwise) are off: what is checked here is the sequences' and the verdicts' shape, not the memory.
+    off = ["memory.implementation=none", "user.write_feelings=false"]
     resources = make_resources(tiny_ml, llm=embedded_llm, user_models=["llm"], users=2, sequence_lengths=[2],
-                               judge_history=3)  # fmt: skip
+                               judge_history=3, config_overrides=off)  # fmt: skip
     result = run_sequence(resources, progress=False)
     assert len(result.judge) == 1 and result.judge[0].summary.score.n == 2
     assert all(len(s) == 2 for s in result.sequences[2]["llm"].values())

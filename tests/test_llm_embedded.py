@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -12,8 +13,20 @@ import pytest
 
 from recagent_gym.llm.embedded import EmbeddedLLM, options_grammar
 from recagent_gym.llm.protocol import LanguageModel, LLMError
+from tests._llm_fixtures import load_embedded_llm
 
 pytestmark = pytest.mark.embedded_llm
+
+
+@pytest.fixture(scope="module")
+def embedded_llm() -> Iterator[EmbeddedLLM]:
+    """This module's own model, its prefix cache filled by these tests alone: they reason about the cache's contents,
+    and seeded sampling repeats exactly only from the same cache state (a prefix reused from the cache is computed
+    in other batches than a fresh one, which moves the logits by a few hundredths: enough to change a sample)."""
+    llm = load_embedded_llm()
+    yield llm
+    llm.close()
+
 
 HISTORY = "".join(
     f"Movie: Film number {i} about {w}\nWatched: {'Yes' if i % 2 else 'No'}\n"
