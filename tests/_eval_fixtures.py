@@ -66,7 +66,7 @@ def make_resources(
 def cli_exit_code(argv: list[str]) -> int:
     """``recagent-gym ARGV`` run in this process (for input refused before any work: no interpreter to start); its
     exit status, from argparse's ``SystemExit`` or the command's return value."""
-    from recagent_gym.cli import main
+    from recagent_gym.runs.cli import main
 
     try:
         return main(argv)
