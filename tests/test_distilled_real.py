@@ -105,4 +105,4 @@ def test_cli_passes_the_real_weight_and_defaults_to_the_settings_one(monkeypatch
     monkeypatch.setattr(fit_module, "distill", lambda *a, settings, **k: seen.append(settings) or "ok")
     assert main(["users", "distill", "--logs", "x", "--out", "y", "--real-weight", "0.5"]) == 0
     assert main(["users", "distill", "--logs", "x", "--out", "y"]) == 0
-    assert seen[0].real_weight == 0.5 and seen[1].real_weight == FitSettings().real_weight
+    assert seen[0].real_weight == 0.5 and seen[1].real_weight == FitSettings().real_weight == 0.3  # as --help says

@@ -52,8 +52,8 @@ def register(subparsers: Any) -> None:
         type=float,
         default=None,
         help="weight of the real-choice objective: the train users' real next items among never-seen negatives"
-        " (0: the LLM users' decisions alone; default FitSettings.real_weight, chosen by measurement, see"
-        " users/distilled/bundled/README.md); recorded in model.json",
+        " (0: the LLM users' decisions alone; default 0.3, chosen by measurement: users/distilled/bundled/README.md);"
+        " recorded in model.json",
     )
     distill.set_defaults(func=run_distill)
 

@@ -61,7 +61,7 @@ class FitSettings:
     lr: float = 3e-3
     weight_decay: float = 1e-4
     batch: int = 512
-    real_weight: float = 1.0
+    real_weight: float = 0.3
     """Weight of the real-choice objective (0: the LLM users' decisions alone); the default was chosen by
     measurement on the bundled logs (``bundled/README.md``)."""
     real_choices: int = 10
@@ -269,7 +269,12 @@ def distill(
         "n_items": dataset.n_items,
         "user_raw_ids": [str(r) for r in dataset.users["raw_id"]],
         "logs_hash": logs.logs_hash(logs_folder),
-        "logs": {"sessions": int(frame["session_id"].nunique()), "decisions": len(frame), **meta},
+        "logs": {  # what the logs hold (collect.json's ``sessions`` is the plan's size, ``planned_sessions`` here)
+            **{k: v for k, v in meta.items() if k != "sessions"},
+            "planned_sessions": meta.get("sessions"),
+            "sessions": int(frame["session_id"].nunique()),
+            "decisions": len(frame),
+        },
         "settings": asdict(settings),
         "embedder": getattr(embedder, "name", "all-MiniLM-L6-v2") if embedder is not None else "all-MiniLM-L6-v2",
         "rule": {
