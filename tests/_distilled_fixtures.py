@@ -7,7 +7,8 @@ from typing import Any
 
 from recagent_gym.llm.testing import HashingEmbedder
 from recagent_gym.runs.distill.collect import collect
-from recagent_gym.runs.distill.fit import FitSettings, distill
+from recagent_gym.runs.distill.fit import distill
+from recagent_gym.runs.distill.objective import FitSettings
 from recagent_gym.runs.make_env import candidates_env
 from tests._agent_fixtures import make_config, make_model, tiny_dataset
 

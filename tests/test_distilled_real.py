@@ -10,7 +10,8 @@ pytest.importorskip("pyarrow")
 
 from recagent_gym.llm.testing import HashingEmbedder
 from recagent_gym.runs.distill import fit as fit_module
-from recagent_gym.runs.distill.fit import FitSettings, distill
+from recagent_gym.runs.distill.fit import distill
+from recagent_gym.runs.distill.objective import FitSettings
 from recagent_gym.runs.distill.real_choices import SAMPLERS, RealPages, real_pages, temporal_split
 from recagent_gym.runs.distill.real_fidelity import held_out_table
 from recagent_gym.users.distilled.saved_model import Artefact

@@ -10,8 +10,8 @@ from recagent_gym.data.splits import leave_last_out
 from recagent_gym.llm.testing import HashingEmbedder
 from recagent_gym.runs.config import load_config
 from recagent_gym.runs.distill.features import item_features, user_features
-from recagent_gym.runs.distill.fit import population_profiles
 from recagent_gym.runs.distill.network import TwoTower
+from recagent_gym.runs.distill.objective import population_profiles
 from recagent_gym.runs.distill.reencode import reencoded
 from recagent_gym.users.distilled.errors import DistillError
 from recagent_gym.users.distilled.saved_model import Artefact

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from recagent_gym.llm.testing import HashingEmbedder
-from recagent_gym.runs.distill.fit import FitSettings, distill, policy_split
+from recagent_gym.runs.distill.fit import distill, policy_split
+from recagent_gym.runs.distill.objective import FitSettings
 from recagent_gym.runs.policies.protocol import split_users as rl_split
 from recagent_gym.users.distilled.errors import DistillError
 from tests._agent_fixtures import make_config, tiny_dataset

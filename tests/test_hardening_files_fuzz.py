@@ -23,7 +23,8 @@ pytest.importorskip("pyarrow")
 from recagent_gym.errors import RecAgentError
 from recagent_gym.llm.testing import HashingEmbedder
 from recagent_gym.runs.distill import logs
-from recagent_gym.runs.distill.fit import FitSettings, distill
+from recagent_gym.runs.distill.fit import distill
+from recagent_gym.runs.distill.objective import FitSettings
 from recagent_gym.runs.policies.policy_files import load_policy
 from recagent_gym.users.distilled.saved_model import Artefact
 from recagent_gym.users.distilled.user import DistilledUser

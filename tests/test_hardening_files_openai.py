@@ -58,7 +58,8 @@ def test_distilled_model_of_decisions_drives_the_distilled_users(tmp_path):
     """The artefact of a decisions-only fit is a working user model (tiny data, direct-strategy logs)."""
     from recagent_gym.llm.testing import HashingEmbedder
     from recagent_gym.runs.distill.collect import collect
-    from recagent_gym.runs.distill.fit import FitSettings, distill
+    from recagent_gym.runs.distill.fit import distill
+    from recagent_gym.runs.distill.objective import FitSettings
     from recagent_gym.users.distilled.user import DistilledUser
     from recagent_gym.users.protocol import Context, Page
     from tests._agent_fixtures import make_config, make_model, tiny_dataset

@@ -142,7 +142,8 @@ def run_collect(args: argparse.Namespace) -> int:
 
 
 def run_distill(args: argparse.Namespace) -> int:
-    from recagent_gym.runs.distill.fit import FitSettings, distill
+    from recagent_gym.runs.distill.fit import distill
+    from recagent_gym.runs.distill.objective import FitSettings
 
     config, dataset = _config_and_dataset(args)
     real = {} if args.real_weight is None else {"real_weight": args.real_weight}

@@ -26,8 +26,8 @@ def reencoded(artefact: Artefact, dataset: Dataset, config: Any, *, text: np.nda
     import torch
 
     from recagent_gym.runs.distill.features import item_features, user_features
-    from recagent_gym.runs.distill.fit import population_profiles
     from recagent_gym.runs.distill.network import TwoTower
+    from recagent_gym.runs.distill.objective import population_profiles
 
     state = {k[4:]: torch.from_numpy(np.asarray(v)) for k, v in artefact.arrays.items() if k.startswith("net.")}
     if not state:
