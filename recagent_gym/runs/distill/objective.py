@@ -52,7 +52,7 @@ class FitSettings:
 
 def population_profiles(dataset: Dataset, config: Any) -> list[Any]:
     """The LLM agents' profiles as the factory builds them (dataset-aligned or handwritten)."""
-    from recagent_gym.users.profiles import profiles_from_config
+    from recagent_gym.users.profile_source import profiles_from_config
 
     if config.data.profile_source == "llm":
         raise DistillError("distilled users need dataset-aligned or handwritten profiles (data.profile_source)")
