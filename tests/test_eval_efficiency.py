@@ -203,7 +203,7 @@ def test_efficiency_reports_chains_requests_tokens_and_the_cpu_floor(tmp_path: P
 
 def test_the_efficiency_server_makes_idle_agent_rounds_rare() -> None:
     from recagent_gym.prompts.take_action import OPTIONS
-    from recagent_gym.runs.evaluation.efficiency import IDLE_LABEL, IDLE_ODDS, ActiveAgentServer
+    from recagent_gym.runs.evaluation.efficiency_server import IDLE_LABEL, IDLE_ODDS, ActiveAgentServer
 
     labels = [o.strip() for o in OPTIONS]
     schema = {"type": "json_schema", "json_schema": {"schema": {"properties": {"choice": {"enum": labels}}}}}
