@@ -14,7 +14,6 @@ from recagent_gym.llm.embedder import CachedEmbedder, shared_embedder
 from recagent_gym.llm.testing import HashingEmbedder
 from recagent_gym.memory.agent_memory import AgentMemory
 from recagent_gym.memory.config import MemoryConfig
-from tests._llm_fixtures import sentence_embedder  # noqa: F401  (session fixture)
 
 
 class Counting:
