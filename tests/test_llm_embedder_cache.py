@@ -140,7 +140,7 @@ def test_retrieval_is_the_same_with_the_shared_embedder() -> None:
 
 
 @pytest.mark.slow
-def test_minilm_exact_batches_give_each_text_its_own_vector(sentence_embedder) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
+def test_minilm_exact_batches_give_each_text_its_own_vector(sentence_embedder) -> None:  # type: ignore[no-untyped-def]
     from recagent_gym.llm.embedder import SentenceEmbedder
 
     texts = [
