@@ -11,8 +11,9 @@ pytest.importorskip("pyarrow")
 from recagent_gym.llm.testing import HashingEmbedder
 from recagent_gym.users.distilled import fit as fit_module
 from recagent_gym.users.distilled.artefact import Artefact
+from recagent_gym.users.distilled.fidelity import held_out_table
 from recagent_gym.users.distilled.fit import FitSettings, distill
-from recagent_gym.users.distilled.real import SAMPLERS, RealPages, held_out_table, real_pages, temporal_split
+from recagent_gym.users.distilled.real import SAMPLERS, RealPages, real_pages, temporal_split
 from tests._agent_fixtures import make_config, make_model, tiny_dataset
 from tests._distilled_fixtures import tiny_logs
 

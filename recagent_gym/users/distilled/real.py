@@ -11,6 +11,8 @@ interacted with (in the whole dataset), drawn ``uniform`` or ``popularity-matche
 item's popularity band: popularity alone does not find the real item), in a seeded random order. A page's label is
 the real item's position.
 
+The held-out users' table of ``users fidelity`` is :func:`~recagent_gym.users.distilled.fidelity.held_out_table`.
+
 **Objective** (:func:`real_loss`): the cross-entropy of the real item under the rule's choice among the page's
 items, ``softmax(score / T)`` (``T`` the rule's ``user.watch_temperature``): given that the user watches one of
 the page, the real one. It moves the scores' order on a page, not their level against the watch threshold (the
@@ -23,7 +25,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from recagent_gym.data.schema import Dataset
 from recagent_gym.data.splits import leave_last_out, sample_negatives, sample_negatives_popularity_matched
@@ -118,88 +119,3 @@ def top_hit(scores: np.ndarray, label: np.ndarray) -> np.ndarray:
     best = scores.max(axis=1, keepdims=True)
     top = np.isclose(scores, best, rtol=0.0, atol=1e-12)
     return top[np.arange(len(label)), label] / top.sum(axis=1)
-
-
-def held_out_table(
-    dataset: Dataset,
-    config: Any,
-    artefact: Any,
-    vectors: np.ndarray,
-    users: Any,
-    *,
-    llm_users: int = 0,
-    llm_model: Any = None,
-    bootstrap: int = 1000,
-    seed: int = 0,
-    choices: int = CHOICES,
-    min_history: int = MIN_HISTORY,
-) -> pd.DataFrame:
-    """The real item's hit rate on the held-out ``users``' pages of real next items (their last :data:`CHOICES`),
-    per sampler and user model: the distilled users (tables re-encoded on the history before those items), the
-    popularity of the history, chance, and with ``llm_users > 0`` the LLM users (``llm_model``, else built on the
-    history from ``config``) on the first ``llm_users`` of ``users`` (each user's pages of a sampler scored in one
-    LLM call). ``hit``: the real item has the page's top score (ties share); ``choice_p``: its probability under
-    the rule's ``softmax(score / T)``; means over users with 95% bootstrap intervals (users resampled). ``choices``
-    and ``min_history``: the split (:func:`temporal_split`)."""
-    from recagent_gym.users.distilled.reencode import reencoded
-    from recagent_gym.users.distilled.user import DistilledUser
-
-    history, real = temporal_split(dataset, choices, min_history)
-    pages = real_pages(dataset, real, users, page_size=config.env.page_size, seed=seed + 1)
-    temperature = float(config.user.watch_temperature)
-    models: dict[str, np.ndarray] = {}
-    distilled = DistilledUser(history, reencoded(artefact, history, config, text=vectors))
-    pairs = zip(pages.user, pages.items, strict=True)
-    models["distilled"] = (
-        np.stack([distilled.mean_scores(int(u), p) for u, p in pairs]) if len(pages) else np.zeros(pages.items.shape)
-    )
-    popularity = history.item_popularity().astype(np.float64)
-    models["popularity"] = popularity[pages.items]
-    models["chance"] = np.zeros(pages.items.shape)
-    keep = {"distilled": np.ones(len(pages), bool), "popularity": np.ones(len(pages), bool)}
-    keep["chance"] = keep["distilled"]
-    if llm_users > 0 and len(pages):
-        chosen = np.unique(pages.user)[:llm_users]
-        if llm_model is None:
-            from recagent_gym.users.factory import build_user_model
-
-            llm_model = build_user_model("llm", history, **config.user_model_sections())
-        scores = np.full(pages.items.shape, np.nan)
-        for user in chosen:
-            for s in range(len(SAMPLERS)):
-                rows = np.flatnonzero((pages.user == user) & (pages.sampler == s))
-                pool = np.unique(pages.items[rows])
-                rng = np.random.default_rng([seed, int(user), s])
-                scored = np.asarray(llm_model.score_items(int(user), pool, rng), float)
-                got = dict(zip(pool.tolist(), scored.tolist(), strict=True))
-                scores[rows] = np.vectorize(got.__getitem__)(pages.items[rows])
-        models["LLM"] = scores
-        keep["LLM"] = np.isin(pages.user, chosen)
-    records = []
-    for s, sampler in enumerate(SAMPLERS):
-        for name, scores in models.items():
-            rows = keep[name] & (pages.sampler == s)
-            if not rows.any():
-                continue
-            part = pages.subset(rows)
-            hit = top_hit(scores[rows], part.label)
-            prob = choice_probability(scores[rows], part.label, temperature) if name != "popularity" else None
-            record = {"negatives": sampler, "users": name, "n_users": len(np.unique(part.user)),
-                      "pages": int(rows.sum())}  # fmt: skip
-            for metric, values in (("hit", hit), ("choice_p", prob)):
-                mean, lo, hi = (
-                    _per_user_interval(part.user, values, bootstrap, seed) if values is not None else (np.nan,) * 3
-                )
-                record.update({metric: mean, f"{metric}_low": lo, f"{metric}_high": hi})
-            records.append(record)
-    return pd.DataFrame(records)
-
-
-def _per_user_interval(users: np.ndarray, values: np.ndarray, n: int, seed: int) -> tuple[float, float, float]:
-    """Mean of the per-user means and its 95% bootstrap interval (users resampled)."""
-    frame = pd.DataFrame({"user": users, "v": values}).groupby("user")["v"].mean().to_numpy()
-    if not len(frame):
-        return np.nan, np.nan, np.nan
-    draws = np.random.default_rng(seed).integers(0, len(frame), size=(n, len(frame)))
-    means = frame[draws].mean(axis=1)
-    return float(frame.mean()), float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
