@@ -11,6 +11,8 @@ interacted with (in the whole dataset), drawn ``uniform`` or ``popularity-matche
 item's popularity band: popularity alone does not find the real item), in a seeded random order. A page's label is
 the real item's position.
 
+The held-out users' table of ``users fidelity`` is :func:`~recagent_gym.runs.distill.fidelity.held_out_table`.
+
 **Objective** (:func:`real_loss`): the cross-entropy of the real item under the rule's choice among the page's
 items, ``softmax(score / T)`` (``T`` the rule's ``user.watch_temperature``): given that the user watches one of
 the page, the real one. It moves the scores' order on a page, not their level against the watch threshold (the
