@@ -2,7 +2,8 @@
 (:mod:`recagent_gym.runs.env_registration`), and what code that builds an env directly calls.
 
 ``config`` is a :class:`~recagent_gym.runs.config.Config`, a named configuration (``"quickstart"``), a YAML path,
-a mapping of sections, or nothing (the defaults); every other argument goes to the env class unchanged::
+a mapping of sections, or nothing (the defaults), by keyword or in the env class's position; every other argument
+goes to the env class unchanged::
 
     env = catalogue_env(dataset="bundled", user_model="recsim", config="quickstart")
 """
@@ -38,60 +39,44 @@ def resolve_config(config: ConfigArgument) -> Config:
     raise TypeError(f"config must be a Config, a YAML path or a mapping, got {type(config).__name__}")
 
 
-def catalogue_env(
-    dataset: Any = None,
-    user_model: Any = None,
-    page_size: int | None = None,
-    max_pages: int | None = None,
-    social: bool | None = None,
-    config: ConfigArgument = None,
-    **kwargs: Any,
-) -> RecAgentEnv:
+def _settled(args: tuple[Any, ...], kwargs: dict[str, Any], position: int) -> tuple[list[Any], dict[str, Any]]:
+    """The env class's arguments with ``config`` (keyword, or positional at ``position`` as the classes take it)
+    resolved into settings."""
+    resolved = list(args)
+    if len(resolved) > position:
+        resolved[position] = resolve_config(resolved[position])
+    else:
+        kwargs = {**kwargs, "config": resolve_config(kwargs.get("config"))}
+    return resolved, kwargs
+
+
+CONFIG_POSITION = 5
+"""Where the env classes take ``config`` positionally: after dataset, user_model, page_size, max_pages, social (the
+vector envs take ``num_envs`` first)."""
+
+
+def catalogue_env(*args: Any, **kwargs: Any) -> RecAgentEnv:
     """:class:`RecAgentEnv` (``recagent_gym/RecAgentCatalogue-v0``): pages from the whole catalogue."""
-    return RecAgentEnv(dataset, user_model, page_size, max_pages, social, resolve_config(config), **kwargs)
+    args_, kwargs_ = _settled(args, kwargs, CONFIG_POSITION)
+    return RecAgentEnv(*args_, **kwargs_)
 
 
-def candidates_env(
-    dataset: Any = None,
-    user_model: Any = None,
-    page_size: int | None = None,
-    max_pages: int | None = None,
-    social: bool | None = None,
-    config: ConfigArgument = None,
-    **kwargs: Any,
-) -> RecAgentCandidateEnv:
+def candidates_env(*args: Any, **kwargs: Any) -> RecAgentCandidateEnv:
     """:class:`RecAgentCandidateEnv` (``recagent_gym/RecAgentCandidates-v0``): pages among K retrieved candidates."""
-    return RecAgentCandidateEnv(dataset, user_model, page_size, max_pages, social, resolve_config(config), **kwargs)
+    args_, kwargs_ = _settled(args, kwargs, CONFIG_POSITION)
+    return RecAgentCandidateEnv(*args_, **kwargs_)
 
 
-def catalogue_vector_env(
-    num_envs: int,
-    dataset: Any = None,
-    user_model: Any = None,
-    page_size: int | None = None,
-    max_pages: int | None = None,
-    social: bool | None = None,
-    config: ConfigArgument = None,
-    **kwargs: Any,
-) -> RecAgentVectorEnv:
+def catalogue_vector_env(*args: Any, **kwargs: Any) -> RecAgentVectorEnv:
     """:class:`RecAgentVectorEnv`: ``num_envs`` catalogue sessions answered in one batch per step."""
-    settings = resolve_config(config)
-    return RecAgentVectorEnv(num_envs, dataset, user_model, page_size, max_pages, social, settings, **kwargs)
+    args_, kwargs_ = _settled(args, kwargs, CONFIG_POSITION + 1)
+    return RecAgentVectorEnv(*args_, **kwargs_)
 
 
-def candidates_vector_env(
-    num_envs: int,
-    dataset: Any = None,
-    user_model: Any = None,
-    page_size: int | None = None,
-    max_pages: int | None = None,
-    social: bool | None = None,
-    config: ConfigArgument = None,
-    **kwargs: Any,
-) -> RecAgentCandidateVectorEnv:
+def candidates_vector_env(*args: Any, **kwargs: Any) -> RecAgentCandidateVectorEnv:
     """:class:`RecAgentCandidateVectorEnv`: ``num_envs`` candidate-slate sessions answered in one batch per step."""
-    settings = resolve_config(config)
-    return RecAgentCandidateVectorEnv(num_envs, dataset, user_model, page_size, max_pages, social, settings, **kwargs)
+    args_, kwargs_ = _settled(args, kwargs, CONFIG_POSITION + 1)
+    return RecAgentCandidateVectorEnv(*args_, **kwargs_)
 
 
 def make_candidate_env(
