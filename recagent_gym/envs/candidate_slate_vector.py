@@ -30,7 +30,7 @@ from gymnasium.vector.utils import batch_space
 
 from recagent_gym.data.schema import Dataset
 from recagent_gym.envs.candidate_slate_env import RecAgentCandidateEnv, SlateStream
-from recagent_gym.envs.settings import WorldSettings, require_settings
+from recagent_gym.envs.settings import WorldSettings, vector_page_limit
 from recagent_gym.users.protocol import UserModel
 
 
@@ -58,14 +58,8 @@ class RecAgentCandidateVectorEnv(gym.vector.VectorEnv):
         max_episode_steps: int | None = None,
         **candidate_args: Any,
     ) -> None:
-        if num_envs < 1:
-            raise ValueError(f"num_envs must be >= 1, got {num_envs}")
-        if render_mode is not None:
-            raise ValueError(f"RecAgentCandidateVectorEnv does not render (render_mode={render_mode!r})")
-        if max_episode_steps is not None:  # from gymnasium.make_vec: the registration's TimeLimit, as a page limit
-            config = require_settings(config, "RecAgentCandidateVectorEnv")
-            cfg_pages = max_pages if max_pages is not None else config.env.max_pages
-            max_pages = min(int(cfg_pages), int(max_episode_steps))
+        face = "RecAgentCandidateVectorEnv"
+        max_pages = vector_page_limit(face, num_envs, render_mode, max_pages, max_episode_steps, config)
         self.face = RecAgentCandidateEnv(dataset, user_model, page_size, max_pages, social, config, **candidate_args)
         if num_envs > len(self.face.users):
             raise ValueError(f"num_envs={num_envs} but the pool has {len(self.face.users)} users: one user per sub-env")

@@ -34,8 +34,10 @@ def build_kernel(
     tables: SessionTables | None = None,
     search: CatalogueSearch | None = None,
     history_length: int | None = None,
+    end_batch: int | None = None,
 ) -> SessionKernel:
-    """The session kernel of an env face: rules from ``config.env`` (arguments win), shared tables and search."""
+    """The session kernel of an env face (or of another loop of sessions): rules from ``config.env`` (arguments
+    win), shared tables and search."""
     if dataset.n_items == 0 or dataset.n_users == 0:
         raise ValueError(f"dataset {dataset.name!r} needs at least one item and one user")
     env = config.env
@@ -46,7 +48,7 @@ def build_kernel(
         duplicate_rule=env.duplicate_rule,
         session_hours=env.session_hours,
         social=bool(env.social and config.social.enabled if social is None else social),
-        end_batch=config.user.session_end_batch,
+        end_batch=int(end_batch if end_batch is not None else config.user.session_end_batch),
     )
     return SessionKernel(
         tables if tables is not None else SessionTables.build(dataset),

@@ -39,3 +39,18 @@ def require_settings(config: Any, face: str) -> WorldSettings:
             f"(got config={type(config).__name__})"
         )
     return config
+
+
+def vector_page_limit(
+    face: str, num_envs: int, render_mode: str | None, max_pages: int | None, max_episode_steps: int | None, config: Any
+) -> int | None:
+    """A vector env's argument checks and its page limit: ``max_pages`` (default ``config.env.max_pages``) capped by
+    ``max_episode_steps``, which ``gymnasium.make_vec`` passes from the registration's TimeLimit."""
+    if num_envs < 1:
+        raise ValueError(f"num_envs must be >= 1, got {num_envs}")
+    if render_mode is not None:
+        raise ValueError(f"{face} does not render (render_mode={render_mode!r})")
+    if max_episode_steps is None:
+        return max_pages
+    pages = max_pages if max_pages is not None else require_settings(config, face).env.max_pages
+    return min(int(pages), int(max_episode_steps))

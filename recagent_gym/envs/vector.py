@@ -27,7 +27,7 @@ from recagent_gym.envs.adapters import TRAINING_KEYS, ObsFlattener, PageAdapter
 from recagent_gym.envs.recagent_env import RecAgentEnv
 from recagent_gym.envs.resolve import world_weights
 from recagent_gym.envs.reward import RewardFn
-from recagent_gym.envs.settings import WorldSettings, require_settings
+from recagent_gym.envs.settings import WorldSettings, vector_page_limit
 from recagent_gym.envs.wrappers import page_adapter
 from recagent_gym.session import SessionStream, StartedSession
 from recagent_gym.session.observation import ObservationBatch
@@ -63,15 +63,7 @@ class RecAgentVectorEnv(gym.vector.VectorEnv):
         render_mode: str | None = None,
         max_episode_steps: int | None = None,
     ) -> None:
-        if num_envs < 1:
-            raise ValueError(f"num_envs must be >= 1, got {num_envs}")
-        if render_mode is not None:
-            raise ValueError(f"RecAgentVectorEnv does not render (render_mode={render_mode!r})")
-        if max_episode_steps is not None:  # from gymnasium.make_vec: the registration's TimeLimit, as a page limit
-            cfg_pages = (
-                max_pages if max_pages is not None else require_settings(config, "RecAgentVectorEnv").env.max_pages
-            )
-            max_pages = min(int(cfg_pages), int(max_episode_steps))
+        max_pages = vector_page_limit("RecAgentVectorEnv", num_envs, render_mode, max_pages, max_episode_steps, config)
         # One env face holds what the lanes share: config, dataset, kernel, user model, reward, spaces.
         self.face = RecAgentEnv(
             dataset, user_model, page_size, max_pages, social, config, reward_fn=reward_fn, llm=llm, embedder=embedder

@@ -50,8 +50,7 @@ class SentenceEmbedder:
 
     ``n_threads`` is applied with ``torch.set_num_threads`` before each call; torch's thread pool is process-wide,
     so the last value set wins for every torch user in the process. One thread is the default because the
-    simulation shares the CPU with the embedded LLM (see the report for 1 vs 2 threads); on a 2-core machine under
-    load, 2 threads were 3-5x slower per text than 1 (``benchmarks/bench_embedder.py``).
+    simulation shares the CPU with the embedded LLM (see the report for 1 vs 2 threads).
 
     ``exact`` (default): a call embeds its texts one token length at a time (no padding), so a text's vector is
     bitwise the same whatever it is batched with, and equal to embedding it alone; ``exact=False`` is

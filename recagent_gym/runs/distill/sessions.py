@@ -150,30 +150,24 @@ class Recorder:
 
 
 def session_kernel(dataset: Any, config: Any, *, page_size: int, max_pages: int) -> Any:
-    """The kernel of these sessions: the env's tables, search and rules (``config.env``'s history length and
-    duplicate rule), ``page_size`` and ``max_pages``, no social round, ended sessions written per batch."""
-    from recagent_gym.envs.config import EnvConfig
-    from recagent_gym.recommenders.search import CatalogueSearch
-    from recagent_gym.session import SessionKernel, SessionRules, SessionTables
+    """The kernel of these sessions: the env's (``config.env``'s rules, the defaults without a config) with
+    ``page_size`` and ``max_pages``, no social round, ended sessions written per batch."""
+    from recagent_gym.envs.resolve import build_kernel
 
-    env = getattr(config, "env", None) or EnvConfig()
-    rules = SessionRules(
-        page_size=page_size,
-        max_pages=max_pages,
-        history_length=env.history_length,
-        duplicate_rule=env.duplicate_rule,
-        social=False,
-        end_batch=END_BATCH,
-    )
-    return SessionKernel(SessionTables.build(dataset), CatalogueSearch(dataset), rules)
+    return build_kernel(dataset, _settings(config), page_size, max_pages, social=False, end_batch=END_BATCH)
 
 
 def reward_function(config: Any) -> Any:
     """The env's reward of a step (``config.env``'s weights; the defaults without a config)."""
-    from recagent_gym.envs.config import EnvConfig
     from recagent_gym.envs.reward import reward_from_config
 
-    return reward_from_config(getattr(config, "env", None) or EnvConfig())
+    return reward_from_config(_settings(config).env)
+
+
+def _settings(config: Any) -> Any:
+    from recagent_gym.runs.config import Config
+
+    return config if config is not None else Config()
 
 
 @dataclass
