@@ -7,9 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from recagent_gym.data.item_text import compose_item_text
 from recagent_gym.data.load import load_dataset
-from recagent_gym.data.schema import Dataset
+from recagent_gym.data.schema import Dataset, compose_item_text
 from tests._eval_fixtures import movielens_dir, tiny_ml  # noqa: F401
 
 

@@ -35,7 +35,8 @@ class DataConfig(Section):
     descriptions_path: str | None = None
     """RecAgent items CSV (``id,title,genre,description``) whose descriptions are attached to the loaded dataset
     (MovieLens-1M: ids are catalogue rows, titles are checked; ``data/descriptions.py``). They enter the item text
-    users read and embedders embed (``data/item_text.py``). None: the dataset's own descriptions, if any."""
+    users read and embedders embed (``data/schema.py::compose_item_text``). None: the dataset's own descriptions, if
+    any."""
 
     social_path: str | None = None
     """CSV of social links ``user_1,user_2,relationship``; None generates a graph (see ``social.generator``)."""

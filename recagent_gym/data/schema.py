@@ -33,6 +33,7 @@ social.relationship       str, e.g. ``friend``
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -60,6 +61,8 @@ USER_COLUMNS = (
 )
 INTERACTION_COLUMNS = ("user_id", "item_id", "rating", "timestamp")
 SOCIAL_COLUMNS = ("user_1", "user_2", "relationship")
+MAX_TAGS = 10
+"""Tags kept in an item text (in the dataset's order: most frequent first for MovieLens-latest)."""
 
 
 class DataError(RecAgentError, ValueError):
@@ -129,9 +132,7 @@ class Dataset:
         return str(self.item_column("title")[item_id])
 
     def item_text(self, item_id: int) -> str:
-        """One line describing an item (:func:`recagent_gym.data.item_text.compose_item_text`)."""
-        from recagent_gym.data.item_text import compose_item_text
-
+        """One line describing an item (:func:`compose_item_text`)."""
         col = self.item_column
         return compose_item_text(title=col("title")[item_id], year=col("year")[item_id] or None,
                                  genres=col("genres")[item_id], description=col("description")[item_id] or "",
@@ -155,3 +156,41 @@ class Dataset:
         inter = self.interactions
         if len(inter) and (inter["item_id"].max() >= self.n_items or inter["user_id"].max() >= self.n_users):
             raise DataError(f"{self.name}: interactions refer to unknown users or items")
+
+
+def compose_item_text(
+    *,
+    title: str,
+    year: int | None = None,
+    genres: Sequence[str] = (),
+    description: str = "",
+    tags: str = "",
+    max_tags: int = MAX_TAGS,
+) -> str:
+    """One line describing an item from its title, year, genres, description and comma-separated tags: the item
+    text users read and embedders embed, composed from whatever a dataset has.
+
+    MovieLens-1M and -100K have titles, years and genres only; MovieLens-latest adds user tags; RecAgent's CSV (or
+    :func:`recagent_gym.data.descriptions.attach_descriptions` on MovieLens-1M) adds descriptions. One function turns
+    any of these into one line, so a dataset without descriptions still gives the embedding user and the memory
+    retrieval more than a title::
+
+        Toy Story (1995) [Animation, Children's, Comedy]: A cowboy doll is threatened by a new toy. Tags: pixar, fun.
+
+    Order: title, ``(year)`` when known, ``[genres]``, ``: description`` when given, ``Tags: ...`` when the item has
+    tags that the description does not already carry (MovieLens-latest templates its tags into the description, see
+    ``data/fields.py::tags_description``; they are not repeated). The prefix ``Title (year) [genres]`` is the one the
+    project always used, so existing embedding caches of description-less items stay valid.
+    """
+    text = str(title).strip()
+    if year is not None and int(year) > 0:
+        text += f" ({int(year)})"
+    text += f" [{', '.join(str(g) for g in genres)}]"
+    description = description.strip() if isinstance(description, str) else ""  # NaN from a sparse table
+    tags = tags if isinstance(tags, str) else ""
+    if description:
+        text += f": {description}"
+    kept = [t.strip() for t in tags.split(",") if t.strip()][:max_tags]
+    if kept and not all(t.lower() in description.lower() for t in kept):
+        text += (" " if description else ": ") + f"Tags: {', '.join(kept)}."
+    return text
