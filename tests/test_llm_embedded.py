@@ -120,7 +120,7 @@ def test_a_users_next_pages_replace_its_own_prefix_not_another_users(embedded_ll
 
 def test_higher_priority_prefix_outlives_background_prompts(embedded_llm: EmbeddedLLM) -> None:
     from recagent_gym.llm.factory import build_llm
-    from recagent_gym.llm.wrapping import prefix_hint
+    from recagent_gym.llm.protocol import prefix_hint
 
     history_tokens = len(embedded_llm._rt.tokenize(HISTORY))
     notes = [f"Note {i}: " + "background chatter " * (10 + i) for i in range(4)]

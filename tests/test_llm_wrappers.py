@@ -143,9 +143,8 @@ def test_prefix_hint_is_forwarded_by_each_wrapper_not_found_by_walking() -> None
 
     from recagent_gym.llm.accounting import UsageMeter
     from recagent_gym.llm.budget import BudgetedLLM
-    from recagent_gym.llm.protocol import PrefixCaching
+    from recagent_gym.llm.protocol import PrefixCaching, prefix_hint
     from recagent_gym.llm.testing import ScriptedLLM
-    from recagent_gym.llm.wrapping import prefix_hint
 
     seen: list[int] = []
 

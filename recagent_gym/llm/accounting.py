@@ -14,8 +14,8 @@ from contextlib import AbstractContextManager
 from dataclasses import asdict, replace
 from typing import Any
 
-from recagent_gym.llm.protocol import Choice, Generation, LanguageModel, Usage
-from recagent_gym.llm.wrapping import close_model, prefix_hint, set_state_of, state_of
+from recagent_gym.llm.protocol import Choice, Generation, LanguageModel, Usage, prefix_hint
+from recagent_gym.llm.wrapping import close_model, set_state_of, state_of
 
 
 def estimate_cost(usage: Usage, per_1k_prompt: float, per_1k_completion: float) -> float:

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
-from recagent_gym.llm.protocol import BudgetExceeded, Choice, Generation, LanguageModel
-from recagent_gym.llm.wrapping import close_model, prefix_hint, set_state_of, state_of
+from recagent_gym.llm.protocol import BudgetExceeded, Choice, Generation, LanguageModel, prefix_hint
+from recagent_gym.llm.wrapping import close_model, set_state_of, state_of
 
 
 class BudgetedLLM:

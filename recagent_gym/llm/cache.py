@@ -19,9 +19,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from recagent_gym.llm.protocol import CacheMiss, Choice, Generation, LanguageModel, Usage
+from recagent_gym.llm.protocol import CacheMiss, Choice, Generation, LanguageModel, Usage, prefix_hint
 from recagent_gym.llm.serialize import choice_from_dict, choice_to_dict, generation_from_dict, generation_to_dict
-from recagent_gym.llm.wrapping import close_model, prefix_hint, set_state_of, state_of
+from recagent_gym.llm.wrapping import close_model, set_state_of, state_of
 
 R = TypeVar("R", Generation, Choice)
 CacheMode = Literal["read_write", "replay"]

@@ -6,6 +6,7 @@ options for many prompts. Wrappers (cache, recorder, budget, retries) implement 
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -116,12 +117,20 @@ class LanguageModel(Protocol):
 @runtime_checkable
 class PrefixCaching(Protocol):
     """A model that keeps prompt prefixes in a cache it can prioritise (the embedded backend). Each wrapper offers
-    it explicitly by forwarding to the model it wraps (:func:`~recagent_gym.llm.wrapping.prefix_hint`), so a
-    caller states the hint to the model it holds, never by reaching through wrappers."""
+    it explicitly by forwarding to the model it wraps (:func:`prefix_hint`), so a caller states the hint to the
+    model it holds, never by reaching through wrappers."""
 
     def prefix_priority(self, priority: int) -> AbstractContextManager[None]:
         """Calls made inside (on this thread) keep their prompt prefixes at ``priority``."""
         ...
+
+
+def prefix_hint(model: object, priority: int) -> AbstractContextManager[None]:
+    """``model.prefix_priority(priority)`` where ``model`` offers it (:class:`PrefixCaching`: the embedded backend
+    and every wrapper), else a no-op. One level only: wrappers forward it themselves."""
+    if isinstance(model, PrefixCaching):
+        return model.prefix_priority(priority)
+    return contextlib.nullcontext()
 
 
 class LLMError(RecAgentError, RuntimeError):

@@ -10,10 +10,10 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
-from recagent_gym.llm.protocol import Choice, Generation, LanguageModel
+from recagent_gym.llm.protocol import Choice, Generation, LanguageModel, prefix_hint
 from recagent_gym.llm.secrets import redact
 from recagent_gym.llm.serialize import choice_to_dict, generation_to_dict
-from recagent_gym.llm.wrapping import close_model, prefix_hint, set_state_of, state_of
+from recagent_gym.llm.wrapping import close_model, set_state_of, state_of
 
 
 class RecordingLLM:

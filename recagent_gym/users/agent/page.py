@@ -14,8 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from recagent_gym.llm.protocol import LanguageModel, Usage
-from recagent_gym.llm.wrapping import prefix_hint
+from recagent_gym.llm.protocol import LanguageModel, Usage, prefix_hint
 from recagent_gym.prompts import memory_notes, page_decision, search_query
 from recagent_gym.prompts.checked import choose_checked, generate_checked
 from recagent_gym.users.agent.clock import clock_text
