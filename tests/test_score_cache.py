@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from recagent_gym.users.agent.score_cache import ScoreCache, cached_score_requests
-from recagent_gym.users.agent.scoring import ScoringRequest, score_requests
+from recagent_gym.users.agent.scoring import ScoreCache, ScoringRequest, cached_score_requests, score_requests
 from recagent_gym.users.protocol import Context, Page
 from tests._agent_fixtures import make_model, rngs, taste_llm
 

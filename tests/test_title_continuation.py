@@ -6,8 +6,7 @@ import numpy as np
 
 from recagent_gym.llm.testing import ScriptedLLM
 from recagent_gym.prompts import title_continuation
-from recagent_gym.users.agent.score_cache import ScoreCache, cached_score_requests
-from recagent_gym.users.agent.scoring import ScoringRequest, score_requests
+from recagent_gym.users.agent.scoring import ScoreCache, ScoringRequest, cached_score_requests, score_requests
 
 LIKED = {" Alien (1979)\n": -8.0, " Aliens (1986)\n": -6.0, " Heat (1995)\n": -20.0, " Ref A\n": -16.0,
          " Ref B\n": -12.0}  # fmt: skip

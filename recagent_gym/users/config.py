@@ -105,7 +105,7 @@ class UserConfig(Section):
 
     score_cache: bool = False
     """Cache the LLM item scores per (user, item) while the user's scoring context (memory block, Yes/No examples)
-    is unchanged (``users/agent/score_cache.py``): an evaluation that restarts each user from the same state per
+    is unchanged (``users/agent/scoring.py``): an evaluation that restarts each user from the same state per
     recommender scores each item once. Off by default: a cached step's ``info`` reports no LLM usage for the items
     it reused, so the same seed and action no longer give the same ``info`` (Gymnasium's determinism check)."""
 

@@ -1,13 +1,14 @@
 """The agents' state and the per-agent pieces every agent action reads: profiles, memories, histories, sessions,
 heard items, friends, item lines. The page decider and the social round receive this view; the protocol (sessions,
-writes, interviews) is :class:`~recagent_gym.users.agent.model.LLMUserModel`'s.
+writes, interviews) is :class:`~recagent_gym.users.agent.model.LLMUserModel`'s. The agents reach their memories
+through a :class:`MemoryBackend` (one memory per agent, batched flushes).
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -15,17 +16,61 @@ from recagent_gym.data.schema import Dataset
 from recagent_gym.llm.protocol import LanguageModel
 from recagent_gym.memory.agent_memory import AgentMemory
 from recagent_gym.memory.config import MemoryConfig
+from recagent_gym.memory.writer import flush_memories
 from recagent_gym.prompts import item_scoring, title_continuation
 from recagent_gym.social.config import SocialConfig
 from recagent_gym.social.titles import TitleMatcher
 from recagent_gym.users.agent.item_texts import ItemTexts
-from recagent_gym.users.agent.memory_backend import MemoryBackend, RecAgentMemoryBackend, memory_text
 from recagent_gym.users.agent.profile_view import ProfileTexts, agent_profiles
-from recagent_gym.users.agent.score_cache import ScoreCache
+from recagent_gym.users.agent.scoring import ScoreCache
 from recagent_gym.users.agent.state import AgentState, SessionState
 from recagent_gym.users.agent.taste import ItemVectors, combine_scores
 from recagent_gym.users.config import UserConfig
 from recagent_gym.users.profiles import Profile
+
+MEMORY_LINE_CHARS = 160
+"""Longest memory record quoted in a prompt (longer ones are cut), to bound the prompt."""
+
+
+class MemoryBackend(Protocol):
+    """How the agents reach their memory: one memory per agent, and batched flushing of many agents' memories. The
+    default is the paper's memory (:class:`RecAgentMemoryBackend`); tests pass a light fake with the same methods."""
+
+    def create(self, agent_name: str, seed: int) -> Any:
+        """A new, empty memory with ``observe``, ``retrieve``, ``get_state``, ``set_state``."""
+        ...
+
+    def flush(self, memories: Sequence[Any], time_h: float) -> None:
+        """Process the deferred writes of many memories in one batch."""
+        ...
+
+
+class RecAgentMemoryBackend:
+    """The paper's sensory / short-term / long-term memory (``recagent_gym.memory.AgentMemory``)."""
+
+    def __init__(self, config: MemoryConfig, llm: LanguageModel, embedder: Any) -> None:
+        self.config = config
+        self.llm = llm
+        self.embedder = embedder
+
+    def create(self, agent_name: str, seed: int) -> Any:
+        return AgentMemory(self.config, self.llm, self.embedder, agent_name, seed=seed)
+
+    def flush(self, memories: Sequence[Any], time_h: float) -> None:
+        if memories:
+            flush_memories(list(memories), time_h)
+
+
+def memory_text(records: Sequence[Any], limit: int, name: str) -> str:
+    """The first ``limit`` records as a short block for a prompt ("" when there is nothing to quote)."""
+    lines = []
+    for record in records[:limit]:
+        content = " ".join(str(getattr(record, "content", record)).split())
+        if content:
+            lines.append("- " + (content if len(content) <= MEMORY_LINE_CHARS else content[:MEMORY_LINE_CHARS] + "..."))
+    if not lines:
+        return ""
+    return f"{name} remembers:\n" + "\n".join(lines)
 
 
 def resolve_strategy(strategy: str, backend: str, *, prior: bool = False) -> str:
@@ -94,7 +139,7 @@ class Agents:
         """Feelings written ahead by a pipeline's :meth:`prefetch`, by ``id`` of their pending entry (transient)."""
         """Guards ``_ended``: the simulator's per-agent pipelines end and write sessions from several threads."""
         self._memories: dict[int, Any] = {}
-        self.score_cache = ScoreCache() if config.score_cache else None  # see users/agent/score_cache.py
+        self.score_cache = ScoreCache() if config.score_cache else None  # see users/agent/scoring.py
 
     # -- per-agent pieces -----------------------------------------------------------------------------------------
 

@@ -28,8 +28,7 @@ from recagent_gym.users.agent.agents import Agents
 from recagent_gym.users.agent.interview import interview_answer
 from recagent_gym.users.agent.page import AgentInput, PageDecider, Prepared
 from recagent_gym.users.agent.prior import PagePrior
-from recagent_gym.users.agent.score_cache import cached_score_requests
-from recagent_gym.users.agent.scoring import ScoringRequest
+from recagent_gym.users.agent.scoring import ScoringRequest, cached_score_requests
 from recagent_gym.users.agent.social_round import social_round
 from recagent_gym.users.agent.state import AgentState, SessionState
 from recagent_gym.users.agent.take_action import choose_actions

@@ -21,8 +21,7 @@ from recagent_gym.users.agent.clock import clock_text
 from recagent_gym.users.agent.decide import Decision, RuleParams, decide_page, threshold_for
 from recagent_gym.users.agent.item_texts import ItemTexts
 from recagent_gym.users.agent.prior import PagePrior
-from recagent_gym.users.agent.score_cache import ScoreCache, cached_score_requests
-from recagent_gym.users.agent.scoring import ScoringRequest, ScoringResult
+from recagent_gym.users.agent.scoring import ScoreCache, ScoringRequest, ScoringResult, cached_score_requests
 from recagent_gym.users.agent.state import AgentState, PendingFeeling, SessionState
 from recagent_gym.users.agent.taste import ItemVectors, combine_scores, relevance
 from recagent_gym.users.config import UserConfig
@@ -185,7 +184,8 @@ class PageDecider:
                 threshold=threshold_for(cfg.watch_threshold, cfg.behaviour_offset, profile.features, profile.activity),
                 temperature=cfg.watch_temperature,
                 search_heard_probability=cfg.search_heard_probability,
-                search_interest_probability=cfg.search_interest_probability * (2 if profile.has("Explorer") else 1),
+                search_interest_probability=cfg.search_interest_probability
+                * (2 if "Explorer" in profile.features else 1),
             )
             decision, session.patience = decide_page(
                 combined,

@@ -94,7 +94,7 @@ def relevant_profile(profile: Profile, behaviour: str) -> str:
         elif part == "interests" and profile.interests:
             parts.append(f"Likes {', '.join(g.lower() for g in profile.interests)} movies.")
         elif part == "features":
-            said = [FEATURE_TEXT[f] for f in FEATURE_VIEWS[behaviour] if profile.has(f)]
+            said = [FEATURE_TEXT[f] for f in FEATURE_VIEWS[behaviour] if f in profile.features]
             if said:
                 parts.append(f"{profile.name} {' and '.join(said)}.")
     return " ".join(parts)
