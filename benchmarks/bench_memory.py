@@ -14,8 +14,8 @@ import time
 import numpy as np
 
 from recagent_gym.memory.config import MemoryConfig
-from recagent_gym.memory.long_term import LongTermMemory
 from recagent_gym.memory.record import MemoryRecord
+from recagent_gym.memory.stages import LongTermMemory
 
 
 def main() -> None:

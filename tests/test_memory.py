@@ -12,9 +12,9 @@ from recagent_gym.llm.protocol import LLMError
 from recagent_gym.llm.testing import HashingEmbedder, ScriptedLLM
 from recagent_gym.memory.agent_memory import AgentMemory
 from recagent_gym.memory.config import MemoryConfig
-from recagent_gym.memory.long_term import LongTermMemory
 from recagent_gym.memory.record import MemoryRecord
 from recagent_gym.memory.scoring import forget_weights, recency, sample_forgotten
+from recagent_gym.memory.stages import LongTermMemory
 from recagent_gym.memory.writer import flush_memories
 from recagent_gym.prompts.memory_common import REMINDER
 from tests._memory_fixtures import TopicEmbedder, make_memory, memory_llm, summary

@@ -15,7 +15,7 @@ import pytest
 from recagent_gym.llm.testing import HashingEmbedder
 from recagent_gym.memory.agent_memory import AgentMemory
 from recagent_gym.memory.config import MemoryConfig
-from recagent_gym.memory.sensory import Observation
+from recagent_gym.memory.stages import Observation
 from recagent_gym.memory.writer import flush_memories, precompress
 from tests._memory_fixtures import memory_llm
 

@@ -12,10 +12,8 @@ import numpy as np
 
 from recagent_gym.llm.protocol import LanguageModel, Usage
 from recagent_gym.memory.config import MemoryConfig
-from recagent_gym.memory.long_term import LongTermMemory
 from recagent_gym.memory.record import MemoryKind, MemoryRecord
-from recagent_gym.memory.sensory import Observation, SensoryMemory
-from recagent_gym.memory.short_term import Promotion, ShortTermMemory
+from recagent_gym.memory.stages import LongTermMemory, Observation, Promotion, SensoryMemory, ShortTermMemory
 from recagent_gym.memory.writer import FlushReport, flush_memories, reflect_memories
 
 if TYPE_CHECKING:

@@ -11,9 +11,8 @@ import numpy as np
 
 from recagent_gym.llm.protocol import LanguageModel, Usage
 from recagent_gym.memory.config import MemoryConfig
-from recagent_gym.memory.long_term import LongTermMemory
 from recagent_gym.memory.record import MemoryRecord
-from recagent_gym.memory.sensory import SensoryMemory
+from recagent_gym.memory.stages import LongTermMemory, SensoryMemory
 
 
 class WritableMemory(Protocol):

@@ -34,7 +34,7 @@ from recagent_gym.memory.insights import (
     store_reflection,
 )
 from recagent_gym.memory.record import MemoryRecord
-from recagent_gym.memory.sensory import Observation
+from recagent_gym.memory.stages import Observation
 from recagent_gym.memory.writable import WritableMemory
 from recagent_gym.prompts import memory_importance, memory_sensory, memory_sensory_importance
 

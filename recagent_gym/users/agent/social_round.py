@@ -22,7 +22,7 @@ import numpy as np
 from recagent_gym.llm.protocol import LanguageModel
 from recagent_gym.llm.seeding import SEED_HIGH
 from recagent_gym.memory.agent_memory import AgentMemory
-from recagent_gym.memory.sensory import Observation
+from recagent_gym.memory.stages import Observation
 from recagent_gym.memory.writer import precompress
 from recagent_gym.prompts import memory_notes
 from recagent_gym.social.chat import ChatResult, Speaker, run_chats

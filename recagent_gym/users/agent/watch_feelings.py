@@ -15,7 +15,7 @@ from typing import Any
 from recagent_gym.llm.seeding import SEED_HIGH
 from recagent_gym.memory.agent_memory import AgentMemory
 from recagent_gym.memory.config import MemoryConfig
-from recagent_gym.memory.sensory import Observation
+from recagent_gym.memory.stages import Observation
 from recagent_gym.memory.writer import precompress
 from recagent_gym.prompts import memory_notes
 from recagent_gym.users.agent.agents import Agents

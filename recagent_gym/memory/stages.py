@@ -1,15 +1,23 @@
-"""Long-term memory: records with an embedding matrix, searched by a faiss inner-product index or numpy."""
+"""The paper's three memory stages, which :class:`~recagent_gym.memory.agent_memory.AgentMemory` composes:
+
+* sensory memory (:class:`SensoryMemory`): the queue of raw observations waiting to be compressed and scored (see
+  ``writer``);
+* short-term memory (:class:`ShortTermMemory`): a small buffer whose records are *enhanced* by similar new records
+  and, after K enhancements, promoted to long-term memory together with an insight;
+* long-term memory (:class:`LongTermMemory`): records with an embedding matrix, searched by a faiss inner-product
+  index or numpy.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import replace
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
 from recagent_gym.memory.config import MemoryConfig
-from recagent_gym.memory.record import MemoryRecord
+from recagent_gym.memory.record import MEMORY_KINDS, MemoryKind, MemoryRecord
 from recagent_gym.memory.scoring import forget_weights, recency, retrieval_scores, sample_forgotten
 
 
@@ -19,6 +27,165 @@ def as_matrix(vectors: np.ndarray | Sequence[Sequence[float]], n: int, where: st
     if matrix.ndim != 2 or matrix.shape[0] != n:
         raise ValueError(f"{where}: expected {n} embedding rows, got an array of shape {matrix.shape}")
     return matrix
+
+
+# ------------------------------------------------------------------------------------------------------ sensory memory
+
+
+@dataclass(frozen=True)
+class Observation:
+    """A raw observation as the agent perceived it."""
+
+    text: str
+    time_h: float
+    kind: MemoryKind = "observation"
+
+
+class SensoryMemory:
+    """Holds observations until a flush turns them into (content, importance, time) records.
+
+    Compression is skipped (raw text kept) when ``config.sensory`` is off or the text is at most
+    ``sensory_min_chars`` long; importance scoring is skipped when ``config.score_importance`` is off.
+    """
+
+    def __init__(self, config: MemoryConfig) -> None:
+        self.config = config
+        self.pending: list[Observation] = []
+        self.compressed: dict[Observation, tuple[str, float | None]] = {}
+        """Observations whose stored content is known before their flush: compressed ahead
+        (:func:`~recagent_gym.memory.writer.precompress`; transient: a flush without it asks the same prompts
+        again), or written by the agent's own reply (``AgentMemory.observe_written``). Content and importance (None:
+        still to score)."""
+        self.claimed: set[Observation] = set()
+        """Observations a :func:`~recagent_gym.memory.writer.precompress` is compressing now (the others skip them)."""
+
+    def push(self, texts: Sequence[str], time_h: float, kind: MemoryKind, *, owner: str) -> None:
+        if kind not in MEMORY_KINDS:
+            raise ValueError(f"memory of {owner!r}: kind must be one of {MEMORY_KINDS}, got {kind!r}")
+        for i, text in enumerate(texts):
+            if not isinstance(text, str) or not text.strip():
+                raise ValueError(f"memory of {owner!r}: observation {i} is empty or not a string: {text!r}")
+        self.pending.extend(Observation(" ".join(t.split()), float(time_h), kind) for t in texts)
+
+    def take(self) -> list[Observation]:
+        taken, self.pending = self.pending, []
+        return taken
+
+    def needs_compression(self, obs: Observation) -> bool:
+        return self.config.sensory and len(obs.text) > self.config.sensory_min_chars
+
+    def get_state(self) -> list[dict[str, Any]]:
+        return [asdict(o) for o in self.pending]
+
+    def set_state(self, state: Sequence[Mapping[str, Any]]) -> None:
+        try:
+            self.pending = [
+                Observation(str(o["text"]), float(o["time_h"]), o.get("kind", "observation")) for o in state
+            ]
+        except KeyError as exc:
+            raise ValueError(f"sensory state: a pending observation lacks {exc.args[0]!r}") from None
+
+
+# --------------------------------------------------------------------------------------------------- short-term memory
+
+
+@dataclass
+class Promotion:
+    """A record that reached K enhancements, with the contents that enhanced it (inputs of its insight)."""
+
+    record: MemoryRecord
+    related: list[str] = field(default_factory=list)
+
+
+@dataclass
+class AddResult:
+    promoted: list[Promotion] = field(default_factory=list)
+    overflow: list[MemoryRecord] = field(default_factory=list)
+    """Records pushed out by the capacity (with embeddings)."""
+    enhanced: int = 0
+    """Existing records this addition enhanced."""
+
+
+class ShortTermMemory:
+    """Records in arrival order, their unit embeddings, and what enhanced each of them."""
+
+    def __init__(self, config: MemoryConfig, *, promote: bool = True) -> None:
+        self.config = config
+        self.promote = promote
+        """False in the ``short_term_only`` ablation: records stay, enhanced, until the capacity pushes them out."""
+        self.records: list[MemoryRecord] = []
+        self.related: list[list[str]] = []
+        self._emb: np.ndarray | None = None
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def _copy(self, i: int) -> MemoryRecord:
+        assert self._emb is not None
+        return replace(self.records[i], embedding=self._emb[i].copy())
+
+    def add(self, record: MemoryRecord, embedding: np.ndarray) -> AddResult:
+        """Enhance similar records, promote those that reached K, append ``record``, enforce the capacity."""
+        cfg = self.config
+        vec = as_matrix(np.asarray(embedding).reshape(1, -1), 1, "ShortTermMemory.add")
+        result = AddResult()
+        if self._emb is not None and len(self.records):
+            sims = self._emb @ vec[0]
+            for i in np.flatnonzero(sims >= cfg.enhance_threshold):
+                old = self.records[int(i)]
+                old.enhance_count += 1
+                old.last_access_h = max(old.last_access_h, record.created_h)
+                self.related[int(i)].append(record.content)
+                result.enhanced += 1
+            if self.promote:
+                ready = [i for i, r in enumerate(self.records) if r.enhance_count >= cfg.enhance_count]
+                result.promoted = [Promotion(self._copy(i), list(self.related[i])) for i in ready]
+                self._drop(ready)
+        self.records.append(replace(record, embedding=None))
+        self.related.append([])
+        self._emb = vec.copy() if self._emb is None else np.concatenate([self._emb, vec])
+        while len(self.records) > cfg.short_term_capacity:
+            result.overflow.append(self._evict())
+        return result
+
+    def _evict(self) -> MemoryRecord:
+        # The paper's choice: the least important record (then the least enhanced, then the oldest), never the
+        # record that just arrived.
+        candidates = range(len(self.records) - 1)
+        victim = min(candidates, key=lambda i: (self.records[i].importance, self.records[i].enhance_count, i))
+        evicted = self._copy(victim)
+        self._drop([victim])
+        return evicted
+
+    def _drop(self, indices: list[int]) -> None:
+        if not indices:
+            return
+        drop = set(indices)
+        keep = [i for i in range(len(self.records)) if i not in drop]
+        self.records = [self.records[i] for i in keep]
+        self.related = [self.related[i] for i in keep]
+        assert self._emb is not None
+        self._emb = np.ascontiguousarray(self._emb[keep]) if keep else None
+
+    def all_records(self) -> list[MemoryRecord]:
+        """Copies of every record, oldest first, with embeddings."""
+        return [self._copy(i) for i in range(len(self.records))]
+
+    def get_state(self, *, with_embeddings: bool) -> dict[str, Any]:
+        return {
+            "records": [r.to_dict(with_embedding=with_embeddings) for r in self.all_records()],
+            "related": [list(r) for r in self.related],
+        }
+
+    def set_state(self, records: list[MemoryRecord], related: list[list[str]], embeddings: np.ndarray) -> None:
+        if len(related) != len(records):
+            raise ValueError(f"short-term state: {len(records)} records but {len(related)} 'related' lists")
+        self.records = [replace(r, embedding=None) for r in records]
+        self.related = [list(map(str, r)) for r in related]
+        self._emb = as_matrix(embeddings, len(records), "short-term state") if records else None
+
+
+# ---------------------------------------------------------------------------------------------------- long-term memory
 
 
 class LongTermMemory:
