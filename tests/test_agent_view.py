@@ -13,10 +13,9 @@ import recagent_gym.users.agent.page as page_module
 from recagent_gym.prompts import page_decision, search_query
 from recagent_gym.prompts.template import TEMPLATE_DIR
 from recagent_gym.users.agent.agents import Agents
-from recagent_gym.users.agent.item_texts import ItemTexts
+from recagent_gym.users.agent.items import ItemTexts, ItemVectors
 from recagent_gym.users.agent.page import AgentInput, PageDecider, Prepared
 from recagent_gym.users.agent.state import AgentState, SessionState
-from recagent_gym.users.agent.taste import ItemVectors
 from recagent_gym.users.protocol import Action, Context, Page
 from tests._agent_fixtures import make_model, taste_llm, tiny_dataset
 

@@ -20,11 +20,10 @@ from recagent_gym.memory.writer import flush_memories
 from recagent_gym.prompts import item_scoring, title_continuation
 from recagent_gym.social.config import SocialConfig
 from recagent_gym.social.titles import TitleMatcher
-from recagent_gym.users.agent.item_texts import ItemTexts
+from recagent_gym.users.agent.items import ItemTexts, ItemVectors, combine_scores
 from recagent_gym.users.agent.profile_view import ProfileTexts, agent_profiles
 from recagent_gym.users.agent.scoring import ScoreCache
 from recagent_gym.users.agent.state import AgentState, SessionState
-from recagent_gym.users.agent.taste import ItemVectors, combine_scores
 from recagent_gym.users.config import UserConfig
 from recagent_gym.users.profiles import Profile
 

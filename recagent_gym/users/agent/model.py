@@ -4,7 +4,7 @@ One page decision is ONE batched LLM call on the critical path, for any number o
 
 * ``few_shot`` (default for the embedded model): every page item of every user is scored Yes/No after a prefix
   built from the user's own history (``prompts/item_scoring.py``), calibrated by a content-free candidate, plus the
-  embedding relevance of the item to the user's taste (``taste.py``); :mod:`.decide` turns the scores and the
+  embedding relevance of the item to the user's taste (``items.py``); :mod:`.decide` turns the scores and the
   user's patience into watch / search / next / leave.
 * ``direct`` (default for remote ``openai`` backends): one ``choose`` over ``watch <title>`` per item, ``next``,
   ``search``, ``leave`` (``prompts/page_decision.py``); the user's patience still ends the session.
@@ -26,13 +26,13 @@ from recagent_gym.llm.protocol import Usage
 from recagent_gym.llm.seeding import SEED_HIGH
 from recagent_gym.users.agent.agents import Agents
 from recagent_gym.users.agent.interview import interview_answer
+from recagent_gym.users.agent.items import relevance
 from recagent_gym.users.agent.page import AgentInput, PageDecider, Prepared
 from recagent_gym.users.agent.prior import PagePrior
 from recagent_gym.users.agent.scoring import ScoringRequest, cached_score_requests
 from recagent_gym.users.agent.social_round import social_round
 from recagent_gym.users.agent.state import AgentState, SessionState
 from recagent_gym.users.agent.take_action import choose_actions
-from recagent_gym.users.agent.taste import relevance
 from recagent_gym.users.agent.watch_feelings import prefetch_jobs, with_inline_feelings, write_pending
 from recagent_gym.users.protocol import Context, Page, Response
 

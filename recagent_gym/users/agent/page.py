@@ -19,11 +19,10 @@ from recagent_gym.prompts import memory_notes, page_decision, search_query
 from recagent_gym.prompts.checked import choose_checked, generate_checked
 from recagent_gym.users.agent.clock import clock_text
 from recagent_gym.users.agent.decide import Decision, RuleParams, decide_page, threshold_for
-from recagent_gym.users.agent.item_texts import ItemTexts
+from recagent_gym.users.agent.items import ItemTexts, ItemVectors, combine_scores, relevance
 from recagent_gym.users.agent.prior import PagePrior
 from recagent_gym.users.agent.scoring import ScoreCache, ScoringRequest, ScoringResult, cached_score_requests
 from recagent_gym.users.agent.state import AgentState, PendingFeeling, SessionState
-from recagent_gym.users.agent.taste import ItemVectors, combine_scores, relevance
 from recagent_gym.users.config import UserConfig
 from recagent_gym.users.profiles import Profile
 from recagent_gym.users.protocol import Action, Context, Page, Response

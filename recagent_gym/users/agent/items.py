@@ -1,8 +1,10 @@
-"""Embedding relevance: cosine of an item to the user's taste vector, relative to unseen items.
+"""How the agents see items: the texts their prompts quote (:class:`ItemTexts`) and the embeddings their taste is
+measured with (:class:`ItemVectors`).
 
-The taste vector is the normalised mean embedding of the user's positive examples (recent history plus what the
-agent watched in the simulation). Relevance of an item is ``(cos(item, taste) - mean cos(unseen examples, taste))
-/ scale``: zero means "as relevant as a random unseen item", one means ``scale`` more cosine than that.
+Embedding relevance is the cosine of an item to the user's taste vector, relative to unseen items. The taste vector
+is the normalised mean embedding of the user's positive examples (recent history plus what the agent watched in the
+simulation). Relevance of an item is ``(cos(item, taste) - mean cos(unseen examples, taste)) / scale``: zero means
+"as relevant as a random unseen item", one means ``scale`` more cosine than that.
 """
 
 from __future__ import annotations
@@ -15,6 +17,42 @@ from recagent_gym.data.schema import Dataset
 from recagent_gym.users.config import UserConfig
 
 Embedder = Callable[[Sequence[str]], np.ndarray]
+
+
+class ItemTexts:
+    """Item texts from the catalogue (read through the dataset's column lists), the composed ones cached;
+    ``scoring_genres``: the few-shot scoring line carries genres."""
+
+    def __init__(self, dataset: Dataset, *, scoring_genres: bool = False) -> None:
+        self.dataset = dataset
+        self.scoring_genres = scoring_genres
+        self._lines: dict[int, str] = {}
+
+    def _year(self, item: int) -> int | None:
+        year = self.dataset.item_column("year")[item]
+        return int(year) if year and year > 0 else None
+
+    def title(self, item: int) -> str:
+        return self.dataset.title(item)
+
+    def line(self, item: int) -> str:
+        """Short item text for prompts: ``Title (year) [genres]`` (no description: keeps the prefix small)."""
+        if item not in self._lines:
+            year = self._year(item)
+            genres = ", ".join(self.dataset.item_column("genres")[item])
+            self._lines[item] = f"{self.title(item)}{'' if year is None else f' ({year})'} [{genres}]"
+        return self._lines[item]
+
+    def scoring_line(self, item: int) -> str:
+        """Item text in the few-shot scoring prompt: ``Title (year)``, with genres if ``scoring_genres``."""
+        if self.scoring_genres:
+            return self.line(item)
+        year = self._year(item)
+        return self.title(item) if year is None else f"{self.title(item)} ({year})"
+
+    def description(self, item: int) -> str:
+        """The catalogue's full text of the item (``Dataset.item_text``)."""
+        return self.dataset.item_text(item)
 
 
 class ItemVectors:
