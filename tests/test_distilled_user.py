@@ -170,7 +170,7 @@ def test_batch_path_decides_as_the_llm_agents_rule(artefact_dir):
     """Lanes decided together give what ``decide_page`` gives each lane alone with the same rng (the LLM's rule)."""
     import copy
 
-    from recagent_gym.users.agent.decide import decide_page
+    from recagent_gym.users.agent.page import decide_page
 
     user = DistilledUser(tiny_dataset(), artefact_dir[0])
     draw = np.random.default_rng(7)

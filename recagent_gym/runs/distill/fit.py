@@ -3,7 +3,7 @@
 The target is the item score the LLM agent's decision rule reads (calibrated LLM score + embedding relevance, for
 items still eligible on the page); logs without scores (the ``direct`` strategy of remote backends) are fitted on
 the decisions themselves (:mod:`~recagent_gym.runs.distill.decisions`). The rest of the LLM user is kept as it
-is: the same rule function (:func:`recagent_gym.users.agent.decide.decide_page`) with each user's threshold and
+is: the same rule function (:func:`recagent_gym.users.agent.page.decide_page`) with each user's threshold and
 search probabilities, a Gaussian score noise whose scale is the training residual (the LLM's scores vary with the
 session's random examples; without it the best-of-page score, hence the watch rate, would be too low), and a linear
 rating of the watched item's score.
@@ -104,7 +104,7 @@ def text_vectors(dataset: Dataset, embedder: Any = None, cache_dir: str | Path |
 def rule_tables(profiles: list[Any], config: Any) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """Per user: the decision rule's watch threshold, interest-search probability, and interest query."""
     from recagent_gym.prompts.search_query import template_query
-    from recagent_gym.users.agent.decide import threshold_for
+    from recagent_gym.users.agent.page import threshold_for
 
     cfg = config.user
     threshold = np.array(

@@ -4,8 +4,8 @@ One page decision is ONE batched LLM call on the critical path, for any number o
 
 * ``few_shot`` (default for the embedded model): every page item of every user is scored Yes/No after a prefix
   built from the user's own history (``prompts/item_scoring.py``), calibrated by a content-free candidate, plus the
-  embedding relevance of the item to the user's taste (``items.py``); :mod:`.decide` turns the scores and the
-  user's patience into watch / search / next / leave.
+  embedding relevance of the item to the user's taste (``items.py``); :func:`.page.decide_page` turns the scores and
+  the user's patience into watch / search / next / leave.
 * ``direct`` (default for remote ``openai`` backends): one ``choose`` over ``watch <title>`` per item, ``next``,
   ``search``, ``leave`` (``prompts/page_decision.py``); the user's patience still ends the session.
 

@@ -1,9 +1,10 @@
 """The page decision for a batch of users: ONE ``choose`` call for all of them, then per-user bookkeeping.
 
-See :mod:`recagent_gym.users.agent.model` for the two strategies and :mod:`.decide` for the few-shot rule. The
-decider holds only shared pieces (the language model, the user settings, item texts and vectors, the score cache);
-each request brings its agent's own state (:class:`AgentInput`), resolved by the model beforehand, so nothing here
-calls back into the population.
+See :mod:`recagent_gym.users.agent.model` for the two strategies. The few-shot strategy's decision rule
+(:func:`decide_page`, which the distilled users share) turns item scores and the user's patience into watch / search
+/ next / leave. The decider holds only shared pieces (the language model, the user settings, item texts and vectors,
+the score cache); each request brings its agent's own state (:class:`AgentInput`), resolved by the model beforehand,
+so nothing here calls back into the population.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ from recagent_gym.llm.protocol import LanguageModel, Usage, prefix_hint
 from recagent_gym.prompts import memory_notes, page_decision, search_query
 from recagent_gym.prompts.checked import choose_checked, generate_checked
 from recagent_gym.users.agent.clock import clock_text
-from recagent_gym.users.agent.decide import Decision, RuleParams, decide_page, threshold_for
 from recagent_gym.users.agent.items import ItemTexts, ItemVectors, combine_scores, relevance
 from recagent_gym.users.agent.prior import PagePrior
 from recagent_gym.users.agent.scoring import ScoreCache, ScoringRequest, ScoringResult, cached_score_requests
@@ -31,6 +31,73 @@ DIRECT_ITEM_CHARS = 160
 """Longest item line in the ``direct`` prompt (description cut), to bound the prompt."""
 SESSION_PREFIX_PRIORITY = 1
 """Prefix-cache priority of page decisions (everything else uses 0; see ``llm/llama_runtime.py``)."""
+
+
+# -- the few-shot rule -----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RuleParams:
+    threshold: float
+    temperature: float
+    search_heard_probability: float
+    search_interest_probability: float
+
+
+@dataclass(frozen=True)
+class Decision:
+    action: Action
+    position: int | None = None
+    """Index into the scored (shown) items, for WATCH."""
+    query: str | None = None
+    p_watch: float = 0.0
+
+
+def threshold_for(base: float, offset: float, features: Sequence[str], activity: float) -> float:
+    return base + offset * (("Critic" in features) - ("Watcher" in features) - (activity - 0.5))
+
+
+def decide_page(
+    scores: np.ndarray,
+    eligible: np.ndarray,
+    *,
+    params: RuleParams,
+    patience: int,
+    heard_query: str | None,
+    interest_query: str,
+    on_search_page: bool,
+    rng: np.random.Generator,
+) -> tuple[Decision, int]:
+    """The decision and the patience left after it, by the few-shot strategy's rule. For a page whose eligible items
+    (not yet watched this session) have scores ``s``:
+
+    1. ``best = max(s)``; the user watches it with probability ``sigmoid((best - threshold) / temperature)``, where
+       ``threshold = user.watch_threshold + offset * (Critic - Watcher - (activity - 0.5))``.
+    2. Otherwise the page was unrewarding: patience drops by one; when it is spent the user **leaves**.
+    3. Otherwise, with probability ``search_heard_probability``, the user **searches** for the most recently heard item
+       not watched yet (if any); else with ``search_interest_probability`` (doubled for Explorers, not on a search
+       results page) for their interests; else **next** page.
+
+    Each step draws from the rng passed in, so the same inputs and rng state give the same decision.
+    """
+    p_watch = 0.0
+    if eligible.any():
+        masked = np.where(eligible, scores, -np.inf)
+        position = int(np.argmax(masked))
+        p_watch = float(1.0 / (1.0 + np.exp(-(masked[position] - params.threshold) / params.temperature)))
+        if rng.random() < p_watch:
+            return Decision(Action.WATCH, position=position, p_watch=p_watch), patience
+    patience -= 1
+    if patience <= 0:
+        return Decision(Action.LEAVE, p_watch=p_watch), patience
+    if heard_query and rng.random() < params.search_heard_probability:
+        return Decision(Action.SEARCH, query=heard_query, p_watch=p_watch), patience
+    if not on_search_page and rng.random() < params.search_interest_probability:
+        return Decision(Action.SEARCH, query=interest_query, p_watch=p_watch), patience
+    return Decision(Action.NEXT, p_watch=p_watch), patience
+
+
+# -- the decider ----------------------------------------------------------------------------------------------------
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """Distilled LLM users behind the :class:`~recagent_gym.users.protocol.UserModel` protocol (``user_model="distilled"``).
 
 A page costs one gather and a dot product per shown item: ``score = user_table[u] @ item_table[i] +
-item_offset[i] + noise``; the decision is the LLM agent's own rule (:func:`~recagent_gym.users.agent.decide.
+item_offset[i] + noise``; the decision is the LLM agent's own rule (:func:`~recagent_gym.users.agent.page.
 decide_page`: best eligible item watched with ``sigmoid((best - threshold) / temperature)``, else patience drops,
 leave when spent, else search for the user's interests or next). Patience is drawn per session as the LLM agent
 draws it. Memory-free: nothing carries over between sessions, there is no social life and nothing is heard.
@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from recagent_gym.data.schema import Dataset
-from recagent_gym.users.agent.decide import Decision, RuleParams, decide_page
+from recagent_gym.users.agent.page import Decision, RuleParams, decide_page
 from recagent_gym.users.distilled.errors import DistillError
 from recagent_gym.users.distilled.saved_model import Artefact
 from recagent_gym.users.protocol import Action, Context, Page, Response
@@ -115,7 +115,7 @@ class DistilledUser:
         self._sessions[user_id] = DistilledSession(int(rng.geometric(self.patience_p)))
 
     def respond(self, page: Page, context: Context, rng: np.random.Generator) -> Response:
-        """One lane: the LLM agent's own :func:`~recagent_gym.users.agent.decide.decide_page` on the distilled scores
+        """One lane: the LLM agent's own :func:`~recagent_gym.users.agent.page.decide_page` on the distilled scores
         (scalar code: cheaper than the array path for a single page)."""
         user = context.user_id
         session = self._sessions.get(user)
@@ -137,7 +137,7 @@ class DistilledUser:
         self, requests: Sequence[tuple[Page, Context]], rngs: Sequence[np.random.Generator]
     ) -> list[Response]:
         """Every lane's page scored by one gather and the rule's arithmetic done across lanes in numpy; each lane
-        then draws from its own rng in the order of :func:`~recagent_gym.users.agent.decide.decide_page` (noise,
+        then draws from its own rng in the order of :func:`~recagent_gym.users.agent.page.decide_page` (noise,
         watch, search), so a lane decides as it would alone and as the LLM agent's rule does."""
         if len(requests) != len(rngs):
             raise ValueError(f"{len(requests)} requests but {len(rngs)} rngs")
