@@ -37,7 +37,8 @@ def test_transfer_command_writes_table_csv_and_plot(tmp_path, capsys, env):
     )  # fmt: skip
     assert code == 0
     rows = list(csv.DictReader((tmp_path / "transfer.csv").open()))
-    assert [r["recommender"] for r in rows] == ["random", "popularity", "mf", POLICY]
+    baselines = ["random", "popularity", "quality-greedy", "mf"] if env == "v1" else ["random", "popularity", "mf"]
+    assert [r["recommender"] for r in rows] == [*baselines, POLICY]  # quality-greedy reads v1's candidate features
     for row in rows:
         assert row["users"] == "distilled" and row["n_users"] == "6"
         assert float(row["ci_low"]) <= float(row["mean_return"]) <= float(row["ci_high"])
@@ -56,7 +57,7 @@ def test_transfer_command_writes_table_csv_and_plot(tmp_path, capsys, env):
                  "--set", f"train.transfer_env={env}"])  # fmt: skip
     assert code == 0 and not (again / "policy-seed0").exists()
     rows = list(csv.DictReader((again / "transfer.csv").open()))
-    assert [r["users"] for r in rows] == ["recsim"] * 4 + ["distilled"] * 4
+    assert [r["users"] for r in rows] == ["recsim"] * (len(baselines) + 1) + ["distilled"] * (len(baselines) + 1)
     title = (again / "transfer.md").read_text()
     assert "trained 64 steps on distilled users" in title  # one rollout of 4 envs x 16 steps
     assert ("RecAgent-v1 (candidates)" if env == "v1" else "RecAgent-v0") in title
@@ -104,7 +105,7 @@ def test_v1_transfer_trains_item_scoring_ppo_and_shares_the_observation(tmp_path
     rows = run_transfer(config, tmp_path, n_users=4, seeds=[0], user_models=("distilled", "recsim"), progress=False,
                         say=lambda line: None, dataset=dataset)  # fmt: skip
     assert [(r.users, r.recommender) for r in rows] == [
-        (m, name) for m in ("distilled", "recsim") for name in ("random", "popularity", "mf", POLICY)
+        (m, name) for m in ("distilled", "recsim") for name in ("random", "popularity", "quality-greedy", "mf", POLICY)
     ]
     assert (tmp_path / "policy-seed0" / "policy.zip").is_file()
     # sim2real: each recommender's real offline metric on the same held-out users, the same in every user model's row

@@ -4,7 +4,8 @@
    one policy per seed: on RecAgent-v0 through ``train.action``, or with ``train.transfer_env: v1`` (the
    quickstart's) the item-scoring PPO on RecAgent-v1's candidates (:mod:`.transfer_v1`), where the baselines choose
    among the same candidates.
-2. **Evaluate** the trained policy and the baselines (random, popularity, MF) on the same held-out users, with the
+2. **Evaluate** the trained policy and the baselines (random, popularity, MF; on RecAgent-v1 also quality-greedy,
+   the candidates' observed quality column with no user information) on the same held-out users, with the
    LLM users (the target) and with the distilled users (where the policy was trained: the transfer gap). The
    held-out users are the policy split's test users that the distilled model was not fitted on either.
 3. **Report**: per recommender and user model the mean session return with a 95% bootstrap interval over users
@@ -46,6 +47,9 @@ REAL_NOTE = (
     "\n\n"
 )
 BASELINES = ("random", "popularity", "mf")
+"""The catalogue-wide baselines of the RecAgent-v0 transfer (row name = recommender name)."""
+BASELINES_V1 = {"random": "random", "popularity": "popularity", "quality-greedy": "quality", "mf": "mf"}
+"""RecAgent-v1's baselines among the candidates, row name -> name in the agreement zoo (the real side)."""
 
 
 @dataclass(frozen=True)
@@ -165,7 +169,7 @@ def evaluate_on(
 
         env = shared.make_env(config, dataset, users, user_model)
         named = recommenders_v1(env, policies, seed)
-        candidates = {**{name: named[name] for name in BASELINES}, POLICY: named["policy"]}
+        candidates = {**{name: named[name] for name in BASELINES_V1}, POLICY: named["policy"]}
     protocol = EvalProtocol(
         users=users, sessions_per_user=config.train.eval_sessions_per_user, seed=seed, swapped=False
     )
@@ -203,8 +207,8 @@ def with_real_metric(
     """``rows`` with each recommender's real offline metric (:mod:`recagent_gym.runs.evaluation.agreement.sim2real`)."""
     from recagent_gym.runs.evaluation.agreement.sim2real import attach, real_metrics
 
-    say(f"real side: {', '.join([*BASELINES, POLICY])} on the real future items of {len(users)} held-out users")
-    real = real_metrics(config, dataset, users, baselines={name: name for name in BASELINES},
+    say(f"real side: {', '.join([*BASELINES_V1, POLICY])} on the real future items of {len(users)} held-out users")
+    real = real_metrics(config, dataset, users, baselines=BASELINES_V1,
                         policies={POLICY: list(policies)}, item_features=shared.item_features, out=out)  # fmt: skip
     return attach(rows, real)
 

@@ -1,8 +1,9 @@
 """``users transfer`` on RecAgent-v1 (``train.transfer_env: v1``): candidates, item features, item-scoring PPO.
 
 The policy is :mod:`recagent_gym.policies.item_scoring`'s PPO, trained on the distilled users of the training split
-(one per seed, as in ``evaluate rl-comparison``); the baselines (random, popularity, MF) choose among the same
-retrieved candidates (``train.candidate_mix``; ``{random: 1.0}`` is RecSim's uniformly sampled candidates). Every
+(one per seed, as in ``evaluate rl-comparison``); the baselines (random, popularity, quality-greedy, MF) choose
+among the same retrieved candidates (``train.candidate_mix``; ``{random: 1.0}`` is RecSim's uniformly sampled
+candidates). Every
 user model's env shares one retriever and the distilled env's item features: the LLM users' env would otherwise
 describe items by their genres only (the LLM agents expose no item vectors), and the policy must see the
 observation it was trained on.
@@ -70,11 +71,17 @@ def train_v1(
 
 def recommenders_v1(env: Any, policies: Sequence[Path], seed: int) -> dict[str, list[Any]]:
     """The baselines among the env's candidates and the trained policies (one per seed), by report name."""
-    from recagent_gym.policies.candidate_baselines import MFCandidates, PopularCandidates, RandomCandidates
+    from recagent_gym.policies.candidate_baselines import (
+        MFCandidates,
+        PopularCandidates,
+        QualityCandidates,
+        RandomCandidates,
+    )
 
     return {
         "random": [RandomCandidates(env, seed=seed)],
         "popularity": [PopularCandidates(env)],
+        "quality-greedy": [QualityCandidates(env)],
         "mf": [MFCandidates(env)],
         "policy": [load_v1(p, env) for p in policies],
     }
