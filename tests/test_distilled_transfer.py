@@ -114,6 +114,15 @@ def test_v1_transfer_trains_item_scoring_ppo_and_shares_the_observation(tmp_path
         r.recommender: r.real_hit for r in rows if r.users == "recsim"
     }
     assert "real hit rate" in (tmp_path / "transfer.md").read_text()
+    # the policy's real hit rate minus each baseline's, paired over the same users (none for the policy's own row)
+    hits = {r.recommender: r.real_hit for r in rows if r.users == "distilled"}
+    for r in rows:
+        if r.recommender == POLICY:
+            assert np.isnan(r.real_diff)
+        else:
+            assert r.real_diff == pytest.approx(hits[POLICY] - hits[r.recommender])
+            assert r.real_diff_low <= r.real_diff <= r.real_diff_high
+    assert "On the real users' future items the policy's pages" in (tmp_path / "transfer.md").read_text()
     assert '"env": "RecAgent-v1"' in (tmp_path / "policy-seed0" / "policy.json").read_text()
     assert "RecAgent-v1 (candidates)" in (tmp_path / "transfer.md").read_text()
     shared = SharedCandidates(config, dataset, held_out_users(dataset, config, 4))

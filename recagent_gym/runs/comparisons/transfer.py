@@ -22,7 +22,7 @@ import logging
 import math
 import textwrap
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -74,6 +74,11 @@ class TransferRow:
     test's real side) on the same held-out users; NaN on RecAgent-v0."""
     real_ci_low: float = math.nan
     real_ci_high: float = math.nan
+    real_diff: float = math.nan
+    """The policy's real hit rate minus this row's, paired over the same held-out users (``real_diff_*``: its 95%
+    interval); NaN for the policy's own row and on RecAgent-v0."""
+    real_diff_low: float = math.nan
+    real_diff_high: float = math.nan
 
 
 def held_out_users(dataset: Dataset, config: Config, n_users: int) -> np.ndarray:
@@ -210,7 +215,23 @@ def with_real_metric(
     say(f"real side: {', '.join([*BASELINES_V1, POLICY])} on the real future items of {len(users)} held-out users")
     real = real_metrics(config, dataset, users, baselines=BASELINES_V1,
                         policies={POLICY: list(policies)}, item_features=shared.item_features, out=out)  # fmt: skip
-    return attach(rows, real)
+    return with_real_differences(attach(rows, real), real, seed=config.train.seed)
+
+
+def with_real_differences(rows: Sequence[TransferRow], real: Mapping[str, Any], seed: int) -> list[TransferRow]:
+    """``rows`` with the policy's real hit rate minus each baseline's, paired over the same users (the real side
+    measures every recommender on the same users and pools, so the per-user values pair)."""
+    from dataclasses import replace
+
+    if POLICY not in real:
+        return list(rows)
+    policy = real[POLICY].per_user
+    diffs = {}
+    for k, (name, metric) in enumerate(real.items()):
+        if name != POLICY and len(metric.per_user) == len(policy):
+            diffs[name] = paired_difference(policy, metric.per_user, np.random.default_rng(seed + 200 + k))
+    return [replace(r, real_diff=d.mean, real_diff_low=d.low, real_diff_high=d.high)
+            if (d := diffs.get(r.recommender)) is not None else r for r in rows]  # fmt: skip
 
 
 def verdict(rows: Sequence[TransferRow], user_model: str | None = None) -> str:
@@ -233,6 +254,25 @@ def verdict(rows: Sequence[TransferRow], user_model: str | None = None) -> str:
     if tied:
         words.append(f"{'and ' if above or below else ''}is not separable from {', '.join(tied)} (interval spans 0)")
     return " ".join(words) + "."
+
+
+def real_verdict(rows: Sequence[TransferRow]) -> str:
+    """What the paired real-hit differences show (the same in every user model's rows: read the first model's)."""
+    first = rows[0].users if rows else ""
+    part = [r for r in rows if r.users == first and not math.isnan(r.real_diff)]
+    if not part:
+        return ""
+    above = [r.recommender for r in part if r.real_diff_low > 0]
+    below = [r.recommender for r in part if r.real_diff_high < 0]
+    tied = [r.recommender for r in part if r.recommender not in above + below]
+    words = ["On the real users' future items the policy's pages"]
+    if above:
+        words.append(f"hold one more often than {', '.join(above)}'s (paired 95% interval above 0)")
+    if below:
+        words.append(f"{'and ' if above else ''}less often than {', '.join(below)}'s (interval below 0)")
+    if tied:
+        words.append(f"{'and ' if above or below else ''}are not separable from {', '.join(tied)}'s (interval spans 0)")
+    return " ".join(words) + ".\n\n"
 
 
 def ranking(rows: Sequence[TransferRow], reference: str = "llm") -> str:
@@ -274,6 +314,7 @@ def write_report(rows: Sequence[TransferRow], out: Path, title: str) -> dict[str
             writer.writerow({k: "" if isinstance(v, float) and math.isnan(v) else v for k, v in asdict(row).items()})
     verdicts = "\n\n".join(verdict(rows, m) for m in dict.fromkeys(r.users for r in rows))
     real = REAL_NOTE if any(not math.isnan(r.real_hit) for r in rows) else ""
+    real += real_verdict(rows)
     text = f"# {title}\n\n{markdown(rows)}\n\n{real}{verdicts}\n\nRanking of the recommenders:\n\n{ranking(rows)}\n"
     paths["markdown"].write_text(text, encoding="utf-8")
     models = list(dict.fromkeys(r.users for r in rows))
@@ -298,13 +339,18 @@ def write_report(rows: Sequence[TransferRow], out: Path, title: str) -> dict[str
 
 def markdown(rows: Sequence[TransferRow]) -> str:
     header = ["users", "recommender", "return [95% CI]", "policy - this [paired 95% CI]",
-              "real hit rate [95% CI]", "users (n)", "sessions", "seeds", "fallbacks", "seconds"]  # fmt: skip
+              "real hit rate [95% CI]", "policy - this, real hit [paired 95% CI]", "users (n)", "sessions", "seeds",
+              "fallbacks", "seconds"]  # fmt: skip
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for r in rows:
         diff = "" if math.isnan(r.diff) else f"{r.diff:+.3f} [{r.diff_low:+.3f}, {r.diff_high:+.3f}]"
         real = "" if math.isnan(r.real_hit) else f"{r.real_hit:.3f} [{r.real_ci_low:.3f}, {r.real_ci_high:.3f}]"
+        real_diff = (
+            "" if math.isnan(r.real_diff) else f"{r.real_diff:+.3f} [{r.real_diff_low:+.3f}, {r.real_diff_high:+.3f}]"
+        )
         cells = [r.users, r.recommender, f"{r.mean_return:.3f} [{r.ci_low:.3f}, {r.ci_high:.3f}]", diff, real,
-                 str(r.n_users), str(r.sessions), str(r.seeds), str(r.fallbacks), f"{r.seconds:.0f}"]  # fmt: skip
+                 real_diff, str(r.n_users), str(r.sessions), str(r.seeds), str(r.fallbacks),
+                 f"{r.seconds:.0f}"]  # fmt: skip
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
