@@ -7,7 +7,8 @@ posts) may ride with the first turn (``beside`` of :func:`chat_turns`), so a rou
 call fewer. Each contract: validate, one re-ask, template fallback naming a recent movie (counted).
 
 A chat's lines depend only on its own prompts and the turn's seed, never on the other chats or prompts in the
-batch: every backend derives a prompt's sampling seed from the call's seed and the prompt itself.
+batch: the backends derive a prompt's sampling seed from the call's seed and the prompt itself (the scripted test
+double answers by prompt alone).
 """
 
 from __future__ import annotations
