@@ -6,7 +6,7 @@
 3. Those who enter the social media chat with one random friend (weight ``1 + Chatter``) or post to all friends
    (weight ``1 + Poster``); agents without friends are reported as ``no_friends``.
 4. Chats: each whole chat in one reply for remote models (``user.combined_replies``), else turn by turn (one
-   ``generate`` per turn for all chats); posts in one ``generate``.
+   ``generate`` per turn for all chats); posts in one ``generate``, or, turn by turn, in the first turn's.
 5. Both chatters' memories receive the dialogue; every friend's memory receives a post; titles found in what a
    friend said are added to the listener's recently heard items. All touched memories are flushed in one batch.
 """
@@ -25,8 +25,8 @@ from recagent_gym.memory.agent_memory import AgentMemory
 from recagent_gym.memory.stages import Observation
 from recagent_gym.memory.writer import precompress
 from recagent_gym.prompts import memory_notes
-from recagent_gym.social.chat import ChatResult, Speaker, run_chats
-from recagent_gym.social.post import PostResult, write_posts
+from recagent_gym.social.chat import ChatResult, Speaker
+from recagent_gym.social.post import PostResult, chats_and_posts
 from recagent_gym.users.agent.agents import Agents
 from recagent_gym.users.agent.clock import clock_text
 from recagent_gym.users.agent.take_action import choose_actions
@@ -116,20 +116,12 @@ class SocialPlan:
     """``no_friends`` events of the plan."""
 
     def generate(self, llm: LanguageModel, *, turns: int, max_tokens: int, one_call: bool) -> SocialReplies:
-        """The chats' and posts' LLM calls (nothing else is read or written)."""
-        clock = clock_text(self.time_h)
-        chats = (
-            run_chats(
-                llm, self.pairs, turns=turns, max_tokens=max_tokens, clock=clock, seed=self.chat_seed, one_call=one_call
-            )
-            if self.pairs
-            else []
-        )
-        posts = (
-            write_posts(llm, self.authors, max_tokens=max_tokens, clock=clock, seed=self.post_seed)
-            if self.authors
-            else []
-        )
+        """The chats' and posts' LLM calls (nothing else is read or written): the posts ride with the chats' first
+        turn (:func:`~recagent_gym.social.post.chats_and_posts`)."""
+        chats, posts = chats_and_posts(
+            llm, self.pairs, self.authors, turns=turns, max_tokens=max_tokens, clock=clock_text(self.time_h),
+            chat_seed=self.chat_seed, post_seed=self.post_seed, one_call=one_call,
+        )  # fmt: skip
         return SocialReplies(chats, posts)
 
 
