@@ -124,28 +124,24 @@ class SentenceEmbedder:
 
     def _encode_by_length(self, texts: list[str]) -> np.ndarray:
         """Texts of one token length at a time, so no row is padded: each row is bitwise what the text alone gives,
-        whatever else is in the call (mixed lengths in one padded batch differ by ~1e-7). Calls the model's modules
-        directly: ``encode``'s per-call set-up costs more than a short batch itself."""
+        whatever else is in the call (mixed lengths in one padded batch differ by ~1e-7). Tokenises once and calls
+        the model's modules directly: ``encode``'s per-call set-up costs more than a short batch itself."""
         import torch
 
-        lengths = self._token_lengths(texts)
+        limit = self._model.max_seq_length
+        encoded = self._model.tokenizer(texts, truncation=True, max_length=limit, add_special_tokens=True)
         groups: dict[int, list[int]] = {}
-        for i, n in enumerate(lengths):
-            groups.setdefault(n, []).append(i)
+        for i, row in enumerate(encoded["input_ids"]):
+            groups.setdefault(len(row), []).append(i)
         out = np.empty((len(texts), self._dim), dtype=np.float32)
         with torch.inference_mode():
             for members in groups.values():
                 for start in range(0, len(members), self.batch_size):
                     chunk = members[start : start + self.batch_size]
-                    features = self._model.preprocess([texts[i] for i in chunk])
+                    features = {key: torch.tensor([rows[i] for i in chunk]) for key, rows in encoded.items()}
                     vectors = self._model(features)["sentence_embedding"]
                     out[chunk] = torch.nn.functional.normalize(vectors, p=2, dim=1).numpy()
         return out
-
-    def _token_lengths(self, texts: list[str]) -> list[int]:
-        limit = self._model.max_seq_length
-        ids = self._model.tokenizer(texts, truncation=True, max_length=limit, add_special_tokens=True)["input_ids"]
-        return [len(row) for row in ids]
 
     def __repr__(self) -> str:
         return f"SentenceEmbedder(model={self.model_name!r}, dim={self._dim}, n_threads={self.n_threads})"
