@@ -1,0 +1,74 @@
+"""The oracle rows of the RL comparison and the reference of its ``/ oracle`` ratio.
+
+``oracle`` is the heuristic oracle (:class:`~recagent_gym.policies.candidate_baselines.OracleCandidates`: the known
+state, the time budget priced at ``train.oracle_minute_value``; it does not plan). ``oracle_rollout`` is the
+rollout oracle (:class:`~recagent_gym.policies.rollout_oracle.RolloutOracle`: one-step policy improvement over the
+heuristic by simulating the rest of the session on a copy of the known state). The ratio is to the rollout oracle
+where it runs; users without a state copy (distilled, embedding users) get the heuristic instead, and the report
+says so and why.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from recagent_gym.policies.candidate_baselines import OracleCandidates
+from recagent_gym.policies.config import TrainConfig
+from recagent_gym.policies.rollout_oracle import RolloutOracle, rollout_unsupported
+
+ORACLES: tuple[str, ...] = ("oracle", "oracle_rollout")
+"""Reference rows (they read the simulated users' hidden state): never a baseline nor a learner."""
+
+
+@dataclass
+class OracleRows:
+    """The oracle rows built so far, and why a rollout oracle could not run (None when it could)."""
+
+    rows: dict[str, Any] = field(default_factory=dict)
+    fallback: str | None = None
+
+    def add(self, name: str, env: Any, train: TrainConfig) -> None:
+        """Build the row ``name`` (one of :data:`ORACLES`); an ``oracle_rollout`` the users cannot support becomes
+        the heuristic ``oracle`` row (once), with the reason kept for the report."""
+        heuristic = lambda: OracleCandidates(env, minute_value=train.oracle_minute_value)  # noqa: E731
+        if name == "oracle":
+            self.rows.setdefault("oracle", heuristic())
+            return
+        reason = rollout_unsupported(env.unwrapped.user_model)
+        if reason is None:
+            self.rows[name] = RolloutOracle(
+                env,
+                minute_value=train.oracle_minute_value,
+                rollouts=train.oracle_rollouts,
+                n_pages=train.oracle_rollout_pages,
+                seed=train.seeds[0],
+            )
+        else:
+            self.fallback = reason
+            self.rows.setdefault("oracle", heuristic())
+
+    @property
+    def reference(self) -> str | None:
+        """The row the ``/ oracle`` ratio and correlation are against."""
+        return next((name for name in ("oracle_rollout", "oracle") if name in self.rows), None)
+
+    def note(self, train: TrainConfig) -> str:
+        """One sentence for the report: which oracle the ratio uses, and the fallback's reason."""
+        heuristic = f"the heuristic oracle (`oracle`: the known state, the budget priced at {train.oracle_minute_value}"
+        heuristic += " reward per minute; it does not plan)"
+        rollout = self.rows.get("oracle_rollout")
+        if rollout is not None:
+            total = max(sum(rollout.picks.values()), 1)
+            picks = ", ".join(f"{kind} {n / total:.0%}" for kind, n in rollout.picks.items())
+            return (
+                f"The `/ oracle` ratio is to the rollout oracle (`oracle_rollout`: at each page the best of "
+                f"{train.oracle_rollout_pages} candidate pages by the mean return of {train.oracle_rollouts} "
+                f"simulated rests of the session on a copy of the known state, with {heuristic} choosing the "
+                f"later pages; the pages it showed: {picks})."
+            )
+        if self.fallback is not None:
+            return f"No rollout oracle for these users ({self.fallback}): the `/ oracle` ratio is to {heuristic}."
+        if self.reference == "oracle":
+            return f"The `/ oracle` ratio is to {heuristic}."
+        return ""
