@@ -122,6 +122,7 @@ def test_comparison_runs_every_recommender_on_held_out_users(tmp_path, dataset):
     assert "real hit rate" in text
     # the ratio is to the rollout oracle, and the table and the summary say so
     assert "/ oracle (oracle_rollout) [95% CI]" in text and "ratio is to the rollout oracle" in text
+    assert "rollout minus heuristic oracle, paired over users: " in text
     assert by_name["ppo"].seeds == 2 and by_name["oracle_rollout"].oracle_ratio == pytest.approx(1.0)
     rows = list(csv.DictReader((tmp_path / "policies.csv").open()))
     assert all(row["oracle_ratio"] != "" for row in rows)

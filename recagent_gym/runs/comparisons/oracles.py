@@ -10,12 +10,16 @@ says so and why.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 from recagent_gym.policies.candidate_baselines import OracleCandidates
 from recagent_gym.policies.config import TrainConfig
 from recagent_gym.policies.rollout_oracle import RolloutOracle, rollout_unsupported
+from recagent_gym.runs.policies.protocol import bootstrap_mean
 
 ORACLES: tuple[str, ...] = ("oracle", "oracle_rollout")
 """Reference rows (they read the simulated users' hidden state): never a baseline nor a learner."""
@@ -53,8 +57,9 @@ class OracleRows:
         """The row the ``/ oracle`` ratio and correlation are against."""
         return next((name for name in ("oracle_rollout", "oracle") if name in self.rows), None)
 
-    def note(self, train: TrainConfig) -> str:
-        """One sentence for the report: which oracle the ratio uses, and the fallback's reason."""
+    def note(self, train: TrainConfig, per_user: Mapping[str, np.ndarray]) -> str:
+        """One sentence for the report: which oracle the ratio uses (with the rollout oracle's paired gain over the
+        heuristic where both ran: ``per_user`` holds each row's per-user mean return), or the fallback's reason."""
         heuristic = f"the heuristic oracle (`oracle`: the known state, the budget priced at {train.oracle_minute_value}"
         heuristic += " reward per minute; it does not plan)"
         rollout = self.rows.get("oracle_rollout")
@@ -65,10 +70,19 @@ class OracleRows:
                 f"The `/ oracle` ratio is to the rollout oracle (`oracle_rollout`: at each page the best of "
                 f"{train.oracle_rollout_pages} candidate pages by the mean return of {train.oracle_rollouts} "
                 f"simulated rests of the session on a copy of the known state, with {heuristic} choosing the "
-                f"later pages; the pages it showed: {picks})."
+                f"later pages; the pages it showed: {picks}){self._gain(per_user, train.n_bootstrap)}."
             )
         if self.fallback is not None:
             return f"No rollout oracle for these users ({self.fallback}): the `/ oracle` ratio is to {heuristic}."
         if self.reference == "oracle":
             return f"The `/ oracle` ratio is to {heuristic}."
         return ""
+
+    @staticmethod
+    def _gain(per_user: Mapping[str, np.ndarray], n_boot: int) -> str:
+        if not {"oracle", "oracle_rollout"} <= set(per_user):
+            return ""
+        gain = bootstrap_mean(per_user["oracle_rollout"] - per_user["oracle"], n_boot=n_boot, seed=31)
+        return (
+            f"; rollout minus heuristic oracle, paired over users: {gain.mean:+.3f} [{gain.low:+.3f}, {gain.high:+.3f}]"
+        )

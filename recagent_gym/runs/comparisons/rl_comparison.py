@@ -6,7 +6,8 @@ Protocol (:mod:`recagent_gym.runs.policies.protocol`): a fixed seeded split of u
 env steps per seed; PPO/A2C and SlateQ are evaluated on ``train.eval_curve_users`` held-out users every
 ``train.eval_every`` steps (learning curves, seeds pooled per user, 95% bands); at the end every recommender runs
 ``train.eval_sessions_per_user`` sessions of each held-out user from their restored starting state, with the
-personalisation (swapped encoding) check and the oracle's ratio and per-user correlation.
+personalisation (swapped encoding) check and the ratio to the oracle and per-user correlation with it (the rollout
+oracle where it runs, else the heuristic oracle: :mod:`recagent_gym.runs.comparisons.oracles`).
 
 Writes ``policies.md/.csv/.png``, ``learning_curves.csv/.png`` and ``timing.json`` into the output folder.
 """
@@ -196,6 +197,7 @@ def _run_comparison(
     )
     tick = time.perf_counter()
     oracle = oracles.reference
+    per_user = {} if per_user is None else per_user  # the oracles' paired difference reads it
     results = evaluate_recommenders(recommenders, eval_env, protocol, oracle=oracle, progress=_say,
                                     per_user_out=per_user)  # fmt: skip
     timing["evaluate_s"] = time.perf_counter() - tick
@@ -210,13 +212,13 @@ def _run_comparison(
         f"{protocol.sessions_per_user} session(s); learners: {_steps_text(config)} steps x seeds {train.seeds}"
     )
     summary = summary_line([r for r in results if r.recommender not in ORACLES], learned=learned)
-    summary += f" {oracles.note(train)}" if oracle else ""
+    summary += f" {oracles.note(train, per_user)}" if oracle else ""
     if any(not np.isnan(r.real_hit) for r in results):
         summary += (
             " Real hit rate (sim2real): the share of a recommender's pages that hold one of the same held-out "
             "users' real future items (their last items by time among never-seen negatives, every model fitted on "
-            "the history before them), the real users replayed (`evaluate agreement`'s real side); the oracle has "
-            "none (it reads the simulated users' hidden state)."
+            "the history before them), the real users replayed (`evaluate agreement`'s real side); the oracles "
+            "have none (they read the simulated users' hidden state)."
         )
     write_results(results, out, title, summary, oracle=oracle)
     pooled = _write_curves(curves, out, train.n_bootstrap)
