@@ -144,7 +144,7 @@ def test_users_without_a_state_copy_fall_back_to_the_heuristic_oracle_and_say_wh
     assert results[1].oracle_ratio == pytest.approx(1.0)
     text = (tmp_path / "policies.md").read_text()
     assert "No rollout oracle for these users (EmbeddingUser has no state copy" in text
-    assert "/ oracle [95% CI]" in text and "heuristic oracle" in text
+    assert "/ oracle [95% CI]" in text and "heuristic oracle (`oracle`: the users' noise-free score" in text
 
 
 def test_learner_timesteps_name_learners_and_default_to_total(tmp_path, dataset):

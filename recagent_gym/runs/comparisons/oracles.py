@@ -31,11 +31,14 @@ class OracleRows:
 
     rows: dict[str, Any] = field(default_factory=dict)
     fallback: str | None = None
+    heuristic: str = "the heuristic oracle (`oracle`)"
+    """What the heuristic oracle ranks by, for the report."""
 
     def add(self, name: str, env: Any, train: TrainConfig) -> None:
         """Build the row ``name`` (one of :data:`ORACLES`); an ``oracle_rollout`` the users cannot support becomes
         the heuristic ``oracle`` row (once), with the reason kept for the report."""
         heuristic = lambda: OracleCandidates(env, minute_value=train.oracle_minute_value)  # noqa: E731
+        self.heuristic = _heuristic_text(env.unwrapped.user_model, train.oracle_minute_value)
         if name == "oracle":
             self.rows.setdefault("oracle", heuristic())
             return
@@ -60,8 +63,7 @@ class OracleRows:
     def note(self, train: TrainConfig, per_user: Mapping[str, np.ndarray]) -> str:
         """One sentence for the report: which oracle the ratio uses (with the rollout oracle's paired gain over the
         heuristic where both ran: ``per_user`` holds each row's per-user mean return), or the fallback's reason."""
-        heuristic = f"the heuristic oracle (`oracle`: the known state, the budget priced at {train.oracle_minute_value}"
-        heuristic += " reward per minute; it does not plan)"
+        heuristic = self.heuristic
         rollout = self.rows.get("oracle_rollout")
         if rollout is not None:
             total = max(sum(rollout.picks.values()), 1)
@@ -86,3 +88,12 @@ class OracleRows:
         return (
             f"; rollout minus heuristic oracle, paired over users: {gain.mean:+.3f} [{gain.low:+.3f}, {gain.high:+.3f}]"
         )
+
+
+def _heuristic_text(model: Any, minute_value: float) -> str:
+    """The heuristic oracle in words: what :func:`~recagent_gym.policies.candidate_baselines.oracle_scores` reads."""
+    if getattr(model, "oracle_values", None) is not None and minute_value > 0:
+        what = f"appeal with the time budget priced at {minute_value} reward per minute, from the known state"
+    else:
+        what = "the users' noise-free score of each candidate, myopic"
+    return f"the heuristic oracle (`oracle`: {what}; it does not plan)"
