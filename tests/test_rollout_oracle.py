@@ -11,7 +11,7 @@ from recagent_gym.runs.config import Config
 from recagent_gym.runs.make_env import candidates_env
 from recagent_gym.runs.policies.evaluate_policies import EvalProtocol, run_sessions
 from recagent_gym.runs.policies.protocol import bootstrap_mean
-from recagent_gym.users.protocol import Context, Page
+from recagent_gym.users.protocol import Action, Context, Page
 
 from ._env_fixtures import make_dataset
 
@@ -50,9 +50,13 @@ def test_forks_own_their_state(env):
     env.reset(seed=0, options={"user_id": 3})
     before = (env.user_model.get_state(), env.session.get_state())
     twin, session = env.user_model.fork(3), env.session.fork(np.random.default_rng(1))
-    items = tuple(env.candidate_ids[:5].tolist())
-    for step in range(4):
-        twin.respond(Page(items, index=step), Context(user_id=3, step=step), np.random.default_rng(step))
+    pages = [tuple(range(5 * step, 5 * step + 5)) for step in range(10)]
+    actions = [
+        twin.respond(Page(page, index=step), Context(user_id=3, step=step), np.random.default_rng(step)).action
+        for step, page in enumerate(pages)
+    ]
+    assert Action.WATCH in actions  # the copy's budget, fatigue and taste moved
+    items = pages[0]
     session.record_watch(items[0], env.tables)
     assert (env.user_model.get_state(), env.session.get_state()) == before
     assert session.seen[items[0]] and not env.session.seen[items[0]]
