@@ -101,21 +101,50 @@ def test_comparison_runs_every_recommender_on_held_out_users(tmp_path, dataset):
     dataset = make_dataset(per_user=24)  # users keep 10 items of history before their 4 real future items
     results = run_comparison(config, output_dir=tmp_path, dataset=dataset)
     by_name = {r.recommender: r for r in results}
-    assert set(by_name) == {"random", "popularity", "quality", "mf", "bandit", "slateq", "ppo", "oracle"}
+    assert set(by_name) == {
+        "random",
+        "popularity",
+        "quality",
+        "mf",
+        "bandit",
+        "slateq",
+        "ppo",
+        "oracle",
+        "oracle_rollout",
+    }
     assert all(r.n_users == 10 for r in results)
-    # sim2real: every row but the oracle (it reads the simulated users' hidden state) has its real offline metric
+    # sim2real: every row but the oracles (they read the simulated users' hidden state) has its real offline metric
     assert all(
-        0.0 <= r.real_ci_low <= r.real_hit <= r.real_ci_high <= 1.0 for r in results if r.recommender != "oracle"
+        0.0 <= r.real_ci_low <= r.real_hit <= r.real_ci_high <= 1.0 for r in results if "oracle" not in r.recommender
     )
-    assert np.isnan(by_name["oracle"].real_hit)
-    assert "real hit rate" in (tmp_path / "policies.md").read_text()
-    assert by_name["ppo"].seeds == 2 and by_name["oracle"].oracle_ratio == pytest.approx(1.0)
+    assert np.isnan(by_name["oracle"].real_hit) and np.isnan(by_name["oracle_rollout"].real_hit)
+    text = (tmp_path / "policies.md").read_text()
+    assert "real hit rate" in text
+    # the ratio is to the rollout oracle, and the table and the summary say so
+    assert "/ oracle (oracle_rollout) [95% CI]" in text and "ratio is to the rollout oracle" in text
+    assert "rollout minus heuristic oracle, paired over users: " in text
+    assert by_name["ppo"].seeds == 2 and by_name["oracle_rollout"].oracle_ratio == pytest.approx(1.0)
     rows = list(csv.DictReader((tmp_path / "policies.csv").open()))
     assert all(row["oracle_ratio"] != "" for row in rows)
     curves = list(csv.DictReader((tmp_path / "learning_curves.csv").open()))
     assert {row["recommender"] for row in curves} == {"ppo", "slateq"}
     assert all(row["seeds"] == "2" for row in curves)
     assert (tmp_path / "learning_curves.png").stat().st_size > 0 and (tmp_path / "policies.png").stat().st_size > 0
+
+
+def test_users_without_a_state_copy_fall_back_to_the_heuristic_oracle_and_say_why(tmp_path, dataset):
+    config = Config(
+        train=TrainConfig(compare=["random", "oracle_rollout"], test_fraction=0.25, n_bootstrap=100,
+                          real_metric=False, eval_swapped=False, n_candidates=20)
+    )  # fmt: skip
+    config.user.model = "embedding"
+    config.env.social = False
+    results = run_comparison(config, output_dir=tmp_path, dataset=dataset)
+    assert [r.recommender for r in results] == ["random", "oracle"]
+    assert results[1].oracle_ratio == pytest.approx(1.0)
+    text = (tmp_path / "policies.md").read_text()
+    assert "No rollout oracle for these users (EmbeddingUser has no state copy" in text
+    assert "/ oracle [95% CI]" in text and "heuristic oracle (`oracle`: the users' noise-free score" in text
 
 
 def test_learner_timesteps_name_learners_and_default_to_total(tmp_path, dataset):

@@ -403,6 +403,17 @@ class RecAgentCandidateEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         view.flags.writeable = False
         return view
 
+    @property
+    def session(self) -> RecommenderSession | None:
+        """The current kernel session (open or just ended), for an oracle that simulates the rest of it on a copy
+        (:meth:`RecommenderSession.fork`); never step it."""
+        return self._slate_stream.session
+
+    @property
+    def shown_this_session(self) -> dict[int, int]:
+        """Items shown this session (after the duplicate rule) with how often; a copy."""
+        return dict(self._slate_stream.shown)
+
     def slate(self, action: Any) -> tuple[np.ndarray, int]:
         """Candidate indices of the page for ``action`` (distinct and valid), and how many slots were repaired."""
         return self._slate(self._slate_stream.candidates, action)

@@ -133,19 +133,28 @@ class MFCandidates(_CandidateRecommender):
 
 class OracleCandidates(_CandidateRecommender):
     """Knows the hidden state: candidates by the user model's planning-aware value (``oracle_values``: appeal and
-    the time budget a watch costs, priced at ``minute_value``) where it has one, else by its true utility."""
+    the time budget a watch costs, priced at ``minute_value``) where it has one, else by its true utility. A
+    heuristic: it prices the budget, it does not plan (:class:`~recagent_gym.policies.rollout_oracle.RolloutOracle`
+    improves on it by rollouts)."""
 
     def __init__(self, env: Any, *, minute_value: float = 0.2) -> None:
         super().__init__(env)
         self.minute_value = minute_value
 
     def scores(self, observation: dict[str, np.ndarray]) -> np.ndarray:
-        model, user, items = self.env.user_model, self.env.current_user, np.asarray(self.env.candidate_ids)
-        values = getattr(model, "oracle_values", None)
-        if values is not None and self.minute_value > 0:
-            return values(user, items, minute_value=self.minute_value)
-        # Distilled users expose their noise-free score (what their decision rule reads) as ``mean_scores``.
-        utilities = getattr(model, "oracle_utilities", None) or getattr(model, "mean_scores", None)
-        if utilities is None:
-            raise TypeError(f"{type(model).__name__} has no oracle_utilities: no oracle for these users")
-        return utilities(user, items)
+        model, user = self.env.user_model, self.env.current_user
+        return oracle_scores(model, user, np.asarray(self.env.candidate_ids), self.minute_value)
+
+
+def oracle_scores(model: Any, user: int, items: np.ndarray, minute_value: float) -> np.ndarray:
+    """The heuristic oracle's score of ``items`` for ``user`` now: ``oracle_values`` at ``minute_value`` where the
+    user model has it (and the price is positive), else the true utility (``oracle_utilities``, or the distilled
+    users' noise-free ``mean_scores``)."""
+    values = getattr(model, "oracle_values", None)
+    if values is not None and minute_value > 0:
+        return values(user, items, minute_value=minute_value)
+    # Distilled users expose their noise-free score (what their decision rule reads) as ``mean_scores``.
+    utilities = getattr(model, "oracle_utilities", None) or getattr(model, "mean_scores", None)
+    if utilities is None:
+        raise TypeError(f"{type(model).__name__} has no oracle_utilities: no oracle for these users")
+    return utilities(user, items)

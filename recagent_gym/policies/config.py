@@ -75,10 +75,21 @@ class TrainConfig(Section):
     """Training seeds of every learned policy in the comparison (one row per policy, seeds pooled per user)."""
 
     compare: list[str] = Field(
-        default_factory=lambda: ["random", "popularity", "quality", "mf", "bandit", "slateq", "ppo", "oracle"]
+        default_factory=lambda: [
+            "random",
+            "popularity",
+            "quality",
+            "mf",
+            "bandit",
+            "slateq",
+            "ppo",
+            "oracle",
+            "oracle_rollout",
+        ]
     )
     """Recommenders of the comparison: random, popularity, quality (the candidates' observed quality column: no
-    user information), mf, bandit (LinUCB), slateq, ppo, a2c, oracle."""
+    user information), mf, bandit (LinUCB), slateq, ppo, a2c, oracle (the heuristic oracle: ``oracle_values``),
+    oracle_rollout (rollouts over the heuristic oracle; the ``/ oracle`` ratio's reference where present)."""
 
     real_metric: bool = True
     """Report each recommender's real offline metric beside its simulated return: hit@k per page against the
@@ -114,6 +125,16 @@ class TrainConfig(Section):
     oracle_minute_value: float = Field(0.2, ge=0.0)
     """Reward the oracle row prices one minute of the RecSim user's time budget at (``RecSimUser.oracle_values``;
     0 ranks by appeal alone, the myopic oracle). 0.2 was the best of 0.1-0.3 on ``rl_recsim`` (training users)."""
+
+    oracle_rollouts: int = Field(8, ge=1)
+    """The rollout oracle (``oracle_rollout`` in ``compare``, :mod:`recagent_gym.policies.rollout_oracle`): simulated
+    rests of the session per candidate page and decision, with common random numbers across the pages."""
+
+    oracle_rollout_pages: int = Field(4, ge=1, le=6)
+    """Candidate pages the rollout oracle compares at each decision (the first N of ``PAGE_KINDS``: the heuristic
+    oracle's page, the same at twice the minute value, the quality-greedy page, a mix; then the top-appeal page and
+    the heuristic at half the minute value); 1 is the heuristic oracle itself. Cost per decision: pages x rollouts
+    x remaining pages (about 0.5 s per session of ``rl_recsim`` at 4 x 8 on a shared 2-core machine)."""
 
     checkpoint_every: int = Field(10_000, ge=1)
     """Save the policy every N environment steps."""

@@ -111,6 +111,26 @@ class RecommenderSession:
             arrays=(opening.history, opening.history_genres),
         )
 
+    def fork(self, rng: np.random.Generator) -> RecommenderSession:
+        """A copy of the session that draws from ``rng`` (an oracle's rollout of the rest of the session): its own
+        seen flags, window and watches; the history arrays are shared (rebuilt on a watch, never written in place)."""
+        return RecommenderSession(
+            self.user,
+            rng,
+            self.time_h,
+            seen_flags=bytearray(self._seen_flags),
+            window=list(self.window),
+            history_length=self.history_length,
+            pointer_floor=self._pointer_floor,
+            arrays=(self.history, self.history_genres),
+            watched=list(self.watched),
+            page_index=self.page_index,
+            pop_pointer=self.pop_pointer,
+            last_code=self.last_code,
+            last_rating=self.last_rating,
+            open=self.open,
+        )
+
     def context(self) -> Context:
         return Context(user_id=self.user, step=self.page_index, time_h=self.time_h, watched=tuple(self.watched))
 

@@ -36,6 +36,7 @@ matrix, and a page's appeals are one small matrix-vector product; session bookke
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -187,7 +188,8 @@ class RecSimUser:
             [cfg.recsim_interest_weight * topics, cfg.recsim_hidden_weight * self._item_latents,
              self._base_utility[:, None]], axis=1,
         )  # fmt: skip
-        self._watch_cost = (cfg.recsim_watch_minutes * (1.0 - cfg.recsim_budget_restore * self._nutrition)).tolist()
+        self._watch_cost_array = cfg.recsim_watch_minutes * (1.0 - cfg.recsim_budget_restore * self._nutrition)
+        self._watch_cost = self._watch_cost_array.tolist()  # plain floats for the page step, the array for oracles
         # Per item, the drift of a watch as whole-row arrays (a few vector ops beat fancy indexing): the step on the
         # columns it moves (its genres and every latent column, 0 elsewhere) and where it moves them when liked
         # (+1 on its genres, its latent vector) or disliked (the opposite).
@@ -267,9 +269,21 @@ class RecSimUser:
         reward = 1.0 + 0.25 * (stars - 3.0)
         if minute_value is None:
             minute_value = 1.0 / max(cfg.recsim_page_minutes + cfg.recsim_watch_minutes, 1e-9)
-        cost = np.asarray(self._watch_cost)[items]
+        cost = self._watch_cost_array[items]
         top = utility.max() if len(utility) else 0.0
         return np.exp((utility - top) / cfg.recsim_choice_temperature) * (reward - minute_value * cost)
+
+    def fork(self, user_id: int) -> RecSimUser:
+        """A copy of these users for simulating ``user_id``'s session ahead (an oracle's rollouts): it shares the
+        item-side tables (read-only) and owns copies of the state (interest and latent rows, the user's budget,
+        misses and fatigue counts); what it is shown never touches this model. Only ``user_id``'s session is open
+        in the copy."""
+        twin = copy.copy(self)
+        twin._state = self._state.copy()
+        session = self._sessions.get(user_id)
+        twin._sessions = {} if session is None else {user_id: list(session)}
+        twin._shown = {user_id: dict(self._shown.get(user_id, {}))}
+        return twin
 
     def start_session(self, user_id: int, rng: np.random.Generator) -> None:
         self._sessions[user_id] = [self.config.recsim_time_budget, 0.0]

@@ -4,7 +4,7 @@ another population of simulated users and another split?
 Env seed ``s`` sets the user model's seed (``user.recsim_seed``: the RecSim-style users' hidden state) and the
 train/held-out split (``train.split_seed``); each seed is a whole comparison in ``env_seed_<s>/``. Per seed,
 ``env_seeds.md`` / ``env_seeds.csv`` give the best learner (highest mean return) minus the best non-learning
-baseline (the oracle excluded: it reads the hidden state) as a paired interval over the same held-out users, the
+baseline (the oracles excluded: they read the hidden state) as a paired interval over the same held-out users, the
 learner's swapped-encoding drop, the drop against its own frozen encoding (the control), and its ratio to the
 oracle. Settings are whatever the config says, the same at every seed: fix them before the run.
 """
@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from recagent_gym.data.schema import Dataset
+from recagent_gym.runs.comparisons.oracles import ORACLES
 from recagent_gym.runs.comparisons.rl_comparison import LEARNERS, run_comparison
 from recagent_gym.runs.config import Config
 from recagent_gym.runs.policies.evaluate_policies import PolicyMetrics
@@ -32,7 +33,7 @@ COLUMNS = ("env_seed", "learner", "learner_return", "baseline", "baseline_return
 def seed_row(seed: int, results: Sequence[PolicyMetrics], per_user: dict[str, np.ndarray], n_boot: int) -> dict:
     """The best learner against the best non-learning baseline at one env seed (paired over users)."""
     learners = [r for r in results if r.recommender in LEARNERS]
-    baselines = [r for r in results if r.recommender not in LEARNERS and r.recommender != "oracle"]
+    baselines = [r for r in results if r.recommender not in (*LEARNERS, *ORACLES)]
     if not learners or not baselines:
         raise ValueError("--env-seeds needs at least one learner and one non-learning baseline in train.compare")
     best = max(learners, key=lambda r: r.mean_return)

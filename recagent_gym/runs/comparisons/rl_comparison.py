@@ -6,7 +6,8 @@ Protocol (:mod:`recagent_gym.runs.policies.protocol`): a fixed seeded split of u
 env steps per seed; PPO/A2C and SlateQ are evaluated on ``train.eval_curve_users`` held-out users every
 ``train.eval_every`` steps (learning curves, seeds pooled per user, 95% bands); at the end every recommender runs
 ``train.eval_sessions_per_user`` sessions of each held-out user from their restored starting state, with the
-personalisation (swapped encoding) check and the oracle's ratio and per-user correlation.
+personalisation (swapped encoding) check and the ratio to the oracle and per-user correlation with it (the rollout
+oracle where it runs, else the heuristic oracle: :mod:`recagent_gym.runs.comparisons.oracles`).
 
 Writes ``policies.md/.csv/.png``, ``learning_curves.csv/.png`` and ``timing.json`` into the output folder.
 """
@@ -30,13 +31,13 @@ from recagent_gym.envs.resolve import resolve_dataset
 from recagent_gym.policies.bandit import train_bandit
 from recagent_gym.policies.candidate_baselines import (
     MFCandidates,
-    OracleCandidates,
     PopularCandidates,
     QualityCandidates,
     RandomCandidates,
 )
 from recagent_gym.policies.slateq import train_slateq
 from recagent_gym.policies.threads import blas_threads
+from recagent_gym.runs.comparisons.oracles import ORACLES, OracleRows
 from recagent_gym.runs.config import Config, dump_config
 from recagent_gym.runs.make_env import make_candidate_env
 from recagent_gym.runs.policies.callbacks import HeldOutEval, ProgressLine, write_curve_plot
@@ -50,7 +51,7 @@ from recagent_gym.runs.policies.protocol import Interval, bootstrap_mean, split_
 from recagent_gym.runs.policies.results_table import markdown_table, summary_line, write_results
 
 LEARNERS: tuple[str, ...] = ("ppo", "a2c", "slateq", "bandit")
-KNOWN: tuple[str, ...] = ("random", "popularity", "quality", "mf", "oracle", *LEARNERS)
+KNOWN: tuple[str, ...] = ("random", "popularity", "quality", "mf", *ORACLES, *LEARNERS)
 REAL_BASELINES: tuple[str, ...] = ("random", "popularity", "quality", "mf")
 """Rows whose real offline metric is measured by the agreement test's zoo under the same name (the oracle reads the
 simulated users' hidden state: it has no real counterpart)."""
@@ -141,6 +142,7 @@ def _run_comparison(
         return run_sessions(model, eval_env, curve_protocol).returns.mean(axis=1)
 
     recommenders: dict[str, Any] = {}
+    oracles = OracleRows()
     curves: dict[str, list[list[tuple[int, np.ndarray]]]] = {}
     timing: dict[str, float] = {}
     for name in train.compare:
@@ -153,8 +155,11 @@ def _run_comparison(
             recommenders[name] = QualityCandidates(eval_env)
         elif name == "mf":
             recommenders[name] = MFCandidates(eval_env)
-        elif name == "oracle":
-            recommenders[name] = OracleCandidates(eval_env, minute_value=train.oracle_minute_value)
+        elif name in ORACLES:
+            oracles.add(name, eval_env, train)
+            recommenders.update(oracles.rows)  # the fallback's heuristic row takes the rollout oracle's place
+            if oracles.fallback is not None and name == "oracle_rollout":
+                _say(f"no rollout oracle: {oracles.fallback}; the ratio is to the heuristic oracle")
         elif name == "bandit":
             recommenders[name] = [
                 train_bandit(
@@ -191,7 +196,8 @@ def _run_comparison(
         encoding_keys=ENCODING_KEYS,
     )
     tick = time.perf_counter()
-    oracle = "oracle" if "oracle" in recommenders else None
+    oracle = oracles.reference
+    per_user = {} if per_user is None else per_user  # the oracles' paired difference reads it
     results = evaluate_recommenders(recommenders, eval_env, protocol, oracle=oracle, progress=_say,
                                     per_user_out=per_user)  # fmt: skip
     timing["evaluate_s"] = time.perf_counter() - tick
@@ -205,19 +211,20 @@ def _run_comparison(
         f"RecAgent-v1, {dataset.name}, {config.user.model} users: {len(test_users)} held-out users x "
         f"{protocol.sessions_per_user} session(s); learners: {_steps_text(config)} steps x seeds {train.seeds}"
     )
-    summary = summary_line(results, learned=learned, oracle=oracle)
+    summary = summary_line([r for r in results if r.recommender not in ORACLES], learned=learned)
+    summary += f" {oracles.note(train, per_user)}" if oracle else ""
     if any(not np.isnan(r.real_hit) for r in results):
         summary += (
             " Real hit rate (sim2real): the share of a recommender's pages that hold one of the same held-out "
             "users' real future items (their last items by time among never-seen negatives, every model fitted on "
-            "the history before them), the real users replayed (`evaluate agreement`'s real side); the oracle has "
-            "none (it reads the simulated users' hidden state)."
+            "the history before them), the real users replayed (`evaluate agreement`'s real side); the oracles "
+            "have none (they read the simulated users' hidden state)."
         )
-    write_results(results, out, title, summary)
+    write_results(results, out, title, summary, oracle=oracle)
     pooled = _write_curves(curves, out, train.n_bootstrap)
     (out / "timing.json").write_text(json.dumps(timing, indent=2), encoding="utf-8")
     _say(title)
-    _say(markdown_table(results))
+    _say(markdown_table(results, oracle=oracle))
     _say(summary)
     for name, points in pooled.items():
         _say(f"learning curve {name}: " + ", ".join(f"{s}: {i}" for s, i in points))

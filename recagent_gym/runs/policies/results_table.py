@@ -29,8 +29,10 @@ def _interval_cell(mean: float, low: float, high: float) -> str:
     return f"{mean:.3f} [{low:.3f}, {high:.3f}]"
 
 
-def markdown_table(results: list[PolicyMetrics]) -> str:
-    """Return, swapped-encoding drop and oracle ratio with their 95% intervals, then the behaviour columns."""
+def markdown_table(results: list[PolicyMetrics], oracle: str | None = None) -> str:
+    """Return, swapped-encoding drop and oracle ratio with their 95% intervals, then the behaviour columns; ``oracle``
+    names the ratio's reference row in its column header."""
+    against = "oracle" if oracle is None or oracle == "oracle" else f"oracle ({oracle})"
     header = [
         "recommender",
         "return [95% CI]",
@@ -39,8 +41,8 @@ def markdown_table(results: list[PolicyMetrics]) -> str:
         "seeds",
         "swapped drop [95% CI]",
         "vs frozen own [95% CI]",
-        "/ oracle [95% CI]",
-        "corr w/ oracle",
+        f"/ {against} [95% CI]",
+        f"corr w/ {against}",
         "watches",
         "pages",
         "leave rate",
@@ -95,9 +97,10 @@ def summary_line(results: list[PolicyMetrics], *, learned: Sequence[str] = (), o
 
 
 def write_results(
-    results: list[PolicyMetrics], output_dir: str | Path, title: str = "", summary: str = ""
+    results: list[PolicyMetrics], output_dir: str | Path, title: str = "", summary: str = "", oracle: str | None = None
 ) -> dict[str, Path]:
-    """``policies.md``, ``policies.csv`` and ``policies.png`` (return and swapped drop with 95% intervals)."""
+    """``policies.md``, ``policies.csv`` and ``policies.png`` (return and swapped drop with 95% intervals); ``oracle``
+    as :func:`markdown_table`'s."""
     import matplotlib
 
     matplotlib.use("Agg")  # files only: no display on servers and CI
@@ -106,7 +109,12 @@ def write_results(
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = {"markdown": out / "policies.md", "csv": out / "policies.csv", "plot": out / "policies.png"}
-    text = (f"{title}\n\n" if title else "") + markdown_table(results) + "\n" + (f"\n{summary}\n" if summary else "")
+    text = (
+        (f"{title}\n\n" if title else "")
+        + markdown_table(results, oracle)
+        + "\n"
+        + (f"\n{summary}\n" if summary else "")
+    )
     paths["markdown"].write_text(text, "utf-8")
     names = [f.name for f in fields(PolicyMetrics)]
     with paths["csv"].open("w", newline="", encoding="utf-8") as handle:
