@@ -51,14 +51,23 @@ def latent_source(user_model: Any) -> tuple[np.ndarray | None, str]:
     return None, "genres"
 
 
-def project(vectors: np.ndarray, dim: int) -> np.ndarray:
-    """PCA projection of ``vectors`` to ``dim`` columns (zero-padded), scaled so every value lies in [-1, 1]."""
-    centred = vectors - vectors.mean(axis=0, keepdims=True)
-    _, _, vt = np.linalg.svd(centred, full_matrices=False)
-    out = np.zeros((len(vectors), dim), dtype=np.float64)
+def project(vectors: np.ndarray, dim: int, *, basis_from: np.ndarray | None = None) -> np.ndarray:
+    """PCA projection of ``vectors`` to ``dim`` columns (zero-padded), scaled so every value lies in [-1, 1].
+
+    ``basis_from``: another table of the same items and width (e.g. the same model's item vectors encoded on the
+    whole dataset, where ``vectors`` are re-encoded on a history split) whose PCA, mean and scale are used instead,
+    so that each column means what it meant for a policy trained on that table: a PCA of its own flips components'
+    signs and rotates near-tied ones. Values outside [-1, 1] are left to the caller's clip.
+    """
+    reference = vectors if basis_from is None else np.asarray(basis_from, dtype=np.float64)
+    if reference.shape[1] != vectors.shape[1]:
+        raise ValueError(f"basis of width {reference.shape[1]} for vectors of width {vectors.shape[1]}")
+    mean = reference.mean(axis=0, keepdims=True)
+    _, _, vt = np.linalg.svd(reference - mean, full_matrices=False)
     k = min(dim, vt.shape[0])
-    out[:, :k] = centred @ vt[:k].T
-    scale = np.abs(out).max()
+    out = np.zeros((len(vectors), dim), dtype=np.float64)
+    out[:, :k] = (vectors - mean) @ vt[:k].T
+    scale = np.abs(out if basis_from is None else (reference - mean) @ vt[:k].T).max()
     return out / scale if scale > 0 else out
 
 
@@ -73,17 +82,27 @@ def quantile01(values: np.ndarray) -> np.ndarray:
 
 
 def item_feature_table(
-    dataset: Dataset, tables: SessionTables, user_model: Any, latent_dim: int, *, hide_quality: bool = False
+    dataset: Dataset,
+    tables: SessionTables,
+    user_model: Any,
+    latent_dim: int,
+    *,
+    hide_quality: bool = False,
+    latent_basis: np.ndarray | None = None,
 ) -> tuple[np.ndarray, str]:
     """``(n_items, F)`` float32 item features (module table) and the latent block's source. ``hide_quality``: the
-    quality column is 0.5 for every item (``env.hide_quality``)."""
+    quality column is 0.5 for every item (``env.hide_quality``); ``latent_basis``: project the user model's item
+    vectors in the PCA of these (see :func:`project`)."""
     year = dataset.items["year"].to_numpy(dtype=np.float64)
     known = year > 0
     year01 = np.full(len(year), 0.5)
     if known.any():
         year01[known] = quantile01(year[known])
     vectors, source = latent_source(user_model)
-    latent = project(vectors if vectors is not None else tables.topics, latent_dim) if latent_dim else None
+    basis = latent_basis if vectors is not None else None
+    latent = (
+        project(vectors if vectors is not None else tables.topics, latent_dim, basis_from=basis) if latent_dim else None
+    )
     quality = np.full(len(year), 0.5) if hide_quality else quantile01(tables.quality)
     scalars = [year01, quantile01(tables.popularity), quality]
     columns = [tables.topics, *(column[:, None] for column in scalars)]

@@ -17,6 +17,7 @@ from recagent_gym.runs.evaluation.agreement.run import REAL, Arm, run_arms
 from recagent_gym.runs.evaluation.agreement.zoo import Zoo
 from recagent_gym.runs.evaluation.subjects import Resources, child_rng
 from recagent_gym.runs.make_env import candidates_env
+from recagent_gym.users.distilled.user import DistilledUser
 
 logger = logging.getLogger(__name__)
 
@@ -144,7 +145,8 @@ def run_agreement(
 
     zoo = Zoo(ev.agreement_recommenders, history, future, policies=policies, ready=ready, seed=ev.seed, say=say)
     built = _user_models(models, history, config, resources, artefact, prior, future, dataset)
-    features = item_features or _item_features(history, config, built, resources)
+    shipped = None if artefact is None else DistilledUser(dataset, artefact).item_embeddings
+    features = item_features or _item_features(history, built, resources, shipped)
     arms: list[Arm] = []
     pools_of = {
         sampler: build_pools(dataset, split, users, sampler=sampler, size=ev.agreement_pool, seed=ev.seed,
@@ -222,7 +224,6 @@ def _user_models(
     for name in models:
         if name == "distilled":
             from recagent_gym.runs.distill.reencode import reencoded
-            from recagent_gym.users.distilled.user import DistilledUser
 
             model = DistilledUser(history, reencoded(artefact, history, config, text=resources.item_vectors()),
                                   rating_timing=config.user.feeling_timing)  # fmt: skip
@@ -247,7 +248,9 @@ def _user_models(
     return out
 
 
-def _item_features(history: Dataset, config: Config, built: Mapping[str, Any], resources: Resources) -> Any:
+def _item_features(
+    history: Dataset, built: Mapping[str, Any], resources: Resources, shipped_item_vectors: np.ndarray | None
+) -> Any:
     """One item-feature table for every env (so every recommender sees the same observation): the distilled
     users' item vectors where they run (the observation the quickstart's policies were trained on), else the item
     text embeddings."""
@@ -260,7 +263,10 @@ def _item_features(history: Dataset, config: Config, built: Mapping[str, Any], r
     source = built["distilled"][0] if "distilled" in built else SimpleNamespace(
         item_embeddings=resources.item_vectors(), item_embeddings_source="text_embeddings"
     )  # fmt: skip
-    return item_feature_table(history, tables, source, 8)
+    # The distilled users' item table is re-encoded on the history: project it in the PCA of the shipped table (what
+    # the quickstart's policies were trained on), or a policy reads sign-flipped, rotated latent columns.
+    basis = shipped_item_vectors if "distilled" in built else None
+    return item_feature_table(history, tables, source, 8, latent_basis=basis)
 
 
 def _env_builder(
