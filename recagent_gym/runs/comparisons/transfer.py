@@ -234,6 +234,19 @@ def with_real_differences(rows: Sequence[TransferRow], real: Mapping[str, Any], 
             if (d := diffs.get(r.recommender)) is not None else r for r in rows]  # fmt: skip
 
 
+def _read_intervals(named: Sequence[tuple[str, float, float]], phrases: tuple[str, str, str]) -> str:
+    """``subject + phrase`` per group of ``(name, low, high)`` paired intervals: above 0, below 0, spanning 0
+    (``phrases`` hold ``{}`` for the names)."""
+    above = [n for n, low, _ in named if low > 0]
+    below = [n for n, _, high in named if high < 0]
+    tied = [n for n, _, _ in named if n not in above + below]
+    words = []
+    for group, phrase in zip((above, below, tied), phrases, strict=True):
+        if group:
+            words.append(("and " if words else "") + phrase.format(", ".join(group)))
+    return " ".join(words)
+
+
 def verdict(rows: Sequence[TransferRow], user_model: str | None = None) -> str:
     """What the rows show about the policy on ``user_model`` users (default: the last evaluated, the LLM users in
     the default order), read off the paired intervals."""
@@ -241,19 +254,13 @@ def verdict(rows: Sequence[TransferRow], user_model: str | None = None) -> str:
     part = [r for r in rows if r.users == user_model and r.recommender != POLICY]
     if not part or any(math.isnan(r.diff_low) for r in part):
         return "Too few users for intervals: the run shows the pipeline, not which recommender is better."
-    above = [r.recommender for r in part if r.diff_low > 0]
-    below = [r.recommender for r in part if r.diff_high < 0]
-    tied = [r.recommender for r in part if r.recommender not in above + below]
-    n = part[0].n_users
-    words = [f"On {n} held-out {user_model.upper() if user_model == 'llm' else user_model} users the "
-             "distilled-trained policy"]  # fmt: skip
-    if above:
-        words.append(f"beats {', '.join(above)} (paired 95% interval of the difference above 0)")
-    if below:
-        words.append(f"{'and ' if above else ''}is beaten by {', '.join(below)} (interval below 0)")
-    if tied:
-        words.append(f"{'and ' if above or below else ''}is not separable from {', '.join(tied)} (interval spans 0)")
-    return " ".join(words) + "."
+    who = user_model.upper() if user_model == "llm" else user_model
+    reading = _read_intervals(
+        [(r.recommender, r.diff_low, r.diff_high) for r in part],
+        ("beats {} (paired 95% interval of the difference above 0)", "is beaten by {} (interval below 0)",
+         "is not separable from {} (interval spans 0)"),
+    )  # fmt: skip
+    return f"On {part[0].n_users} held-out {who} users the distilled-trained policy {reading}."
 
 
 def real_verdict(rows: Sequence[TransferRow]) -> str:
@@ -262,17 +269,12 @@ def real_verdict(rows: Sequence[TransferRow]) -> str:
     part = [r for r in rows if r.users == first and not math.isnan(r.real_diff)]
     if not part:
         return ""
-    above = [r.recommender for r in part if r.real_diff_low > 0]
-    below = [r.recommender for r in part if r.real_diff_high < 0]
-    tied = [r.recommender for r in part if r.recommender not in above + below]
-    words = ["On the real users' future items the policy's pages"]
-    if above:
-        words.append(f"hold one more often than {', '.join(above)}'s (paired 95% interval above 0)")
-    if below:
-        words.append(f"{'and ' if above else ''}less often than {', '.join(below)}'s (interval below 0)")
-    if tied:
-        words.append(f"{'and ' if above or below else ''}are not separable from {', '.join(tied)}'s (interval spans 0)")
-    return " ".join(words) + ".\n\n"
+    reading = _read_intervals(
+        [(r.recommender, r.real_diff_low, r.real_diff_high) for r in part],
+        ("hold one more often than {}'s (paired 95% interval above 0)", "less often than {}'s (interval below 0)",
+         "are not separable from {}'s (interval spans 0)"),
+    )  # fmt: skip
+    return f"On the real users' future items the policy's pages {reading}.\n\n"
 
 
 def ranking(rows: Sequence[TransferRow], reference: str = "llm") -> str:
