@@ -98,6 +98,7 @@ def run_agreement(
     ready: Mapping[str, Sequence[Any]] | None = None,
     only_users: Sequence[int] | None = None,
     item_features: tuple[np.ndarray, str] | None = None,
+    distilled_features: bool = False,
     resources: Resources | None = None,
     progress: bool = True,
     say: Callable[[str], None] = logger.info,
@@ -105,6 +106,8 @@ def run_agreement(
     """The whole test (see the package docstring). ``policies``: trained RecAgent-v1 policies by name (paths);
     ``ready``: recommenders already built; ``only_users``: sample among these users only (a policy's held-out
     users); ``item_features``: the observation's item features (default: see :func:`_item_features`);
+    ``distilled_features``: describe the candidates with the distilled users' item table (re-encoded on the history)
+    even when those users are not evaluated (the quickstart's policies were trained on it);
     ``resources`` may bring an LLM and embedder (tests do)."""
     ev = config.evaluation
     samplers = ["uniform", "popularity-matched"] if ev.negatives == "both" else [ev.negatives]
@@ -115,12 +118,14 @@ def run_agreement(
     history = split.train
     excluded: set[int] = set()
     artefact = None
-    if "distilled" in models:
+    if "distilled" in models or distilled_features:
         artefact, why = _distilled_fits(dataset, config)
         if artefact is None:
-            models.remove("distilled")
-            notes.append(f"distilled users left out: {why}")
-        else:
+            what = "distilled users" if "distilled" in models else "the distilled users' item table"
+            if "distilled" in models:
+                models.remove("distilled")
+            notes.append(f"{what} left out: {why}")
+        elif "distilled" in models:
             excluded |= {int(u) for u in artefact.meta.get("train_users", [])}
     prior: dict[str, Any] = {}
     if LLM_PRIOR in models:
@@ -146,7 +151,10 @@ def run_agreement(
     zoo = Zoo(ev.agreement_recommenders, history, future, policies=policies, ready=ready, seed=ev.seed, say=say)
     built = _user_models(models, history, config, resources, artefact, prior, future, dataset)
     shipped = None if artefact is None else DistilledUser(dataset, artefact).item_embeddings
-    features = item_features or _item_features(history, built, resources, shipped)
+    described_by = built
+    if distilled_features and artefact is not None and "distilled" not in built:  # its table only, no sessions
+        described_by = _user_models(["distilled"], history, config, resources, artefact, prior, future, dataset)
+    features = item_features or _item_features(history, described_by, resources, shipped)
     arms: list[Arm] = []
     pools_of = {
         sampler: build_pools(dataset, split, users, sampler=sampler, size=ev.agreement_pool, seed=ev.seed,

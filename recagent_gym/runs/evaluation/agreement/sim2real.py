@@ -60,15 +60,14 @@ def real_metrics(
     ev.agreement_users = max(len(users), 2)
     ev.agreement_pool = cfg.train.n_candidates
     ev.agreement_future = max(1, min(ev.agreement_future, cfg.train.n_candidates // 5))
-    if item_features is not None and item_features[1] == "distilled_items":
-        # Features built on the whole dataset count the held-out users' future interactions (popularity, quality,
-        # the distilled item table's inputs). The agreement test builds them on the history instead: the distilled
-        # model re-encoded there, its item table projected in the shipped table's basis (what policies trained on).
-        ev.agreement_user_models = ["distilled"]  # type: ignore[assignment]
-        item_features = None
+    # Features built on the whole dataset count the held-out users' future interactions (popularity, quality, the
+    # distilled item table's inputs). For the distilled item table the agreement test builds them on the history:
+    # the model re-encoded there, its table projected in the shipped table's basis (what policies trained on).
+    distilled = item_features is not None and item_features[1] == "distilled_items"
     try:
         run = run_agreement(cfg, dataset, out=out, policies=policies, ready=ready, only_users=users,
-                            item_features=item_features, progress=False)  # fmt: skip
+                            item_features=None if distilled else item_features, distilled_features=distilled,
+                            progress=False)  # fmt: skip
     except DataError as error:
         logger.warning("real offline metric skipped: %s", error)
         return {}
