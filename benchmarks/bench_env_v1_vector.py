@@ -15,9 +15,10 @@ social.enabled=false`` turns the round off), the same random scores and, per sub
 sequential envs are N separate :class:`RecAgentCandidateEnv` objects (each its own agents, one shared LLM) stepped
 in turn; the vector env is one :class:`RecAgentCandidateVectorEnv` with one population whose pages go to the LLM as
 one batch per step. A step's time includes the session start that follows it, and each run ends by writing every
-session it started (the agents write ended sessions ``user.session_end_batch`` at a time, so N envs' agents hold
-back N times as many). Prints each setting's user steps/s, the ratio, and the LLM calls and batches. Not a timed
-test.
+session it started (ended sessions are written ``user.session_end_batch`` per env or sub-env at a time: both
+settings hold back N times as many). The N envs are N worlds, each running a social round before each session
+after its first; the vector env is one world, with at most one round per clock time. Prints each setting's user
+steps/s, the ratio, and the LLM calls and batches. Not a timed test.
 """
 
 from __future__ import annotations

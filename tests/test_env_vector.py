@@ -171,3 +171,62 @@ def test_sub_envs_starting_together_share_one_social_round(dataset):
         _, info = single.reset()
         assert single.user_model.rounds[-1][1] == [info["user_id"]]
     assert len(single.user_model.rounds) == 3
+
+
+def test_a_world_runs_one_social_round_per_clock_time_however_its_sub_envs_drift(dataset):
+    """Sub-envs whose sessions last different numbers of pages reach each clock time at different steps: the world
+    runs a round when its clock first reaches a time, never again at that time nor at an earlier one."""
+
+    class SocialUser(RecSimUser):
+        social = True
+
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.times: list[float] = []
+
+        def social_round(self, rng, time_h, incoming):
+            self.times.append(time_h)
+            post = {"type": "post", "user": 0, "text": "hi", "recipients": [], "items": [1]}
+            return [{**post, "fallback": False, "tokens": 0, "latency_s": 0.0}]
+
+    def run(venv, steps):
+        clocks = [lane.clock for lane in venv.lanes]
+        restarts = shared = skipped = 0
+        for _ in range(steps):
+            _, _, terminated, truncated, infos = venv.step(venv.action_space.sample())
+            for i in np.flatnonzero(terminated | truncated):
+                restarts += 1
+                clocks[i] += 1.0
+                reset = infos["env_infos"][i]["reset"]
+                assert reset["time_h"] == clocks[i]
+                shared += "social_round_env" in reset
+                skipped += not reset["social_events"] and "social_round_env" not in reset
+        return restarts, shared, skipped, max(clocks)
+
+    user = SocialUser(dataset)
+    venv = catalogue_vector_env(3, dataset, user, max_pages=4, social=True)
+    venv.reset(seed=0)
+    venv.action_space.seed(0)
+    restarts, shared, skipped, last = run(venv, 40)
+    assert user.times == sorted(set(user.times))  # strictly increasing: one round per time, never back in time
+    assert user.times[-1] == last and len(user.times) == last  # and one at each time the world reached
+    assert skipped > 0 and restarts == len(user.times) + shared + skipped  # drifted sub-envs sat none
+    # the world's last round time is part of the env's state
+    state, times = venv.get_state(), len(user.times)
+    venv.action_space.seed(1)
+    run(venv, 20)
+    later = user.times[times:]
+    venv.set_state(state)
+    del user.times[times:]
+    venv.action_space.seed(1)
+    run(venv, 20)
+    assert user.times[times:] == later and later and later[0] > user.times[times - 1]
+
+
+def test_vector_envs_hold_back_session_end_batch_ended_sessions_per_sub_env(dataset):
+    from recagent_gym.runs.make_env import candidates_vector_env
+
+    config = Config(user=UserConfig(session_end_batch=3))
+    assert catalogue_env(dataset, "recsim", config=config).kernel.rules.end_batch == 3
+    assert catalogue_vector_env(4, dataset, "recsim", config=config).kernel.rules.end_batch == 12
+    assert candidates_vector_env(2, dataset, "recsim", config=config).face.kernel.rules.end_batch == 6

@@ -110,7 +110,7 @@ def unbatched(llm, pairs, authors, *, turns, max_tokens, clock, chat_seed, post_
     return chats, posts
 
 
-def social_run(dataset, steps: int = 8):
+def social_run(dataset, steps: int = 32):
     """The vector env's social events and step records over ``steps`` steps, and the LLM's call count."""
     llm = echo_llm()
     config = Config.model_validate(SOCIAL)

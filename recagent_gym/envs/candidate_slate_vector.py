@@ -12,7 +12,9 @@ differences, all from sharing one user population:
 
 * two sub-envs never run the same user at once: a user drawn while busy in another sub-env is redrawn among the
   pool's free users (``info['env_infos'][i]['reset']['activation_redraws']``);
-* the sub-envs that start a session at the same step share ONE social round;
+* the sub-envs that start a session at the same step share ONE social round, and the world runs at most one round
+  per clock time (a sub-env reaching a time the world's round already ran at starts without one);
+* ended sessions are written ``user.session_end_batch`` per sub-env at a time (N x in all, as N separate envs);
 * the user model, and what each user was shown in earlier sessions, are the population's, not a sub-env's.
 
 Sub-env ``i`` reset with seed ``s + i`` otherwise runs as ``RecAgentCandidateEnv`` reset with that seed.
@@ -30,7 +32,7 @@ from gymnasium.vector.utils import batch_space
 
 from recagent_gym.data.schema import Dataset
 from recagent_gym.envs.candidate_slate_env import RecAgentCandidateEnv, SlateStream
-from recagent_gym.envs.settings import WorldSettings, vector_page_limit
+from recagent_gym.envs.settings import WorldSettings, hold_ended_per_sub_env, vector_page_limit
 from recagent_gym.users.protocol import UserModel
 
 
@@ -63,6 +65,7 @@ class RecAgentCandidateVectorEnv(gym.vector.VectorEnv):
         self.face = RecAgentCandidateEnv(dataset, user_model, page_size, max_pages, social, config, **candidate_args)
         if num_envs > len(self.face.users):
             raise ValueError(f"num_envs={num_envs} but the pool has {len(self.face.users)} users: one user per sub-env")
+        hold_ended_per_sub_env(self.face.kernel, num_envs)
         self.config, self.dataset, self.user_model = self.face.config, self.face.dataset, self.face.user_model
         self.slates = [SlateStream(np.random.default_rng()) for _ in range(num_envs)]
         self.num_envs = num_envs

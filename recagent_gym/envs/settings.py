@@ -8,6 +8,7 @@ or nothing) into settings and hands them over.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Protocol
 
 from recagent_gym.data.config import DataConfig
@@ -54,3 +55,10 @@ def vector_page_limit(
         return max_pages
     pages = max_pages if max_pages is not None else require_settings(config, face).env.max_pages
     return min(int(pages), int(max_episode_steps))
+
+
+def hold_ended_per_sub_env(kernel: Any, num_envs: int) -> None:
+    """A vector env's kernel writes ended sessions once ``num_envs x user.session_end_batch`` are pending: each
+    sub-env holds back as many as one env does, as ``num_envs`` separate envs would, and their writes go to the LLM
+    together. An agent's pending session is still written before its memory is used again (``write_ended_of``)."""
+    kernel.rules = replace(kernel.rules, end_batch=kernel.rules.end_batch * int(num_envs))

@@ -7,7 +7,9 @@ user model, so an LLM user model sends the whole batch to its backend at once. T
 at the same time
 (the activation redraws a busy user; ``info['env_infos'][i]['activation_redraws']`` counts it). The sub-envs that
 start a new session at the same step share ONE social round (one batched take-action, chat and post call for the
-world, not one round per sub-env).
+world, not one round per sub-env), and the world runs at most one round per clock time: a sub-env whose clock reaches
+a time another sub-env's restart already ran the round at starts its session without one. Ended sessions are written
+``user.session_end_batch`` per sub-env at a time (N x in all, as N separate envs hold back).
 :class:`SB3VecEnv` adapts it to stable-baselines3's ``VecEnv``.
 """
 
@@ -27,7 +29,7 @@ from recagent_gym.envs.adapters import TRAINING_KEYS, ObsFlattener, PageAdapter
 from recagent_gym.envs.recagent_env import RecAgentEnv
 from recagent_gym.envs.resolve import world_weights
 from recagent_gym.envs.reward import RewardFn
-from recagent_gym.envs.settings import WorldSettings, vector_page_limit
+from recagent_gym.envs.settings import WorldSettings, hold_ended_per_sub_env, vector_page_limit
 from recagent_gym.envs.wrappers import page_adapter
 from recagent_gym.session import SessionStream, StartedSession
 from recagent_gym.session.observation import ObservationBatch
@@ -70,6 +72,7 @@ class RecAgentVectorEnv(gym.vector.VectorEnv):
         )
         self.config, self.dataset, self.user_model = self.face.config, self.face.dataset, self.face.user_model
         self.kernel = self.face.kernel
+        hold_ended_per_sub_env(self.kernel, num_envs)
         self.lanes = [SessionStream(np.random.default_rng()) for _ in range(num_envs)]
         rules = self.kernel.rules
         self._observations = ObservationBatch(num_envs, self.kernel.tables, rules.history_length, rules.max_pages)

@@ -225,7 +225,9 @@ class SessionKernel:
         the redraws); ``user_ids`` picks them instead. ``time_h`` sets the streams' clocks (an outer simulator's
         time); otherwise each session advances its stream's clock by ``session_hours``. The social round runs at the
         latest of the due streams' clocks with the first due stream's seed; its events go into that stream's info
-        (``social_events``), the others name it (``social_round_env``).
+        (``social_events``), the others name it (``social_round_env``). ``streams`` are one world: it runs at most
+        one round per clock time, so a stream that reaches a time the world's round already ran at (another sub-env
+        got there first) starts its session without one (``social_round_env`` is then absent).
         """
         models = dict(zip(finished, _per_session(users, len(finished)), strict=True))
         left = [i for i in finished if streams[i].busy_user is not None]
@@ -238,6 +240,9 @@ class SessionKernel:
             drawn[i] = self._draw_next(streams[i], None if user_ids is None else user_ids[k], taken, time_h, social)
             taken.add(drawn[i].user)
         due = [i for i in finished if drawn[i].social_due]
+        last_round = max((s.social_h for s in streams), default=-np.inf)
+        if due and max(streams[i].clock for i in due) <= last_round:
+            due = []  # the world ran its round at this time already (another stream got there first)
         events = self._social_round(streams, finished, drawn, models[due[0]], due[0]) if due else []
         started = []
         for i in finished:
@@ -296,6 +301,8 @@ class SessionKernel:
         clock = max(streams[i].clock for i in due)
         incoming = [drawn[i].user for i in finished]
         raw = model.social_round(np.random.default_rng(drawn[first_due].social_seed), clock, incoming)
+        for stream in streams:
+            stream.social_h = clock
         title = self.tables.titles.__getitem__
         return [asdict(e) for e in social_events(raw, streams[first_due].started, clock, lambda u: "", title)]
 

@@ -238,6 +238,9 @@ class SessionStream:
     started: int = 0
     """Sessions started since the world started (the first one starts without a social round)."""
     session: RecommenderSession | None = None
+    social_h: float = -np.inf
+    """The clock of the latest social round of this stream's world (-inf: none yet). The streams of one world (a
+    vector env's sub-envs) all record each round, and a world runs at most one round per clock time."""
 
     cumulative: np.ndarray | None = None
     """``cumsum(weights)``, for the draws."""
@@ -248,6 +251,7 @@ class SessionStream:
         self.cumulative = np.cumsum(self.weights)
         self.clock = 0.0
         self.started = 0
+        self.social_h = -np.inf
 
     @property
     def user(self) -> int | None:
@@ -265,6 +269,7 @@ class SessionStream:
             "weights": None if self.weights is None else self.weights.tolist(),
             "clock": self.clock,
             "started": self.started,
+            "social_h": self.social_h,
             "session": None if self.session is None else self.session.get_state(),
         }
 
@@ -274,4 +279,5 @@ class SessionStream:
         self.cumulative = None if self.weights is None else np.cumsum(self.weights)
         self.clock = float(state["clock"])
         self.started = int(state["started"])
+        self.social_h = float(state.get("social_h", -np.inf))  # states saved before it: no round recorded
         self.session = None if state["session"] is None else RecommenderSession.from_state(state["session"], tables)

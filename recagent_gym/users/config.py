@@ -194,9 +194,9 @@ class UserConfig(Section):
     """Cosine similarity of the embedding user's no-click option (higher = pickier)."""
 
     session_end_batch: int = Field(1, ge=1)
-    """Ended sessions whose feelings and memory writes are batched together (1: written as each session ends).
-    Larger values make RL training with LLM users faster; an agent's pending writes always land before its memory
-    is used again."""
+    """Ended sessions whose feelings and memory writes are batched together (1: written as each session ends), per
+    sub-env in a vector env (N sub-envs hold back N x as many, as N separate envs do). Larger values make RL training
+    with LLM users faster; an agent's pending writes always land before its memory is used again."""
 
     prior_weights: str | None = None
     """JSON file of behavioural-prior weights fitted by ``recagent-gym calibrate`` on train users' real choices
