@@ -27,12 +27,14 @@ class EvaluationConfig(Section):
     seed: int = Field(0, ge=0)
     """Seed of every draw of an evaluation (users, negatives, shuffles, donors, judge order, bootstrap)."""
 
-    user_models: list[Literal["llm", "recsim", "embedding", "prior", "llm+prior"]] = Field(
+    user_models: list[Literal["llm", "recsim", "embedding", "prior", "llm+prior", "distilled"]] = Field(
         default_factory=lambda: ["embedding", "recsim", "llm"]
     )
     """User models evaluated, in table order (Random and Popularity rows are always added to discrimination).
     ``prior`` and ``llm+prior``: the behavioural prior alone and combined with the LLM agent, with the weights of
-    ``user.prior_weights`` (``recagent-gym calibrate``; ``evaluation/prior_ablation.py``)."""
+    ``user.prior_weights`` (``recagent-gym calibrate``; ``evaluation/prior_ablation.py``). ``distilled``: the shipped
+    distilled users (or ``user.distilled_path``), their tables re-encoded on the training split, the users they were
+    fitted on left out (``evaluation/distilled_row.py``); only where the model fits the dataset."""
 
     min_interactions: int = Field(30, ge=2)
     """Interactions (held-out items included) a sampled user must have. The same users are drawn whatever the

@@ -52,6 +52,7 @@ from recagent_gym.runs.evaluation.discrimination_table import (
     DiscriminationResult,
     add_paired_differences,
 )
+from recagent_gym.runs.evaluation.distilled_row import DISTILLED, left_out_why, without_distilled_users
 from recagent_gym.runs.evaluation.prior_ablation import (
     LLM_PRIOR,
     PRIOR_KINDS,
@@ -178,6 +179,8 @@ def run_discrimination(
     drawn = len(users)
     if any(kind in PRIOR_KINDS for kind in cfg.user_models):
         users = without_calibration_users(full, users, weights_file(resources.config, "prior"))
+    if DISTILLED in cfg.user_models:  # nor the users the distilled model was fitted on
+        users = without_distilled_users(users, resources.distilled_artefact())
     splits = {a: leave_last_out(full, a, min_train=min_count - a) for a in a_values}
     held_out = {a: {u: splits[a].held_out[u] for u in users} for a in a_values}
     trials, widened = build_trials(full, users, held_out, settings, samplers, seed, cfg.popularity_bands)
@@ -243,7 +246,7 @@ def run_discrimination(
         dataset=full.name, users=users, settings=settings, samplers=samplers, models=models, labels=labels,
         cells=cells, donors=donors, widened=widened, build_seconds=build_seconds, usage=resources.usage_line(),
         seconds=time.perf_counter() - started, prior=prior_record(resources.config, models),
-        left_out=drawn - len(users),
+        left_out=drawn - len(users), left_out_why=left_out_why(cfg.user_models),
     )  # fmt: skip
     logger.info("discrimination on %s: %d users, %d cells in %.1fs", full.name, len(users), len(cells), result.seconds)
     return result

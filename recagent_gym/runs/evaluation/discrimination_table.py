@@ -24,7 +24,7 @@ POPULARITY = "popularity"
 REFERENCES: tuple[str, ...] = ("embedding", POPULARITY)
 """Rows every other model is compared with, paired over users (when the row was run)."""
 MODEL_LABELS = {RANDOM: "Random (expectation)", POPULARITY: "Popularity", "embedding": "Embedding",
-                "recsim": "RecSim", "llm": "LLM agent", **PRIOR_LABELS}  # fmt: skip
+                "recsim": "RecSim", "llm": "LLM agent", "distilled": "Distilled", **PRIOR_LABELS}  # fmt: skip
 
 
 def references_of(model: str) -> tuple[str, ...]:
@@ -70,7 +70,8 @@ class DiscriminationResult:
     prior: dict[str, Any] = field(default_factory=dict)
     """The behavioural prior's weights file content when a prior row ran (written as ``prior.json``)."""
     left_out: int = 0
-    """Sampled users left out because the prior was calibrated on them."""
+    """Sampled users left out because the prior was calibrated on them or the distilled users were fitted on them."""
+    left_out_why: str = "the behavioural prior was calibrated on them"
 
     def cell(self, model: str, sampler: str, a: int, b: int) -> Cell:
         for cell in self.cells:
@@ -106,8 +107,8 @@ class DiscriminationResult:
         heads = [f"({a},{b})" for a, b in self.settings]
         lines = [f"# Discrimination (a, b) on {self.dataset}", "",
                  f"{len(self.users)} users; p = mean over users of |T ∩ S| / |T|, shown as mean ± standard error "
-                 "[bootstrap 95% interval]." + (f" {self.left_out} sampled users left out: the behavioural prior "
-                 "was calibrated on them." if self.left_out else ""), ""]  # fmt: skip
+                 "[bootstrap 95% interval]." + (f" {self.left_out} sampled users left out: {self.left_out_why}."
+                                             if self.left_out else ""), ""]  # fmt: skip
         for sampler in self.samplers:
             lines += [f"## Negatives: {sampler}", "", "| model | " + " | ".join(heads) + " |",
                       "|---|" + "---|" * len(heads)]  # fmt: skip

@@ -40,6 +40,7 @@ from recagent_gym.data.splits import leave_last_out
 from recagent_gym.runs.config.evaluation_section import NEGATIVE_SAMPLERS
 from recagent_gym.runs.evaluation.discrimination import Trial, _build, _candidates_of, build_trials
 from recagent_gym.runs.evaluation.discrimination_table import MODEL_LABELS, POPULARITY, Cell, add_paired_differences
+from recagent_gym.runs.evaluation.distilled_row import DISTILLED, left_out_why, without_distilled_users
 from recagent_gym.runs.evaluation.prior_ablation import (
     PRIOR_KINDS,
     prior_lines,
@@ -101,6 +102,9 @@ class RatingResult:
     build_seconds: dict[str, float] = field(default_factory=dict)
     prior: dict[str, Any] = field(default_factory=dict)
     """The behavioural prior's weights file content when a prior row ran (written as ``prior.json``)."""
+    left_out: int = 0
+    """Sampled users left out because the prior was calibrated on them or the distilled users were fitted on them."""
+    left_out_why: str = ""
 
     def cell(self, model: str, sampler: str) -> Cell:
         return next(c for c in self.cells if (c.model, c.sampler) == (model, sampler))
@@ -124,7 +128,8 @@ class RatingResult:
 
     def markdown(self) -> str:
         lines = [f"# Rating prediction on {self.dataset}", "",
-                 f"{len(self.users)} users ({self.skipped} skipped: held-out items without ratings); each user's "
+                 f"{len(self.users)} users ({self.skipped} skipped: held-out items without ratings"
+                 + (f"; {self.left_out} left out: {self.left_out_why}" if self.left_out else "") + "); each user's "
                  f"last {self.held_out} items scored among {self.negatives} never-interacted items, the rank read "
                  "on the user's own training rating scale. RMSE ± standard error [bootstrap 95% interval]; lower "
                  "is better.", "", "| model | " + " | ".join(self.samplers) + " |",
@@ -225,8 +230,11 @@ def run_rating(resources: Resources, *, progress: bool = True) -> RatingResult:
     samplers = list(NEGATIVE_SAMPLERS) if cfg.negatives == "both" else [cfg.negatives]
     split = leave_last_out(full, a, min_train=cfg.min_interactions - a)
     drawn = [int(u) for u in sample_users(full, cfg.users, cfg.min_interactions, child_rng(seed, "users"))]
+    sampled = len(drawn)
     if any(kind in PRIOR_KINDS for kind in cfg.user_models):  # calibration users are never evaluated
         drawn = without_calibration_users(full, drawn, weights_file(resources.config, "prior"))
+    if DISTILLED in cfg.user_models:  # nor the users the distilled model was fitted on
+        drawn = without_distilled_users(drawn, resources.distilled_artefact())
     inter = full.interactions[full.interactions["user_id"].isin(drawn)]
     known = inter.groupby(["user_id", "item_id"])["rating"].mean().to_dict()
     truth = {u: {i: float(known[(u, i)]) for i in split.held_out[u]} for u in drawn}
@@ -288,7 +296,8 @@ def run_rating(resources: Resources, *, progress: bool = True) -> RatingResult:
         dataset=full.name, users=users, samplers=samplers, models=models, labels=labels, cells=cells, held_out=a,
         negatives=b, skipped=len(drawn) - len(users), usage=resources.usage_line(),
         seconds=time.perf_counter() - started, build_seconds=build_seconds,
-        prior=prior_record(resources.config, models),
+        prior=prior_record(resources.config, models), left_out=sampled - len(drawn),
+        left_out_why=left_out_why(cfg.user_models),
     )  # fmt: skip
     logger.info("rating on %s: %d users in %.1fs", full.name, len(users), result.seconds)
     return result

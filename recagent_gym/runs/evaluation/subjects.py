@@ -121,6 +121,7 @@ class Resources:
     """Show progress bars of the heavy steps (item embeddings)."""
     _embedder: Any = field(default=None, repr=False)
     _item_vectors: np.ndarray | None = field(default=None, repr=False)
+    _distilled: Any = field(default=None, repr=False)
 
     def language_model(self) -> Any:
         if self.llm is None:
@@ -178,10 +179,23 @@ class Resources:
                 self.base_embedder = SentenceEmbedder()
         return self.base_embedder
 
+    def distilled_artefact(self) -> Any:
+        """The distilled model that fits the dataset (loaded once), or a DataError saying why none does."""
+        if self._distilled is None:
+            from recagent_gym.runs.evaluation.distilled_row import required_artefact
+
+            self._distilled = required_artefact(self.dataset, self.config)
+        return self._distilled
+
     def build(self, kind: str, train: Dataset) -> UserModel:
-        """A user model of ``kind`` built on ``train`` (the LLM agent shares one LLM across builds)."""
+        """A user model of ``kind`` built on ``train`` (the LLM agent shares one LLM across builds; the distilled
+        users' tables re-encoded from ``train``)."""
         from recagent_gym.users.factory import build_user_model
 
+        if kind == "distilled":
+            from recagent_gym.runs.evaluation.distilled_row import build_distilled_row
+
+            return build_distilled_row(train, self.distilled_artefact(), self.config, self.item_vectors())
         if kind == "embedding":
             from recagent_gym.users.embedding_user import EmbeddingUser
 

@@ -15,6 +15,7 @@ from recagent_gym.runs.config import Config
 from recagent_gym.runs.evaluation.agreement.pools import PoolRetriever, build_pools, temporal_split
 from recagent_gym.runs.evaluation.agreement.run import REAL, Arm, run_arms
 from recagent_gym.runs.evaluation.agreement.zoo import Zoo
+from recagent_gym.runs.evaluation.distilled_row import build_distilled_row, fitting_artefact
 from recagent_gym.runs.evaluation.subjects import Resources, child_rng
 from recagent_gym.runs.make_env import candidates_env
 from recagent_gym.users.distilled.user import DistilledUser
@@ -52,23 +53,6 @@ class AgreementRun:
             if (a.sampler, a.user_model, a.recommender) == (sampler, user_model, recommender):
                 return a
         raise KeyError((sampler, user_model, recommender))
-
-
-def _distilled_fits(dataset: Dataset, config: Config) -> tuple[Any, str | None]:
-    """The distilled artefact when one fits ``dataset`` (else None and why)."""
-    from recagent_gym.users.distilled.errors import DistillError
-    from recagent_gym.users.distilled.saved_model import Artefact
-    from recagent_gym.users.distilled.user import BUNDLED_DIR
-
-    try:
-        artefact = Artefact.load(config.user.distilled_path or BUNDLED_DIR)
-    except DistillError as error:
-        return None, str(error)
-    if artefact.meta.get("n_items") != dataset.n_items or artefact.meta.get("user_raw_ids") != [
-        str(r) for r in dataset.users["raw_id"]
-    ]:
-        return None, f"the distilled model was fitted on {artefact.meta.get('dataset')!r}, not this dataset"
-    return artefact, None
 
 
 def _prior_weights(resources: Resources, out: Path, progress: bool, say: Callable[[str], None]) -> tuple[str, bool]:
@@ -119,7 +103,7 @@ def run_agreement(
     excluded: set[int] = set()
     artefact = None
     if "distilled" in models or distilled_features:
-        artefact, why = _distilled_fits(dataset, config)
+        artefact, why = fitting_artefact(dataset, config)
         if artefact is None:
             what = "distilled users" if "distilled" in models else "the distilled users' item table"
             if "distilled" in models:
@@ -231,10 +215,7 @@ def _user_models(
     out: dict[str, tuple[Any, dict[str, Any]]] = {REAL: (ReplayUser(future, ratings), {})}
     for name in models:
         if name == "distilled":
-            from recagent_gym.runs.distill.reencode import reencoded
-
-            model = DistilledUser(history, reencoded(artefact, history, config, text=resources.item_vectors()),
-                                  rating_timing=config.user.feeling_timing)  # fmt: skip
+            model = build_distilled_row(history, artefact, config, resources.item_vectors())
         elif name == "embedding":
             model = resources.build("embedding", history)
         elif name in ("llm", LLM_PRIOR, *ABLATIONS):
