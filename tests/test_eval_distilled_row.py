@@ -23,8 +23,13 @@ def distilled_dir(tiny_ml: Dataset, tmp_path):  # noqa: F811
     artefact = _artefact(tiny_ml, load_config(), text)
     artefact.arrays["threshold"] = np.full(tiny_ml.n_users, -5.0)  # these users watch: scores decide
     shipped = Artefact.load(BUNDLED_DIR).meta
-    artefact.meta.update(format=shipped["format"], rule=shipped["rule"], interest_queries=[""] * tiny_ml.n_users,
-                         test_users=[], train_users=list(range(0, tiny_ml.n_users, 2)))  # even users: "distilled on"
+    artefact.meta.update(
+        format=shipped["format"],
+        rule=shipped["rule"],
+        interest_queries=[""] * tiny_ml.n_users,
+        test_users=[],
+        train_users=list(range(0, tiny_ml.n_users, 2)),
+    )  # even users: "distilled on"
     artefact.save(tmp_path / "model")
     return tmp_path / "model"
 
@@ -50,5 +55,5 @@ def test_rating_with_the_distilled_row_says_who_was_left_out(tiny_ml, distilled_
 
 def test_a_distilled_model_of_another_dataset_is_refused_with_how_to_run_without_it(tiny_ml) -> None:  # noqa: F811
     resources = make_resources(tiny_ml, user_models=["distilled"], settings=[(1, 5)])  # the shipped (bundled) model
-    with pytest.raises(DataError, match="not this dataset.*leave the distilled row out"):
+    with pytest.raises(DataError, match=r"not this dataset.*leave the distilled row out"):
         run_discrimination(resources, progress=False)

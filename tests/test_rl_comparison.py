@@ -69,6 +69,21 @@ def test_oracle_ranks_by_the_true_utility(dataset):
     assert np.argmax(action) == np.argmax(utilities)
 
 
+def test_itemknn_ranks_by_co_watches_with_the_observed_users_history(dataset):
+    from recagent_gym.policies.candidate_baselines import ItemKNNCandidates
+    from recagent_gym.recommenders.history_scorers import ItemKNN
+
+    env = _env(dataset)
+    obs, _ = env.reset(seed=0)
+    action, _ = ItemKNNCandidates(env).predict(obs)
+    knn = ItemKNN(env.unwrapped.dataset).scores(env.current_user, np.asarray(env.candidate_ids))
+    assert np.argmax(action) == np.argmax(knn) and knn.max() > knn.min()
+    other = next(u for u in range(dataset.n_users) if u != env.current_user)
+    swapped = dict(obs, user=env.unwrapped.tables.user_features[other])  # another user's encoding: its history
+    action, _ = ItemKNNCandidates(env).predict(swapped)
+    assert np.argmax(action) == np.argmax(ItemKNN(env.unwrapped.dataset).scores(other, np.asarray(env.candidate_ids)))
+
+
 def test_linucb_learns_a_preferred_feature(dataset):
     env = _env(dataset)
     obs, _ = env.reset(seed=0)
@@ -106,6 +121,7 @@ def test_comparison_runs_every_recommender_on_held_out_users(tmp_path, dataset):
         "popularity",
         "quality",
         "mf",
+        "itemknn",
         "bandit",
         "slateq",
         "ppo",

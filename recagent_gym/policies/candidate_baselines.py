@@ -1,5 +1,5 @@
 """Non-learning recommenders and the oracle on RecAgent-v1 (score actions): random, popularity, quality-greedy, MF,
-any history-fitted scorer (:mod:`recagent_gym.recommenders.history_scorers`), oracle.
+item-kNN, any history-fitted scorer (:mod:`recagent_gym.recommenders.history_scorers`), oracle.
 
 Each answers SB3's ``predict`` with a score per candidate; items already shown this session go to the bottom
 (the issue's re-shown skipped items: 73% of popularity's slots on v0). The oracle reads the user model's full
@@ -117,18 +117,41 @@ class FutureOracleCandidates(_CandidateRecommender):
         return scores
 
 
-class MFCandidates(_CandidateRecommender):
-    """Candidates by the retrieval stage's MF score for the user in the observation (``user_id`` is not observed:
-    the user is identified by matching the observed encoding to the dataset's, so a swapped encoding misleads it)."""
+class EncodedUserCandidates(_CandidateRecommender):
+    """Candidates by a history-fitted scorer (``scorer.scores(user, items)``; default the retrieval stage's MF) for
+    the user in the observation. ``user_id`` is not observed: the user is identified by matching the observed
+    encoding to the dataset's, so a swapped encoding misleads it, as it would any recommender reading the
+    observation."""
 
-    def __init__(self, env: Any) -> None:
+    def __init__(self, env: Any, scorer: Any = None) -> None:
         super().__init__(env)
         self._features = self.env.tables.user_features
+        self.scorer = scorer
 
     def scores(self, observation: dict[str, np.ndarray]) -> np.ndarray:
         distance = np.abs(self._features - observation["user"]).sum(axis=1)
         user = int(np.argmin(distance))
-        return self.env.retriever.mf_scores(user, self.env.candidate_ids)
+        if self.scorer is None:
+            return self.env.retriever.mf_scores(user, self.env.candidate_ids)
+        return np.asarray(self.scorer.scores(user, np.asarray(self.env.candidate_ids)), dtype=np.float64)
+
+
+class MFCandidates(EncodedUserCandidates):
+    """Candidates by the retrieval stage's MF score for the user in the observation (see the base class)."""
+
+    def __init__(self, env: Any) -> None:
+        super().__init__(env)
+
+
+class ItemKNNCandidates(EncodedUserCandidates):
+    """Candidates by item-kNN (the summed co-watch cosine to the user's history,
+    :class:`~recagent_gym.recommenders.history_scorers.ItemKNN` on the env's dataset) for the user in the
+    observation (see the base class)."""
+
+    def __init__(self, env: Any) -> None:
+        from recagent_gym.recommenders.history_scorers import ItemKNN
+
+        super().__init__(env, ItemKNN(env.unwrapped.dataset))
 
 
 class OracleCandidates(_CandidateRecommender):

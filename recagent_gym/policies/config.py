@@ -80,6 +80,7 @@ class TrainConfig(Section):
             "popularity",
             "quality",
             "mf",
+            "itemknn",
             "bandit",
             "slateq",
             "ppo",
@@ -88,7 +89,8 @@ class TrainConfig(Section):
         ]
     )
     """Recommenders of the comparison: random, popularity, quality (the candidates' observed quality column: no
-    user information), mf, bandit (LinUCB), slateq, ppo, a2c, oracle (the heuristic oracle: ``oracle_values``),
+    user information), mf, itemknn (item-kNN on the co-watches with the observed user's history), bandit (LinUCB),
+    slateq, ppo, a2c, oracle (the heuristic oracle: ``oracle_values``),
     oracle_rollout (rollouts over the heuristic oracle; the ``/ oracle`` ratio's reference where present)."""
 
     real_metric: bool = True

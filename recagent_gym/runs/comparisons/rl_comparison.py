@@ -30,6 +30,7 @@ from recagent_gym.envs.encoding import ENCODING_KEYS
 from recagent_gym.envs.resolve import resolve_dataset
 from recagent_gym.policies.bandit import train_bandit
 from recagent_gym.policies.candidate_baselines import (
+    ItemKNNCandidates,
     MFCandidates,
     PopularCandidates,
     QualityCandidates,
@@ -51,8 +52,8 @@ from recagent_gym.runs.policies.protocol import Interval, bootstrap_mean, split_
 from recagent_gym.runs.policies.results_table import markdown_table, summary_line, write_results
 
 LEARNERS: tuple[str, ...] = ("ppo", "a2c", "slateq", "bandit")
-KNOWN: tuple[str, ...] = ("random", "popularity", "quality", "mf", *ORACLES, *LEARNERS)
-REAL_BASELINES: tuple[str, ...] = ("random", "popularity", "quality", "mf")
+KNOWN: tuple[str, ...] = ("random", "popularity", "quality", "mf", "itemknn", *ORACLES, *LEARNERS)
+REAL_BASELINES: tuple[str, ...] = ("random", "popularity", "quality", "mf", "itemknn")
 """Rows whose real offline metric is measured by the agreement test's zoo under the same name (the oracle reads the
 simulated users' hidden state: it has no real counterpart)."""
 
@@ -155,6 +156,8 @@ def _run_comparison(
             recommenders[name] = QualityCandidates(eval_env)
         elif name == "mf":
             recommenders[name] = MFCandidates(eval_env)
+        elif name == "itemknn":
+            recommenders[name] = ItemKNNCandidates(eval_env)
         elif name in ORACLES:
             oracles.add(name, eval_env, train)
             recommenders.update(oracles.rows)  # the fallback's heuristic row takes the rollout oracle's place
