@@ -15,6 +15,13 @@ from recagent_gym.runs.comparisons.transfer import POLICY, held_out_users, verdi
 from recagent_gym.runs.config import load_config
 
 
+@pytest.fixture(scope="module")
+def item_cache(tmp_path_factory) -> str:
+    """One MiniLM item-embedding cache for every transfer run of the session (the real side's distilled item table
+    re-encodes from the catalogue's text vectors: about 50 s per run otherwise); shared by xdist's workers."""
+    return str(tmp_path_factory.getbasetemp().parent / "item-embeddings")
+
+
 def test_held_out_users_are_unseen_by_the_policy_and_the_distilled_model():
     from recagent_gym.runs.policies.protocol import split_users
     from recagent_gym.users.distilled.saved_model import Artefact
@@ -29,11 +36,12 @@ def test_held_out_users_are_unseen_by_the_policy_and_the_distilled_model():
 
 
 @pytest.mark.parametrize("env", ["v1", "v0"])
-def test_transfer_command_writes_table_csv_and_plot(tmp_path, capsys, env):
+def test_transfer_command_writes_table_csv_and_plot(tmp_path, capsys, env, item_cache):
     code = main(
         ["users", "transfer", "--config", "quickstart", "--out", str(tmp_path), "--users", "6", "--seeds", "0,1",
          "--user-models", "distilled", "--no-progress", "--set", "train.total_timesteps=64",
-         "--set", "train.n_steps=16", "--set", "train.batch_size=16", "--set", f"train.transfer_env={env}"]
+         "--set", "train.n_steps=16", "--set", "train.batch_size=16", "--set", f"train.transfer_env={env}",
+         "--set", f"evaluation.embedding_cache_dir={item_cache}"]
     )  # fmt: skip
     assert code == 0
     rows = list(csv.DictReader((tmp_path / "transfer.csv").open()))
@@ -54,7 +62,8 @@ def test_transfer_command_writes_table_csv_and_plot(tmp_path, capsys, env):
     policy = str(tmp_path / "policy-seed0" / "policy.zip")
     code = main(["users", "transfer", "--config", "quickstart", "--out", str(again), "--users", "3", "--policy", policy,
                  "--user-models", "recsim,distilled", "--no-progress",
-                 "--set", f"train.transfer_env={env}"])  # fmt: skip
+                 "--set", f"train.transfer_env={env}",
+                 "--set", f"evaluation.embedding_cache_dir={item_cache}"])  # fmt: skip
     assert code == 0 and not (again / "policy-seed0").exists()
     rows = list(csv.DictReader((again / "transfer.csv").open()))
     assert [r["users"] for r in rows] == ["recsim"] * (len(baselines) + 1) + ["distilled"] * (len(baselines) + 1)
@@ -92,7 +101,7 @@ def test_ranking_compares_every_user_model_with_the_llm_users():
     assert table[4].startswith("| llm |") and table[4].endswith("|  |  |")
 
 
-def test_v1_transfer_trains_item_scoring_ppo_and_shares_the_observation(tmp_path):
+def test_v1_transfer_trains_item_scoring_ppo_and_shares_the_observation(tmp_path, item_cache):
     """``train.transfer_env: v1``: the item-scoring PPO on distilled users' candidate pages; the baselines choose
     among the same candidates; every user model's env describes items as the distilled env does."""
     from recagent_gym.runs.comparisons.transfer import run_transfer
@@ -102,6 +111,7 @@ def test_v1_transfer_trains_item_scoring_ppo_and_shares_the_observation(tmp_path
     config.train.transfer_env = "v1"
     config.train.candidate_mix = {"random": 1.0}
     config.train.total_timesteps, config.train.n_envs, config.train.n_steps, config.train.batch_size = 64, 2, 32, 32
+    config.evaluation.embedding_cache_dir = item_cache
     rows = run_transfer(config, tmp_path, n_users=4, seeds=[0], user_models=("distilled", "recsim"), progress=False,
                         say=lambda line: None, dataset=dataset)  # fmt: skip
     assert [(r.users, r.recommender) for r in rows] == [

@@ -212,7 +212,7 @@ def embed_texts_cached(
     vectors = np.concatenate(chunks, axis=0) if chunks else np.zeros((0, _dim_of(embedder)), dtype=np.float32)
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp.npy")
+        tmp = path.with_suffix(f".{os.getpid()}.tmp.npy")  # one per process: parallel writers never share it
         np.save(tmp, vectors)
         os.replace(tmp, path)  # atomic: a crash never leaves a truncated cache file
     return vectors
