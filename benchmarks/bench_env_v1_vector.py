@@ -82,7 +82,8 @@ def build_llm(args: argparse.Namespace, config: Config) -> Any:
 
 
 def build_embedder(args: argparse.Namespace) -> Any:
-    if args.llm != "embedded":
+    """The memory embedder: all-MiniLM-L6-v2 as users run it (``--embedder hashing``: the tests' cheap stand-in)."""
+    if args.embedder == "hashing":
         return HashingEmbedder(32)
     from recagent_gym.llm.embedder import SentenceEmbedder
 
@@ -147,6 +148,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=96, help="user steps in each setting")
     parser.add_argument("--envs", type=int, default=4)
     parser.add_argument("--llm", choices=("latency", "scripted", "embedded"), default="latency")
+    parser.add_argument("--embedder", choices=("minilm", "hashing"), default="minilm", help="memory embedder")
     parser.add_argument("--batch-ms", type=float, default=50.0, help="latency: wait per LLM call")
     parser.add_argument("--prompt-ms", type=float, default=0.0, help="latency: wait per prompt in a call")
     parser.add_argument(
@@ -161,7 +163,8 @@ def main() -> None:
     shared = {"retriever": first.retriever}
     latency = f": {args.batch_ms:g} ms per call + {args.prompt_ms:g} ms per prompt" if args.llm == "latency" else ""
     print(
-        f"RecAgent-v1, LLM users ({args.llm}{latency}), {args.envs} sub-envs; settings over bench_env_llm's: {args.set}"
+        f"RecAgent-v1, LLM users ({args.llm}{latency}), memory embedder {args.embedder}, {args.envs} sub-envs; "
+        f"settings over bench_env_llm's: {args.set}"
     )
     sequential = run_sequential(args, config, dataset, embedder, shared)
     vector = run_vector(args, config, dataset, embedder, shared)
