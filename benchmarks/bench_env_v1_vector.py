@@ -19,6 +19,12 @@ session it started (ended sessions are written ``user.session_end_batch`` per en
 settings hold back N times as many). The N envs are N worlds, each running a social round before each session
 after its first; the vector env is one world, with at most one round per clock time. Prints each setting's user
 steps/s, the ratio, and the LLM calls and batches. Not a timed test.
+
+``--item-vectors``: the agents' item embeddings (their embedding relevance) come from the on-disk store
+(``user.item_vector_store``, default; filled for the whole catalogue before the timing, as a machine's earlier runs
+leave it: the first fill embeds 9,742 items, about a minute) or, with ``cold``, are embedded when first met, once
+per env (the vector env's one population meets each item once; four envs four times). With MiniLM, cold item
+embeddings are most of a step's CPU.
 """
 
 from __future__ import annotations
@@ -32,9 +38,11 @@ import numpy as np
 
 from recagent_gym.data.load import load_dataset_from_config
 from recagent_gym.llm.testing import HashingEmbedder, ScriptedLLM
+from recagent_gym.llm.vector_store import store_for
 from recagent_gym.llm.wrapping import close_model
 from recagent_gym.runs.config import Config, load_config
 from recagent_gym.runs.make_env import candidates_env, candidates_vector_env
+from recagent_gym.users.agent.items import ItemVectors
 
 SETTINGS = [
     "user.model=llm",
@@ -82,7 +90,8 @@ def build_llm(args: argparse.Namespace, config: Config) -> Any:
 
 
 def build_embedder(args: argparse.Namespace) -> Any:
-    """The memory embedder: all-MiniLM-L6-v2 as users run it (``--embedder hashing``: the tests' cheap stand-in)."""
+    """The agents' embedder (memory and item vectors): all-MiniLM-L6-v2 as users run it (``--embedder hashing``: the
+    tests' cheap stand-in)."""
     if args.embedder == "hashing":
         return HashingEmbedder(32)
     from recagent_gym.llm.embedder import SentenceEmbedder
@@ -154,16 +163,30 @@ def main() -> None:
     parser.add_argument(
         "--set", action="append", default=[], help="a setting over the fixed ones, e.g. social.enabled=false"
     )
+    parser.add_argument(
+        "--item-vectors",
+        choices=("stored", "cold"),
+        default="stored",
+        help="stored: the agents read item embeddings from the on-disk store (filled for the whole catalogue before "
+        "the timing), as every run after a machine's first does; cold: every item embedded when first met, per env",
+    )
     args = parser.parse_args()
-    config = load_config("quickstart", SETTINGS + args.set)
+    store_setting = [f"user.item_vector_store={str(args.item_vectors == 'stored').lower()}"]
+    config = load_config("quickstart", SETTINGS + store_setting + args.set)
     dataset = load_dataset_from_config(config.data)
     embedder = build_embedder(args)
+    store = store_for(embedder) if config.user.item_vector_store else None
+    if store is not None:  # outside the timing, as a machine's earlier runs would have
+        filled = ItemVectors(dataset, embedder, store=store)
+        filled.prefill(range(dataset.n_items))
+        print(f"item vector store {store.folder}: {len(store)} vectors ({filled.embedded} embedded now)")
     # One retriever for all envs (its factorisation is the slowest part of building one), built outside the timing.
     first = candidates_env(dataset, "recsim", config=config)
     shared = {"retriever": first.retriever}
     latency = f": {args.batch_ms:g} ms per call + {args.prompt_ms:g} ms per prompt" if args.llm == "latency" else ""
     print(
-        f"RecAgent-v1, LLM users ({args.llm}{latency}), memory embedder {args.embedder}, {args.envs} sub-envs; "
+        f"RecAgent-v1, LLM users ({args.llm}{latency}), embedder {args.embedder}, item vectors "
+        f"{'stored' if store is not None else 'cold'}, {args.envs} sub-envs; "
         f"settings over bench_env_llm's: {args.set}"
     )
     sequential = run_sequential(args, config, dataset, embedder, shared)

@@ -97,6 +97,19 @@ class SentenceEmbedder:
         """Identifies the model in cache keys."""
         return f"sentence-transformers:{self.model_name}:{self._dim}"
 
+    @property
+    def store_identity(self) -> str:
+        """Names what computes the vectors for the on-disk text-vector store (``llm/vector_store.py``): the model,
+        the libraries' versions, the thread count and the batching mode (each can change the last bits)."""
+        import sentence_transformers
+        import torch
+
+        mode = "exact" if self.exact else "padded"
+        return (
+            f"{self.model_name}-{self._dim}-torch{torch.__version__}-st{sentence_transformers.__version__}"
+            f"-t{self.n_threads}-{mode}"
+        )
+
     def _apply_threads(self) -> None:
         if self.n_threads is None:
             return

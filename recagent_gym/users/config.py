@@ -109,6 +109,12 @@ class UserConfig(Section):
     recommender scores each item once. Off by default: a cached step's ``info`` reports no LLM usage for the items
     it reused, so the same seed and action no longer give the same ``info`` (Gymnasium's determinism check)."""
 
+    item_vector_store: bool = True
+    """Keep the LLM agents' item embeddings on disk (``<cache dir>/text-vectors``, ``$RECAGENT_GYM_CACHE`` or
+    ``~/.cache/recagent-gym``; ``llm/vector_store.py``), so each item text is embedded once per machine, not once per
+    run. The vectors read back are bitwise the ones a new embedding gives. Only model embedders are stored (not the
+    tests' hashing embedder)."""
+
     rate_after_watch: bool = True
     """With feelings, also ask for a 1..5 rating (see ``combined_replies``)."""
 

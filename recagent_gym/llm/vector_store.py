@@ -1,0 +1,149 @@
+"""Text embeddings kept on disk across runs, so a model embeds each text once per machine.
+
+A catalogue's item texts are the same in every run, and embedding one with all-MiniLM-L6-v2 on one CPU thread takes
+about 6-11 ms: the LLM agents' embedding relevance re-embedded every item they met in every run, which was most of
+a RecAgent-v1 step's CPU. :class:`VectorStore` keeps ``text -> vector`` in a folder per embedder model (its
+:func:`store_identity`), as append-only segment files:
+
+- a call that embedded new texts writes one small ``seg-<pid>-<ns>.npz`` (the new rows only), atomically, so a
+  crash loses at most that call's rows and parallel processes never write the same file;
+- loading reads every segment (a segment that cannot be read is reported and skipped: its texts are embedded again);
+  beyond :data:`MAX_SEGMENTS` they are merged into one.
+
+Stored vectors are the embedder's own: :class:`~recagent_gym.llm.embedder.SentenceEmbedder` gives a text the same
+vector bitwise whatever it is batched with, so a stored vector equals a recomputed one. Only embedders that declare a
+``store_identity`` (a model, with the library versions that compute it) are stored; a cheap stand-in such as the
+tests' hashing embedder has none and is simply recomputed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+log = logging.getLogger(__name__)
+
+MAX_SEGMENTS = 64
+"""Segments beyond which loading merges them into one file."""
+
+KEY_BYTES = 16
+
+
+def text_key(text: str) -> bytes:
+    """The stored key of a text: the first 16 bytes of its SHA-256."""
+    return hashlib.sha256(text.encode("utf-8")).digest()[:KEY_BYTES]
+
+
+def store_identity(embedder: Any) -> str | None:
+    """The embedder's ``store_identity`` (through wrappers' ``inner``), or None: not stored on disk."""
+    while embedder is not None:
+        identity = getattr(type(embedder), "store_identity", None)
+        if identity is not None:
+            return str(embedder.store_identity)
+        embedder = getattr(embedder, "inner", None)
+    return None
+
+
+def store_for(embedder: Any, root: str | Path | None = None) -> VectorStore | None:
+    """The store of ``embedder``'s vectors under ``root`` (default: ``<cache dir>/text-vectors``), or None when the
+    embedder declares no identity."""
+    identity = store_identity(embedder)
+    if identity is None:
+        return None
+    if root is None:
+        from recagent_gym.llm.model_files import cache_dir
+
+        root = cache_dir() / "text-vectors"
+    safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in identity)
+    return VectorStore(Path(root) / safe)
+
+
+class VectorStore:
+    """``text -> float32 vector`` on disk in ``folder`` (read on first use)."""
+
+    def __init__(self, folder: str | Path) -> None:
+        self.folder = Path(folder)
+        self._vectors: dict[bytes, np.ndarray] | None = None
+        self.hits = 0
+        self.added = 0
+
+    def __len__(self) -> int:
+        return len(self._loaded())
+
+    def lookup(self, texts: Sequence[str]) -> list[np.ndarray | None]:
+        """Each text's stored vector, or None."""
+        vectors = self._loaded()
+        found = [vectors.get(text_key(t)) for t in texts]
+        self.hits += sum(v is not None for v in found)
+        return found
+
+    def add(self, texts: Sequence[str], vectors: np.ndarray) -> None:
+        """Keep ``vectors`` (one row per text) and write them as one new segment."""
+        vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+        if vectors.ndim != 2 or vectors.shape[0] != len(texts):
+            raise ValueError(f"{vectors.shape} vectors for {len(texts)} texts")
+        if not texts:
+            return
+        keys = np.frombuffer(b"".join(text_key(t) for t in texts), dtype=np.uint8).reshape(-1, KEY_BYTES)
+        stored = self._loaded()
+        for key, row in zip(keys, vectors, strict=True):
+            stored[key.tobytes()] = row
+        self.added += len(texts)
+        try:
+            self._write(keys, vectors, f"seg-{os.getpid()}-{time.time_ns()}")
+        except OSError as exc:  # a read-only or full disk costs recomputation next run, not this run
+            log.warning("could not keep %d text vectors in %s: %s", len(texts), self.folder, exc)
+
+    def _write(self, keys: np.ndarray, vectors: np.ndarray, stem: str) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        tmp = self.folder / f".{stem}.tmp.npz"
+        np.savez(tmp, keys=keys, vectors=vectors)
+        os.replace(tmp, self.folder / f"{stem}.npz")
+
+    def _loaded(self) -> dict[bytes, np.ndarray]:
+        if self._vectors is None:
+            self._vectors = {}
+            segments = sorted(self.folder.glob("seg-*.npz")) if self.folder.is_dir() else []
+            for path in segments:
+                self._read(path)
+            if len(segments) > MAX_SEGMENTS:
+                self._merge(segments)
+        return self._vectors
+
+    def _read(self, path: Path) -> None:
+        assert self._vectors is not None
+        try:
+            with np.load(path) as data:
+                keys, vectors = data["keys"], data["vectors"]
+            if keys.ndim != 2 or keys.shape[1] != KEY_BYTES or vectors.ndim != 2 or len(keys) != len(vectors):
+                raise ValueError(f"keys {keys.shape}, vectors {vectors.shape}")
+        except FileNotFoundError:  # merged away by another process meanwhile: its rows are in the merged file
+            return
+        except (OSError, ValueError, KeyError) as exc:
+            log.warning("skipping unreadable text-vector segment %s (its texts are embedded again): %s", path, exc)
+            return
+        widths = {len(v) for v in self._vectors.values()} | {vectors.shape[1]}
+        if len(widths) > 1:
+            log.warning("skipping text-vector segment %s: width %d differs from the store's", path, vectors.shape[1])
+            return
+        for key, row in zip(keys, vectors.astype(np.float32, copy=False), strict=True):
+            self._vectors[key.tobytes()] = row
+
+    def _merge(self, segments: list[Path]) -> None:
+        assert self._vectors is not None
+        if not self._vectors:
+            return
+        keys = np.frombuffer(b"".join(self._vectors), dtype=np.uint8).reshape(-1, KEY_BYTES)
+        try:
+            self._write(keys, np.stack(list(self._vectors.values())), f"seg-0merged-{os.getpid()}-{time.time_ns()}")
+            for path in segments:
+                path.unlink(missing_ok=True)
+        except OSError as exc:
+            log.warning("could not merge the text-vector segments in %s: %s", self.folder, exc)
