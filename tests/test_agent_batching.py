@@ -3,10 +3,6 @@ a feeling and its rating come in one structured reply (remote models), with the 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
-import numpy as np
-
 from recagent_gym.llm.testing import HashingEmbedder, ScriptedLLM
 from recagent_gym.memory.agent_memory import AgentMemory
 from recagent_gym.runs.config import Config
@@ -15,18 +11,8 @@ from recagent_gym.users.agent.model import LLMUserModel
 from tests._agent_fixtures import tiny_dataset
 
 
-class CountingEmbedder(HashingEmbedder):
-    def __init__(self) -> None:
-        super().__init__(32)
-        self.calls = 0
-
-    def __call__(self, texts: Sequence[str]) -> np.ndarray:
-        self.calls += 1
-        return super().__call__(texts)
-
-
 def test_memory_blocks_embed_all_queries_in_one_call() -> None:
-    embedder = CountingEmbedder()
+    embedder = HashingEmbedder(32)
     config = Config.model_validate({"memory": {"implementation": "long_term_only", "sensory": False}})
     model = LLMUserModel(
         tiny_dataset(), config.user, ScriptedLLM(), embedder, social=config.social, memory=config.memory

@@ -16,17 +16,12 @@ from recagent_gym.users.agent.items import ItemVectors
 
 
 class ModelLike(HashingEmbedder):
-    """A hashing embedder that declares an identity, as a model embedder does, and counts the texts it embeds."""
+    """A hashing embedder that declares an identity, as a model embedder does (it counts the texts it embeds)."""
 
     store_identity = "model-like:16"
 
     def __init__(self) -> None:
         super().__init__(dim=16)
-        self.texts_seen = 0
-
-    def __call__(self, texts):  # type: ignore[no-untyped-def]
-        self.texts_seen += len(texts)
-        return super().__call__(texts)
 
 
 def _dataset(n: int = 12) -> Dataset:

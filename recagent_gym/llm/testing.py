@@ -46,6 +46,10 @@ class HashingEmbedder:
         if dim < 2:
             raise ValueError(f"dim must be >= 2, got {dim}")
         self._dim = dim
+        self.calls = 0
+        """Calls so far (tests count the model calls a change saves with these two)."""
+        self.texts_seen = 0
+        """Texts embedded so far."""
 
     @property
     def dim(self) -> int:
@@ -58,6 +62,8 @@ class HashingEmbedder:
     def __call__(self, texts: Sequence[str]) -> np.ndarray:
         if isinstance(texts, str):
             raise TypeError("pass a sequence of texts, not a single string")
+        self.calls += 1
+        self.texts_seen += len(texts)
         out = np.zeros((len(texts), self._dim), dtype=np.float32)
         for row, text in enumerate(texts):
             tokens = _WORD.findall(text.lower()) or [text]
