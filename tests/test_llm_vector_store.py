@@ -113,3 +113,27 @@ def test_minilm_vectors_read_back_are_bitwise_the_recomputed_ones(tmp_path, sent
     alone = np.stack([sentence_embedder([dataset.item_text(i)])[0] for i in (4, 9)])
     np.testing.assert_array_equal(stored, alone)
     assert "torch" in store_identity(sentence_embedder)  # type: ignore[operator]
+
+
+def test_catalogue_embeddings_without_a_cache_folder_go_through_the_store(tmp_path, monkeypatch) -> None:
+    """``embed_items`` with no ``cache_dir`` (the evaluations' and the quickstart's default) reads the machine's
+    store: a second run embeds nothing, and gets the same rows."""
+    from recagent_gym.llm.embedder import embed_items
+
+    monkeypatch.setenv("RECAGENT_GYM_CACHE", str(tmp_path))
+    dataset = _dataset()
+    first_model, later_model = ModelLike(), ModelLike()
+    first = embed_items(dataset, first_model, progress=False)
+    assert first_model.texts_seen == dataset.n_items
+    again = embed_items(dataset, later_model, progress=False)
+    assert later_model.texts_seen == 0
+    np.testing.assert_array_equal(again, first)
+    assert store_for(HashingEmbedder(16)) is None  # a stand-in is recomputed, never stored
+
+
+def test_a_padded_minilm_is_not_stored(sentence_embedder) -> None:
+    from recagent_gym.llm.embedder import SentenceEmbedder
+
+    padded = object.__new__(SentenceEmbedder)
+    padded.__dict__.update(sentence_embedder.__dict__, exact=False)
+    assert store_identity(padded) is None

@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from recagent_gym.llm.vector_store import store_for
+
 if TYPE_CHECKING:
     from recagent_gym.data.schema import Dataset
 
@@ -98,16 +100,18 @@ class SentenceEmbedder:
         return f"sentence-transformers:{self.model_name}:{self._dim}"
 
     @property
-    def store_identity(self) -> str:
+    def store_identity(self) -> str | None:
         """Names what computes the vectors for the on-disk text-vector store (``llm/vector_store.py``): the model,
-        the libraries' versions, the thread count and the batching mode (each can change the last bits)."""
+        the libraries' versions and the thread count (each can change the last bits). None (not stored) with
+        ``exact=False``: a padded batch's vectors depend on what else is in it."""
         import sentence_transformers
         import torch
 
-        mode = "exact" if self.exact else "padded"
+        if not self.exact:
+            return None
         return (
             f"{self.model_name}-{self._dim}-torch{torch.__version__}-st{sentence_transformers.__version__}"
-            f"-t{self.n_threads}-{mode}"
+            f"-t{self.n_threads}-exact"
         )
 
     def _apply_threads(self) -> None:
@@ -202,7 +206,9 @@ def embed_texts_cached(
     """Embed ``texts`` (in chunks, with a progress bar), reusing ``<cache_dir>/<prefix>-<hash>.npy`` when present.
 
     The file name hashes the embedder's name and every text, so a changed catalogue or model never hits a stale
-    file. A cached file of the wrong shape is reported and recomputed.
+    file. A cached file of the wrong shape is reported and recomputed. Without ``cache_dir``, a model embedder's
+    texts go through the machine's text-vector store (``llm/vector_store.py``): each text is embedded once per
+    machine, and read back bitwise.
     """
     texts = list(texts)
     path: Path | None = None
@@ -214,21 +220,27 @@ def embed_texts_cached(
                 log.debug("embeddings loaded from %s", path)
                 return cached
             log.warning("ignoring cached embeddings %s: shape %s does not fit %d texts", path, cached.shape, len(texts))
+    store = store_for(embedder) if cache_dir is None else None
+    found: list[np.ndarray | None] = store.lookup(texts) if store is not None else [None] * len(texts)
+    todo = [i for i, vector in enumerate(found) if vector is None]
     from tqdm.auto import tqdm
 
-    chunks: list[np.ndarray] = []
-    with tqdm(total=len(texts), desc=f"embedding {prefix}", unit="text", disable=not progress) as bar:
-        for start in range(0, len(texts), batch_size):
-            chunk = texts[start : start + batch_size]
-            chunks.append(np.asarray(embedder(chunk), dtype=np.float32))
+    with tqdm(total=len(todo), desc=f"embedding {prefix}", unit="text", disable=not progress or not todo) as bar:
+        for start in range(0, len(todo), batch_size):
+            chunk = todo[start : start + batch_size]
+            vectors = np.asarray(embedder([texts[i] for i in chunk]), dtype=np.float32)
+            if store is not None:
+                store.add([texts[i] for i in chunk], vectors)
+            for i, vector in zip(chunk, vectors, strict=True):
+                found[i] = vector
             bar.update(len(chunk))
-    vectors = np.concatenate(chunks, axis=0) if chunks else np.zeros((0, _dim_of(embedder)), dtype=np.float32)
+    out = np.stack(found) if texts else np.zeros((0, _dim_of(embedder)), dtype=np.float32)  # type: ignore[arg-type]
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".{os.getpid()}.tmp.npy")  # one per process: parallel writers never share it
-        np.save(tmp, vectors)
+        np.save(tmp, out)
         os.replace(tmp, path)  # atomic: a crash never leaves a truncated cache file
-    return vectors
+    return out
 
 
 def _dim_of(embedder: Any) -> int:

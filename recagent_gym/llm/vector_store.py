@@ -42,11 +42,12 @@ def text_key(text: str) -> bytes:
 
 
 def store_identity(embedder: Any) -> str | None:
-    """The embedder's ``store_identity`` (through wrappers' ``inner``), or None: not stored on disk."""
+    """The embedder's ``store_identity`` (through wrappers' ``inner``), or None: not stored on disk (an embedder
+    without one, or whose identity is None)."""
     while embedder is not None:
-        identity = getattr(type(embedder), "store_identity", None)
-        if identity is not None:
-            return str(embedder.store_identity)
+        if getattr(type(embedder), "store_identity", None) is not None:
+            identity = embedder.store_identity
+            return None if identity is None else str(identity)
         embedder = getattr(embedder, "inner", None)
     return None
 
