@@ -11,7 +11,7 @@ from recagent_gym.data.schema import Dataset
 from recagent_gym.llm import vector_store
 from recagent_gym.llm.embedder import CachedEmbedder
 from recagent_gym.llm.testing import HashingEmbedder
-from recagent_gym.llm.vector_store import VectorStore, store_for, store_identity
+from recagent_gym.llm.vector_store import StoredEmbedder, VectorStore, store_for, store_identity, stored
 from recagent_gym.users.agent.items import ItemVectors
 
 
@@ -42,21 +42,23 @@ def _dataset(n: int = 12) -> Dataset:
 
 def test_a_later_run_reads_the_item_vectors_back_instead_of_embedding(tmp_path) -> None:
     dataset, first_model = _dataset(), ModelLike()
-    first = ItemVectors(dataset, first_model, store=store_for(first_model, tmp_path))
+    first = ItemVectors(dataset, stored(first_model, tmp_path))
     expected = first.get([0, 3, 5]).copy()
-    assert first.embedded == 3 and first_model.texts_seen == 3
+    assert first_model.texts_seen == 3
 
     later_model = ModelLike()
-    later = ItemVectors(dataset, later_model, store=store_for(later_model, tmp_path))
-    again = later.get([5, 0, 3, 7])
-    assert later_model.texts_seen == 1 and later.embedded == 1  # only item 7 was new
-    assert later.store is not None and later.store.hits == 3
+    wrapped = stored(later_model, tmp_path)
+    assert isinstance(wrapped, StoredEmbedder)
+    again = ItemVectors(dataset, wrapped).get([5, 0, 3, 7])
+    assert later_model.texts_seen == 1 and later_model.calls == 1  # only item 7 was new
+    assert wrapped.store.hits == 3 and wrapped.store.added == 1
     np.testing.assert_array_equal(again[[1, 2, 0]], expected)
     np.testing.assert_array_equal(again[3], ModelLike()([dataset.item_text(7)])[0])
 
 
 def test_only_embedders_that_declare_an_identity_are_stored(tmp_path) -> None:
-    assert store_for(HashingEmbedder(16), tmp_path) is None
+    stand_in = HashingEmbedder(16)
+    assert store_for(stand_in, tmp_path) is None and stored(stand_in, tmp_path) is stand_in
     wrapped = CachedEmbedder(ModelLike())
     assert store_identity(wrapped) == "model-like:16"
     store = store_for(wrapped, tmp_path)
@@ -65,13 +67,12 @@ def test_only_embedders_that_declare_an_identity_are_stored(tmp_path) -> None:
 
 def test_an_unreadable_segment_is_reported_and_its_texts_embedded_again(tmp_path, caplog) -> None:
     dataset, model = _dataset(), ModelLike()
-    ItemVectors(dataset, model, store=store_for(model, tmp_path)).get([1, 2])
+    ItemVectors(dataset, stored(model, tmp_path)).get([1, 2])
     folder = tmp_path / "model-like_16"
     (folder / "seg-999-1.npz").write_bytes(b"not an npz file")
     later = ModelLike()
     with caplog.at_level(logging.WARNING, logger="recagent_gym.llm.vector_store"):
-        vectors = ItemVectors(dataset, later, store=store_for(later, tmp_path))
-        vectors.get([1, 2, 4])
+        ItemVectors(dataset, stored(later, tmp_path)).get([1, 2, 4])
     assert "skipping unreadable text-vector segment" in caplog.text
     assert later.texts_seen == 1  # items 1 and 2 came from the readable segment
 
@@ -79,7 +80,7 @@ def test_an_unreadable_segment_is_reported_and_its_texts_embedded_again(tmp_path
 def test_many_segments_are_merged_into_one_without_losing_a_vector(tmp_path, monkeypatch) -> None:
     monkeypatch.setattr(vector_store, "MAX_SEGMENTS", 3)
     dataset, model = _dataset(), ModelLike()
-    vectors = ItemVectors(dataset, model, store=store_for(model, tmp_path))
+    vectors = ItemVectors(dataset, stored(model, tmp_path))
     for item in range(6):  # one call, one segment each
         vectors.get([item])
     folder = tmp_path / "model-like_16"
@@ -95,7 +96,7 @@ def test_a_store_that_cannot_be_written_costs_recomputation_not_the_run(tmp_path
     blocker = tmp_path / "file"
     blocker.write_text("a file where the store's folder would go")
     dataset, model = _dataset(), ModelLike()
-    vectors = ItemVectors(dataset, model, store=VectorStore(blocker / "sub"))
+    vectors = ItemVectors(dataset, StoredEmbedder(model, VectorStore(blocker / "sub")))
     with caplog.at_level(logging.WARNING, logger="recagent_gym.llm.vector_store"):
         assert vectors.get([0, 1]).shape == (2, 16)
     assert "could not keep 2 text vectors" in caplog.text
@@ -105,13 +106,12 @@ def test_minilm_vectors_read_back_are_bitwise_the_recomputed_ones(tmp_path, sent
     """The claim that makes the store safe for reproducibility: a stored vector is what embedding gives again, even
     when it was embedded in a batch with other texts of other lengths."""
     dataset = _dataset()
-    first = ItemVectors(dataset, sentence_embedder, store=store_for(sentence_embedder, tmp_path))
-    first.prefill(range(dataset.n_items), progress=False)
-    later = ItemVectors(dataset, sentence_embedder, store=store_for(sentence_embedder, tmp_path))
-    stored = later.get([4, 9])
-    assert later.embedded == 0
+    ItemVectors(dataset, stored(sentence_embedder, tmp_path)).get(list(range(dataset.n_items)))
+    wrapped = stored(sentence_embedder, tmp_path)
+    read_back = ItemVectors(dataset, wrapped).get([4, 9])
+    assert wrapped.store.hits == 2 and wrapped.store.added == 0
     alone = np.stack([sentence_embedder([dataset.item_text(i)])[0] for i in (4, 9)])
-    np.testing.assert_array_equal(stored, alone)
+    np.testing.assert_array_equal(read_back, alone)
     assert "torch" in store_identity(sentence_embedder)  # type: ignore[operator]
 
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from recagent_gym.llm.vector_store import store_for
+from recagent_gym.llm.vector_store import stored
 
 if TYPE_CHECKING:
     from recagent_gym.data.schema import Dataset
@@ -220,27 +220,23 @@ def embed_texts_cached(
                 log.debug("embeddings loaded from %s", path)
                 return cached
             log.warning("ignoring cached embeddings %s: shape %s does not fit %d texts", path, cached.shape, len(texts))
-    store = store_for(embedder) if cache_dir is None else None
-    found: list[np.ndarray | None] = store.lookup(texts) if store is not None else [None] * len(texts)
-    todo = [i for i, vector in enumerate(found) if vector is None]
+    if cache_dir is None:  # a model embedder's texts through the machine's store (no-op for a stand-in)
+        embedder = stored(embedder)
     from tqdm.auto import tqdm
 
-    with tqdm(total=len(todo), desc=f"embedding {prefix}", unit="text", disable=not progress or not todo) as bar:
-        for start in range(0, len(todo), batch_size):
-            chunk = todo[start : start + batch_size]
-            vectors = np.asarray(embedder([texts[i] for i in chunk]), dtype=np.float32)
-            if store is not None:
-                store.add([texts[i] for i in chunk], vectors)
-            for i, vector in zip(chunk, vectors, strict=True):
-                found[i] = vector
+    chunks: list[np.ndarray] = []
+    with tqdm(total=len(texts), desc=f"embedding {prefix}", unit="text", disable=not progress) as bar:
+        for start in range(0, len(texts), batch_size):
+            chunk = texts[start : start + batch_size]
+            chunks.append(np.asarray(embedder(chunk), dtype=np.float32))
             bar.update(len(chunk))
-    out = np.stack(found) if texts else np.zeros((0, _dim_of(embedder)), dtype=np.float32)  # type: ignore[arg-type]
+    vectors = np.concatenate(chunks, axis=0) if chunks else np.zeros((0, _dim_of(embedder)), dtype=np.float32)
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".{os.getpid()}.tmp.npy")  # one per process: parallel writers never share it
-        np.save(tmp, out)
+        np.save(tmp, vectors)
         os.replace(tmp, path)  # atomic: a crash never leaves a truncated cache file
-    return out
+    return vectors
 
 
 def _dim_of(embedder: Any) -> int:

@@ -52,6 +52,44 @@ def store_identity(embedder: Any) -> str | None:
     return None
 
 
+def stored(embedder: Any, root: str | Path | None = None) -> Any:
+    """``embedder`` reading and adding its vectors through its store (:class:`StoredEmbedder`), or ``embedder``
+    itself when it declares no identity."""
+    store = store_for(embedder, root)
+    return embedder if store is None else StoredEmbedder(embedder, store)
+
+
+class StoredEmbedder:
+    """An embedder whose texts are looked up in a :class:`VectorStore` first; the rest go to ``inner`` in one call
+    and are added to the store. Vectors are ``inner``'s own (read back bitwise)."""
+
+    def __init__(self, inner: Any, store: VectorStore) -> None:
+        self.inner = inner
+        self.store = store
+
+    @property
+    def dim(self) -> int:
+        return int(self.inner.dim)
+
+    @property
+    def name(self) -> str:
+        return str(getattr(self.inner, "name", type(self.inner).__name__))
+
+    def __call__(self, texts: Sequence[str]) -> np.ndarray:
+        found = self.store.lookup(texts)
+        todo = [k for k, vector in enumerate(found) if vector is None]
+        if todo:
+            vectors = np.asarray(self.inner([texts[k] for k in todo]), dtype=np.float32)
+            if vectors.shape[0] != len(todo):
+                raise ValueError(f"embedder returned {vectors.shape[0]} rows for {len(todo)} texts")
+            self.store.add([texts[k] for k in todo], vectors)
+            for k, vector in zip(todo, vectors, strict=True):
+                found[k] = vector
+        if not found:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return np.stack(found)  # type: ignore[arg-type]
+
+
 def store_for(embedder: Any, root: str | Path | None = None) -> VectorStore | None:
     """The store of ``embedder``'s vectors under ``root`` (default: ``<cache dir>/text-vectors``), or None when the
     embedder declares no identity."""

@@ -14,7 +14,7 @@ import numpy as np
 
 from recagent_gym.data.schema import Dataset
 from recagent_gym.llm.protocol import LanguageModel
-from recagent_gym.llm.vector_store import store_for
+from recagent_gym.llm.vector_store import stored
 from recagent_gym.memory.agent_memory import AgentMemory
 from recagent_gym.memory.config import MemoryConfig
 from recagent_gym.memory.writer import flush_memories
@@ -125,7 +125,8 @@ class Agents:
         if self.combined and not memory_config.importance_with_summary:
             memory_config = memory_config.model_copy(update={"importance_with_summary": True})
         self.memory_backend = memory_backend or RecAgentMemoryBackend(memory_config, llm, embedder)
-        self.vectors = ItemVectors(dataset, embedder, store=store_for(embedder) if config.item_vector_store else None)
+        # Item texts through the machine's text-vector store (user.item_vector_store): embedded once per machine.
+        self.vectors = ItemVectors(dataset, stored(embedder) if config.item_vector_store else embedder)
         self.popularity = dataset.item_popularity()
         self._titles: TitleMatcher | None = None
         self._history: dict[int, list[int]] = {}

@@ -14,7 +14,6 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from recagent_gym.data.schema import Dataset
-from recagent_gym.llm.vector_store import VectorStore
 from recagent_gym.users.config import UserConfig
 
 Embedder = Callable[[Sequence[str]], np.ndarray]
@@ -57,57 +56,25 @@ class ItemTexts:
 
 
 class ItemVectors:
-    """Item embeddings computed on demand (one embedder call per batch of unseen items) and cached; with a ``store``
-    (``llm/vector_store.py``) an item text embedded in an earlier run is read back instead of embedded again."""
+    """Item embeddings computed on demand (one embedder call per batch of unseen items) and cached."""
 
-    def __init__(
-        self,
-        dataset: Dataset,
-        embedder: Embedder,
-        text: Callable[[int], str] | None = None,
-        store: VectorStore | None = None,
-    ) -> None:
+    def __init__(self, dataset: Dataset, embedder: Embedder, text: Callable[[int], str] | None = None) -> None:
         self._dataset = dataset
         self._embedder = embedder
         self._text = text or dataset.item_text
-        self.store = store
         self._cache: dict[int, np.ndarray] = {}
-        self.embedded = 0
-        """Item texts this object had the embedder compute (the rest came from the store or its own cache)."""
 
     def get(self, items: Sequence[int]) -> np.ndarray:
         missing = sorted({int(i) for i in items} - self._cache.keys())
         if missing:
-            self._fill(missing)
+            vectors = np.asarray(self._embedder([self._text(i) for i in missing]), dtype=np.float32)
+            if vectors.shape[0] != len(missing):
+                raise ValueError(f"embedder returned {vectors.shape[0]} rows for {len(missing)} texts")
+            for i, vec in zip(missing, vectors, strict=True):
+                self._cache[i] = vec
         if not items:
             return np.zeros((0, 0), dtype=np.float32)
         return np.stack([self._cache[int(i)] for i in items])
-
-    def _fill(self, missing: list[int]) -> None:
-        texts = [self._text(i) for i in missing]
-        stored = self.store.lookup(texts) if self.store is not None else [None] * len(texts)
-        todo = [k for k, vector in enumerate(stored) if vector is None]
-        if todo:
-            vectors = np.asarray(self._embedder([texts[k] for k in todo]), dtype=np.float32)
-            if vectors.shape[0] != len(todo):
-                raise ValueError(f"embedder returned {vectors.shape[0]} rows for {len(todo)} texts")
-            self.embedded += len(todo)
-            if self.store is not None:
-                self.store.add([texts[k] for k in todo], vectors)
-            for k, vec in zip(todo, vectors, strict=True):
-                stored[k] = vec
-        for i, vec in zip(missing, stored, strict=True):
-            self._cache[i] = vec
-
-    def prefill(self, items: Sequence[int], *, batch: int = 256, progress: bool = True) -> None:
-        """Embed (or read from the store) ``items`` ahead, ``batch`` at a time with a progress bar."""
-        from tqdm.auto import tqdm
-
-        missing = sorted({int(i) for i in items} - self._cache.keys())
-        with tqdm(total=len(missing), desc="item vectors", unit="item", disable=not progress) as bar:
-            for start in range(0, len(missing), batch):
-                self._fill(missing[start : start + batch])
-                bar.update(len(missing[start : start + batch]))
 
 
 def relevance(
