@@ -36,7 +36,7 @@ AREAS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("LLM client (openai, httpx, json)", ("openai", "httpx", "httpcore", "recagent_gym/llm/openai", "h11", "anyio")),
     ("local server (loopback)", ("recagent_gym/llm/local_server", "http/server", "socketserver")),
     ("prompts and agent", ("recagent_gym/prompts", "recagent_gym/users")),
-    ("simulator (events, checkpoint, files)", ("recagent_gym/simulator", "recagent_gym/session")),
+    ("simulator (events, checkpoint, files)", ("recagent_gym/runs/simulator", "recagent_gym/session")),
 )
 
 

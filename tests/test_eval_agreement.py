@@ -239,3 +239,25 @@ def test_the_llm_ablations_reuse_the_llm_rows_scores(tiny_ml, tmp_path):  # noqa
     assert len(scoring) == len(scoring_alone)
     only, term = run.arm("uniform", "llm-only", "random"), run.arm("uniform", "llm-embedding-term", "random")
     assert not np.array_equal(only.returns, term.returns)
+
+
+def test_llm_prior_parts_row_weighs_each_part_of_the_agents_score(tiny_ml, tmp_path):  # noqa: F811
+    """``llm+prior-parts`` runs the agents with the weights file's ``parts`` fit: with the LLM's score at 0, the
+    embedding term at 1 and no prior feature its sessions are the ``llm-embedding-term`` row's, from the same scores."""
+    import json
+
+    path = tmp_path / "prior.json"
+    parts = {"parts": {"weights": {"llm_score": 0.0, "embedding": 1.0}}}
+    path.write_text(json.dumps({"both": {"llm": 1.0, "popularity": 3.0}, "prior_only": {"popularity": 1.0},
+                                "users_raw": [], "window_days": 180.0, "parts_fits": parts}))  # fmt: skip
+    models = "[llm-embedding-term,llm+prior,llm+prior-parts]"
+    config = _config(agreement_user_models=models, agreement_recommenders="[random,popularity]", negatives="uniform")
+    config.user.prior_weights = str(path)
+    config.user.score_cache = True
+    config.user.search_interest_probability = config.user.search_heard_probability = 0.0
+    run = run_agreement(config, tiny_ml, out=tmp_path / "run", resources=_resources(tiny_ml, config), progress=False)
+    for recommender in ("random", "popularity"):
+        parts = run.arm("uniform", "llm+prior-parts", recommender).returns
+        assert np.array_equal(parts, run.arm("uniform", "llm-embedding-term", recommender).returns)
+    assert set(run.prior["weights"]) == {"both", "parts"}
+    assert "fit `parts`): llm_score +0.000, embedding +1.000" in Report(run, n_boot=100).markdown()

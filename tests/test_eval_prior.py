@@ -96,6 +96,32 @@ def test_ablation_rows_reuse_the_llm_scores_and_refuse_calibration_users(ml40: D
         run_discrimination(resources, progress=False)
 
 
+def test_parts_row_scores_the_fitted_parts_from_the_llm_rows_call(ml40: Dataset, tmp_path: Path) -> None:
+    """``llm+prior-parts``: the file's ``parts`` fit on the LLM agent's two parts, from the ``llm`` row's call; with
+    the LLM's score weighted 0 and the embedding term 1 (no features) it ranks as the embedding term alone."""
+    result = run_calibration(make_resources(ml40, llm=ScriptedLLM(), users=6), users=10, exclude=6, progress=False)
+    data = result.to_json()
+    data["parts_fits"]["parts"]["weights"] = {"llm_score": 0.0, "embedding": 1.0}
+    path = tmp_path / "prior.json"
+    path.write_text(json.dumps(data))
+    llm = ScriptedLLM()
+    models = ["llm", "llm+prior", "llm+prior-parts"]
+    resources = make_resources(ml40, llm=llm, users=6, user_models=models, settings=SETTINGS)
+    resources.config.user.prior_weights = str(path)
+    got = run_discrimination(resources, progress=False)
+    plain_llm = ScriptedLLM()
+    plain = make_resources(ml40, llm=plain_llm, users=6, user_models=["llm"], settings=SETTINGS)
+    plain.config.user.prior_weights = str(path)  # the same calibration users left out
+    plain.config.user.score_llm_weight = 0.0  # the embedding term alone
+    alone = run_discrimination(plain, progress=False)
+    assert got.users == alone.users and llm.calls == plain_llm.calls  # the parts row made no call of its own
+    assert got.labels["llm+prior-parts"] == "LLM agent + prior (parts fit)"
+    for sampler in ("uniform", "popularity-matched"):
+        assert got.cell("llm+prior-parts", sampler, 1, 5).per_user == alone.cell("llm", sampler, 1, 5).per_user
+    assert got.prior["parts"] == {"llm_score": 0.0, "embedding": 1.0} | dict.fromkeys(FEATURES, 0.0)
+    assert "LLM agent + prior (parts fit): llm_score +0.000, embedding +1.000" in got.markdown()
+
+
 def test_calibrate_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     folder = write_movielens(tmp_path / "ml40", n_users=40)
     env_path = str(Path(__file__).resolve().parents[1])

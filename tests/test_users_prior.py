@@ -11,7 +11,14 @@ import pandas as pd
 import pytest
 
 from recagent_gym.data.schema import DataError, Dataset
-from recagent_gym.users.agent.prior import FEATURES, BehaviouralPrior, PriorWeights, combine, load_weights
+from recagent_gym.users.agent.prior import (
+    FEATURES,
+    BehaviouralPrior,
+    PriorWeights,
+    combine,
+    combine_parts,
+    load_weights,
+)
 from recagent_gym.users.protocol import Action, Context, Page
 from tests._agent_fixtures import make_model, tiny_dataset
 
@@ -100,3 +107,85 @@ def test_page_decision_follows_the_prior_only_when_weights_are_given(tmp_path: P
     chosen = _watched_items(biased, 0, pages)
     assert chosen == [24] * len(pages)
     assert chosen_plain and 24 not in chosen_plain
+
+
+def write_parts(path: Path, both: dict[str, float], parts: dict[str, float]) -> Path:
+    """A calibrate file with the ``parts`` fit (the agent's score taken apart) beside ``both``."""
+    path.write_text(json.dumps({"both": both, "prior_only": both, "users_raw": ["5"], "window_days": 30.0,
+                                "parts_fits": {"parts": {"weights": parts, "log_likelihood": -1.0, "accuracy": 0.5},
+                                               "llm_score_only": {"weights": {"llm_score": 1.0}}}}))  # fmt: skip
+    return path
+
+
+def test_parts_fit_weights_each_part_of_the_agent_score(tmp_path: Path) -> None:
+    path = write_parts(tmp_path / "prior.json", {"llm": 1.0}, {"llm_score": 3.0, "embedding": 0.5, "trend": 2.0})
+    weights = load_weights(path, which="parts")
+    assert weights.parts == (3.0, 0.5) and weights.features["trend"] == 2.0 and weights.meta["fit"] == "parts"
+    assert weights.to_dict()["llm_score"] == 3.0 and "llm" not in weights.to_dict()
+    features = np.zeros((2, len(FEATURES)))
+    features[:, 2] = [1.0, 0.0]
+    llm, embedding = np.array([1.0, np.nan]), np.array([2.0, 4.0])  # an item the LLM did not score counts 0
+    assert combine_parts(llm, embedding, features, weights).tolist() == [3.0 + 1.0 + 2.0, 2.0]
+    with pytest.raises(ValueError, match="parts"):
+        combine_parts(llm, embedding, features, load_weights(path))
+    with pytest.raises(DataError, match="no 'parts' weights"):  # an older file: both only
+        load_weights(write_weights(tmp_path / "old.json", {"llm": 1.0}), which="parts")
+    write_parts(tmp_path / "bad.json", {"llm": 1.0}, {"llm": 1.0, "embedding": 0.5})  # 'llm' is the both fit's name
+    with pytest.raises(DataError, match=r"unknown weights \['llm'\] in 'parts_fits.parts.weights'"):
+        load_weights(tmp_path / "bad.json", which="parts")
+
+
+def test_prior_fit_parts_is_what_the_page_decision_uses(tmp_path: Path) -> None:
+    """Same file, two fits that disagree: ``both`` pushes the crowd's item 24, ``parts`` pushes it away; the page
+    decision follows the fit ``user.prior_fit`` names."""
+    pages = [Page(items=(3, 4, 24, 27, 28), index=k) for k in range(6)]
+    decide = {"watch_threshold": -20.0, "watch_temperature": 0.05}
+    path = write_parts(tmp_path / "prior.json", {"llm": 0.0, "popularity": 5.0},
+                       {"llm_score": 0.0, "embedding": 0.0, "popularity": -5.0})  # fmt: skip
+    chosen = {}
+    for fit in ("both", "parts"):
+        model = make_model(overrides={"user": {**decide, "prior_weights": str(path), "prior_fit": fit}})
+        model.dataset = _with_crowd(model.dataset)
+        chosen[fit] = _watched_items(model, 0, pages)
+    assert chosen["both"] == [24] * len(pages)
+    assert chosen["parts"] and 24 not in chosen["parts"]
+
+
+def test_prior_fit_parts_needs_a_file_with_that_fit(tmp_path: Path) -> None:
+    from recagent_gym.runs.config import ConfigError, load_config
+
+    old = write_weights(tmp_path / "old.json", {"llm": 1.0})
+    with pytest.raises(ConfigError, match=r"user.prior_fit: .*old.json has no 'parts' fit"):
+        load_config(None, [f"user.prior_weights={old}", "user.prior_fit=parts"])
+    new = write_parts(tmp_path / "new.json", {"llm": 1.0}, {"llm_score": 2.0, "embedding": 1.0})
+    assert load_config(None, [f"user.prior_weights={new}", "user.prior_fit=parts"]).user.prior_fit == "parts"
+
+
+def test_llm_prior_row_with_parts_reuses_the_llm_rows_call() -> None:
+    """The evaluations' ``llm+prior`` row with the parts fit: the formula on the agent's two parts, and one LLM call
+    per (user, items) shared with the ``llm`` row through ``Memo``."""
+    from recagent_gym.runs.evaluation.prior_ablation import Memo, PriorCombined
+
+    class Parts:
+        calls = 0
+
+        def score_components(self, user, items, rng):
+            Parts.calls += 1
+            return np.array([1.0, -1.0]), np.array([0.5, 0.5])
+
+        def combine(self, llm, embedding):
+            return llm + embedding
+
+        def score_items(self, user, items, rng):
+            return self.combine(*self.score_components(user, items, rng))
+
+    dataset = _with_crowd(tiny_dataset())
+    prior = BehaviouralPrior(dataset)
+    weights = PriorWeights(0.0, {"popularity": 1.0}, parts=(2.0, 4.0))
+    memo = Memo(Parts())
+    row = PriorCombined(memo, prior, weights)
+    rng = np.random.default_rng(0)
+    got = row.score_items(0, [29, 10], rng)
+    pop = prior.features(0, [29, 10])[:, 0]
+    assert np.allclose(got, [2.0 + 2.0 + pop[0], -2.0 + 2.0 + pop[1]])
+    assert memo.score_items(0, [29, 10], rng).tolist() == [1.5, -0.5] and Parts.calls == 1

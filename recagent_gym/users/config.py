@@ -211,6 +211,13 @@ class UserConfig(Section):
     ``decision_strategy: auto`` then means ``few_shot`` for remote backends too. The whole file is checked when the
     configuration is loaded (``users/prior_file.py``). None (default): the LLM's judgement alone."""
 
+    prior_fit: Literal["both", "parts"] = "both"
+    """Which fit of ``prior_weights`` the agents use. ``both``: ``w_llm * (the agent's score) + prior``, the agent's
+    score being its LLM score and embedding term at ``score_llm_weight`` / ``score_embedding_weight``. ``parts``: the
+    LLM's own score and the embedding term each at its own weight fitted on real choices (``calibrate``'s ``parts``
+    fit), which then replace those two config weights in the page decision. The evaluations name the fit by row
+    instead: ``--user-model llm+prior`` (``both``) and ``llm+prior-parts`` (``parts``), side by side in one run."""
+
     @model_validator(mode="after")
     def _prior_has_scores_to_adjust(self) -> UserConfig:
         if self.prior_weights is not None and self.decision_strategy == "direct":

@@ -22,8 +22,14 @@ FEATURES: tuple[str, ...] = ("popularity", "popularity_x_mainstream", "trend", "
 """The prior's features, in the order of its feature rows."""
 LLM = "llm"
 """Key of the LLM score's weight in a weights file."""
+PARTS: tuple[str, ...] = ("llm_score", "embedding")
+"""The LLM agent's item score taken apart: the LLM's own score and the embedding relevance (before their config
+weights ``user.score_llm_weight`` / ``score_embedding_weight``)."""
 BLOCKS: tuple[str, ...] = ("both", "prior_only")
 """The fits a calibrate file holds: ``both`` (LLM + prior; absent when calibrated without the LLM), ``prior_only``."""
+PARTS_BLOCK = "parts"
+"""The fit with the agent's score taken apart (:data:`PARTS`, each its own weight, with the features): stored under
+``parts_fits.parts.weights`` by ``recagent-gym calibrate`` with the LLM; ``user.prior_fit: parts`` uses it."""
 DEFAULT_WINDOW_DAYS = 180.0
 
 
@@ -41,12 +47,13 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def _check_fit(file: Path, name: str, block: Any) -> dict[str, float]:
+def _check_fit(file: Path, name: str, block: Any, scores: tuple[str, ...] = (LLM,)) -> dict[str, float]:
     if not isinstance(block, dict):
         raise DataError(f"prior weights {file}: {name!r} must map weight names to numbers, got {type(block).__name__}")
-    unknown = sorted(set(block) - {LLM, *FEATURES})
+    known = [*scores, *FEATURES]
+    unknown = sorted(set(block) - set(known))
     if unknown:
-        raise DataError(f"prior weights {file}: unknown weights {unknown} in {name!r} (known: {[LLM, *FEATURES]})")
+        raise DataError(f"prior weights {file}: unknown weights {unknown} in {name!r} (known: {known})")
     for key, value in block.items():
         if not _is_number(value) or not math.isfinite(value):
             raise DataError(f"prior weights {file}: {name}.{key} is {value!r}, not a finite number")
@@ -67,10 +74,16 @@ def read_prior_file(path: str | Path) -> PriorFile:
     if not isinstance(data, dict):
         raise DataError(f"prior weights {file}: not a calibrate file (a JSON object with {list(BLOCKS)})")
     fits = {name: _check_fit(file, name, data[name]) for name in BLOCKS if name in data}
+    parts = data.get("parts_fits", {})
+    if not isinstance(parts, dict) or not isinstance(parts.get(PARTS_BLOCK, {}), dict):
+        raise DataError(f"prior weights {file}: parts_fits must map fit names to {{'weights': ...}}")
+    if PARTS_BLOCK in parts:
+        weights = parts[PARTS_BLOCK].get("weights")
+        fits[PARTS_BLOCK] = _check_fit(file, f"parts_fits.{PARTS_BLOCK}.weights", weights, PARTS)
     if not fits:
         raise DataError(f"prior weights {file}: no weights (a calibrate file holds {' and/or '.join(BLOCKS)})")
     window = data.get("window_days", DEFAULT_WINDOW_DAYS)
     if not _is_number(window) or not math.isfinite(window) or window <= 0:
         raise DataError(f"prior weights {file}: window_days is {window!r}, not a number of days > 0")
-    meta = {key: value for key, value in data.items() if key not in BLOCKS}
+    meta = {key: value for key, value in data.items() if key not in (*BLOCKS, "parts_fits")}
     return PriorFile(file, fits, float(window), meta)

@@ -15,7 +15,16 @@ from typing import Any
 
 from recagent_gym.runs.cli import add_config_arguments
 
-USER_MODELS = ("recsim", "embedding", "distilled", "llm", "llm+prior", "llm-only", "llm-embedding-term")
+USER_MODELS = (
+    "recsim",
+    "embedding",
+    "distilled",
+    "llm",
+    "llm+prior",
+    "llm+prior-parts",
+    "llm-only",
+    "llm-embedding-term",
+)
 
 
 def add_evaluate_agreement(evaluate_subparsers: Any) -> None:

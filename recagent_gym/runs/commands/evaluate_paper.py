@@ -17,7 +17,7 @@ from recagent_gym.runs.config.evaluation_section import EvaluationConfig
 
 logger = logging.getLogger(__name__)
 
-USER_MODELS = ("llm", "recsim", "embedding", "prior", "llm+prior", "distilled")
+USER_MODELS = ("llm", "recsim", "embedding", "prior", "llm+prior", "llm+prior-parts", "distilled")
 
 
 def _common_arguments(parser: argparse.ArgumentParser, default_out: str) -> None:

@@ -27,12 +27,13 @@ class EvaluationConfig(Section):
     seed: int = Field(0, ge=0)
     """Seed of every draw of an evaluation (users, negatives, shuffles, donors, judge order, bootstrap)."""
 
-    user_models: list[Literal["llm", "recsim", "embedding", "prior", "llm+prior", "distilled"]] = Field(
-        default_factory=lambda: ["embedding", "recsim", "llm"]
+    user_models: list[Literal["llm", "recsim", "embedding", "prior", "llm+prior", "llm+prior-parts", "distilled"]] = (
+        Field(default_factory=lambda: ["embedding", "recsim", "llm"])
     )
     """User models evaluated, in table order (Random and Popularity rows are always added to discrimination).
     ``prior`` and ``llm+prior``: the behavioural prior alone and combined with the LLM agent, with the weights of
-    ``user.prior_weights`` (``recagent-gym calibrate``; ``evaluation/prior_ablation.py``). ``distilled``: the shipped
+    ``user.prior_weights`` (``recagent-gym calibrate``; ``evaluation/prior_ablation.py``); ``llm+prior-parts`` with its
+    ``parts`` fit (the LLM's score and the embedding term each at its own weight). ``distilled``: the shipped
     distilled users (or ``user.distilled_path``), their tables re-encoded on the training split, the users they were
     fitted on left out (``evaluation/distilled_row.py``); only where the model fits the dataset."""
 
@@ -154,10 +155,13 @@ class EvaluationConfig(Section):
     default), so what a recommender puts first matters; with the whole pool shown every ranking would look alike."""
 
     agreement_user_models: list[
-        Literal["recsim", "embedding", "distilled", "llm", "llm+prior", "llm-only", "llm-embedding-term"]
+        Literal[
+            "recsim", "embedding", "distilled", "llm", "llm+prior", "llm+prior-parts", "llm-only", "llm-embedding-term"
+        ]
     ] = Field(default_factory=lambda: ["recsim", "embedding", "distilled", "llm", "llm+prior"])
     """Agreement: simulated user models compared with the real users (``distilled`` needs a model for the dataset;
-    ``llm+prior`` uses ``user.prior_weights``, or calibrates on other users first). The ablations of the LLM agent's
+    ``llm+prior`` uses ``user.prior_weights``, or calibrates on other users first; ``llm+prior-parts`` the same file's
+    ``parts`` fit, the LLM's score and the embedding term each at its own weight). The ablations of the LLM agent's
     item score share the ``llm`` row's scores (no LLM call of their own): ``llm-only`` is the LLM's score alone
     (``user.score_embedding_weight=0``), ``llm-embedding-term`` the agent's embedding relevance alone
     (``user.score_llm_weight=0``)."""

@@ -151,9 +151,15 @@ def _check_setting_files(config: Config, source: str) -> None:
     from recagent_gym.users.prior_file import read_prior_file
 
     try:
-        read_prior_file(path)
+        checked = read_prior_file(path)
     except RecAgentError as exc:
         raise ConfigError(f"invalid configuration in {source}:\n  user.prior_weights: {exc}") from None
+    if config.user.prior_fit not in checked.fits:
+        raise ConfigError(
+            f"invalid configuration in {source}:\n  user.prior_fit: {path} has no {config.user.prior_fit!r} fit "
+            f"(it holds {sorted(checked.fits)}; re-run `recagent-gym calibrate` with the LLM, or set "
+            "user.prior_fit=both)"
+        )
 
 
 def read_config_file(path: str | Path) -> tuple[dict[str, Any], str]:

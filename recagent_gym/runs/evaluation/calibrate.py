@@ -15,7 +15,8 @@ Protocol:
 5. **The LLM's own share.** The agent's score is the LLM's item score plus the embedding relevance
    (``user.score_llm_weight``, ``user.score_embedding_weight``); the two are recorded apart and fitted apart too:
    ``parts`` (each its own weight, with the features), ``llm_score_only`` and ``embedding_only`` (one each, no
-   features). Reported (``calibration.md``, ``prior.json``'s ``parts_fits``), not used by the agents.
+   features). Reported (``calibration.md``, ``prior.json``'s ``parts_fits``); ``user.prior_fit: parts`` makes the
+   agents (and the evaluations' ``llm+prior-parts`` rows) use the ``parts`` fit.
 
 The JSON (``prior.json``) holds ``both``, ``prior_only``, the calibration users, choice sets, log-likelihoods and
 top-1 accuracy per fit, the dataset, seed and ``window_days``; ``user.prior_weights`` points the agents to it.
@@ -41,11 +42,10 @@ from recagent_gym.runs.evaluation.discrimination import build_trials
 from recagent_gym.runs.evaluation.scores_per_user import score_union
 from recagent_gym.runs.evaluation.subjects import Resources, child_rng, history_counts, sample_users
 from recagent_gym.users.agent.prior import FEATURES, LLM, BehaviouralPrior
+from recagent_gym.users.prior_file import PARTS
 
 logger = logging.getLogger(__name__)
 
-PARTS = ("llm_score", "embedding")
-"""The agent's score taken apart: the LLM's item score and the embedding relevance (before their config weights)."""
 
 EVALUATION_SIZES = (20,)
 """Sample sizes whose evaluation users are always set aside besides ``exclude`` (the paper's 20)."""
@@ -117,7 +117,7 @@ class Calibration:
         if self.parts:
             names = [*PARTS, *FEATURES]
             lines += ["", "The agent's score taken apart (the LLM's item score and the embedding term, each its own "
-                      "weight; reported, not used by the agents):", "",
+                      "weight; `--set user.prior_fit=parts` uses the first):", "",
                       "| fit | " + " | ".join(names) + " | log-likelihood | top-1 accuracy |",
                       "|---|" + "---|" * (len(names) + 2)]  # fmt: skip
             for name, fit in self.parts.items():

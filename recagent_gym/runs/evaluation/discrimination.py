@@ -54,7 +54,7 @@ from recagent_gym.runs.evaluation.discrimination_table import (
 )
 from recagent_gym.runs.evaluation.distilled_row import DISTILLED, left_out_why, without_distilled_users
 from recagent_gym.runs.evaluation.prior_ablation import (
-    LLM_PRIOR,
+    LLM_PRIOR_KINDS,
     PRIOR_KINDS,
     Memo,
     build_prior_row,
@@ -271,7 +271,7 @@ def _build(
         return PopularityScorer(train)
     if kind in PRIOR_KINDS:
         llm = None
-        if kind == LLM_PRIOR:
+        if kind in LLM_PRIOR_KINDS:
             held = shared.get(slot) if shared is not None else None
             llm = held if held is not None else Memo(resources.build("llm", train))
         return build_prior_row(kind, train, resources.config, llm)

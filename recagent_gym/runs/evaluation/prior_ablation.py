@@ -1,10 +1,14 @@
-"""The behavioural prior's ablation rows of the evaluations: ``prior`` (prior only) and ``llm+prior`` (both).
+"""The behavioural prior's ablation rows of the evaluations: ``prior`` (prior only), ``llm+prior`` (both) and
+``llm+prior-parts`` (both, the agent's score taken apart).
 
 With ``--user-model llm --user-model prior --user-model llm+prior`` and ``--set user.prior_weights=FILE`` (from
 ``recagent-gym calibrate``) the tables show the LLM's judgement alone, the prior alone (its ``prior_only`` weights)
-and both (its ``both`` weights) on the same users and candidates. ``llm+prior`` reuses the ``llm`` row's scores
-(same model, same generator: no second LLM call). Users the weights were fitted on are never evaluated: when a
-prior row runs, sampled users that were calibration users are left out of every row (the table says how many).
+and both (its ``both`` weights: one weight on the agent's score, whose LLM score and embedding term keep their
+config weights) on the same users and candidates; ``llm+prior-parts`` uses the file's ``parts`` fit (the LLM's score
+and the embedding term each at its own fitted weight, what ``user.prior_fit: parts`` gives the agents). The LLM rows
+reuse the ``llm`` row's scores (same model, same generator: no second LLM call). Users the weights were fitted on are
+never evaluated: when a prior row runs, sampled users that were calibration users are left out of every row (the
+table says how many).
 """
 
 from __future__ import annotations
@@ -15,17 +19,21 @@ from typing import Any
 import numpy as np
 
 from recagent_gym.data.schema import DataError, Dataset
-from recagent_gym.users.agent.prior import BehaviouralPrior, PriorWeights, combine, load_weights
+from recagent_gym.users.agent.prior import BehaviouralPrior, PriorWeights, combine, combine_parts, load_weights
 
 PRIOR = "prior"
 LLM_PRIOR = "llm+prior"
-PRIOR_KINDS: tuple[str, ...] = (PRIOR, LLM_PRIOR)
-LABELS = {PRIOR: "Behavioural prior", LLM_PRIOR: "LLM agent + prior"}
+LLM_PRIOR_PARTS = "llm+prior-parts"
+FIT_OF: dict[str, str] = {PRIOR: "prior_only", LLM_PRIOR: "both", LLM_PRIOR_PARTS: "parts"}
+"""The weights file's fit each prior row uses."""
+LLM_PRIOR_KINDS: tuple[str, ...] = (LLM_PRIOR, LLM_PRIOR_PARTS)
+PRIOR_KINDS: tuple[str, ...] = (PRIOR, *LLM_PRIOR_KINDS)
+LABELS = {PRIOR: "Behavioural prior", LLM_PRIOR: "LLM agent + prior", LLM_PRIOR_PARTS: "LLM agent + prior (parts fit)"}
 
 
 def score_kind(kind: str) -> str:
-    """The kind whose generator scores ``kind``: ``llm+prior`` scores as ``llm`` (so it reuses those scores)."""
-    return "llm" if kind == LLM_PRIOR else kind
+    """The kind whose generator scores ``kind``: the LLM + prior rows score as ``llm`` (so they reuse its scores)."""
+    return "llm" if kind in LLM_PRIOR_KINDS else kind
 
 
 class PriorScorer:
@@ -39,14 +47,19 @@ class PriorScorer:
 
 
 class PriorCombined:
-    """The LLM agent's scores combined with the prior (``both`` weights)."""
+    """The LLM agent's scores combined with the prior: ``both`` weights, or ``parts`` (the LLM's score and the
+    embedding term each at its fitted weight)."""
 
     def __init__(self, model: Any, prior: BehaviouralPrior, weights: PriorWeights) -> None:
         self.model, self.prior, self.weights = model, prior, weights
 
     def score_items(self, user_id: int, items: Sequence[int], rng: np.random.Generator) -> np.ndarray:
+        features = self.prior.features(user_id, items)
+        if self.weights.parts is not None:
+            llm, embedding = self.model.score_components(user_id, items, rng)
+            return combine_parts(llm, embedding, features, self.weights)
         llm = np.asarray(self.model.score_items(user_id, items, rng), dtype=np.float64)
-        return combine(llm, self.prior.features(user_id, items), self.weights)
+        return combine(llm, features, self.weights)
 
 
 class Memo:
@@ -56,12 +69,27 @@ class Memo:
     def __init__(self, model: Any) -> None:
         self.model = model
         self._seen: dict[tuple[int, tuple[int, ...]], np.ndarray] = {}
+        self._parts: dict[tuple[int, tuple[int, ...]], tuple[np.ndarray, np.ndarray]] = {}
 
     def score_items(self, user_id: int, items: Sequence[int], rng: np.random.Generator) -> np.ndarray:
         key = (int(user_id), tuple(int(i) for i in items))
         if key not in self._seen:
-            self._seen[key] = np.asarray(self.model.score_items(user_id, items, rng), dtype=np.float64)
+            if hasattr(self.model, "score_components"):  # the LLM agent: its score is its parts combined
+                parts = self.score_components(user_id, items, rng)
+                self._seen[key] = np.asarray(self.model.combine(*parts), dtype=np.float64)
+            else:
+                self._seen[key] = np.asarray(self.model.score_items(user_id, items, rng), dtype=np.float64)
         return self._seen[key]
+
+    def score_components(
+        self, user_id: int, items: Sequence[int], rng: np.random.Generator
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The LLM agent's two parts (``score_components``), remembered like :meth:`score_items`; the first of the
+        two to be asked for a ``(user, items)`` makes the one LLM call, the other reuses it."""
+        key = (int(user_id), tuple(int(i) for i in items))
+        if key not in self._parts:
+            self._parts[key] = self.model.score_components(user_id, items, rng)
+        return self._parts[key]
 
 
 def weights_file(config: Any, kind: str) -> str:
@@ -85,7 +113,7 @@ def without_calibration_users(dataset: Dataset, users: Sequence[int], path: str)
 def build_prior_row(kind: str, train: Dataset, config: Any, llm_model: Any) -> Any:
     """The ``prior`` or ``llm+prior`` scorer on ``train`` (``llm_model``: the ``llm`` row's model, memoised)."""
     path = weights_file(config, kind)
-    weights = load_weights(path, which="prior_only" if kind == PRIOR else "both")
+    weights = load_weights(path, which=FIT_OF[kind])
     prior = BehaviouralPrior(train, window_days=float(weights.meta.get("window_days", 180.0)))
     if kind == PRIOR:
         return PriorScorer(prior, weights)
@@ -98,8 +126,9 @@ def prior_record(config: Any, models: Sequence[str]) -> dict[str, Any]:
         return {}
     path = weights_file(config, "prior")
     record = {"file": path, "prior_only": load_weights(path, which="prior_only").to_dict()}
-    if LLM_PRIOR in models:
-        record["both"] = load_weights(path).to_dict()
+    for kind in LLM_PRIOR_KINDS:
+        if kind in models:
+            record[FIT_OF[kind]] = load_weights(path, which=FIT_OF[kind]).to_dict()
     record["calibration"] = {k: v for k, v in load_weights(path, which="prior_only").meta.items() if k != "users_raw"}
     return record
 
@@ -111,8 +140,9 @@ def prior_lines(record: dict[str, Any]) -> list[str]:
     lines = [f"Behavioural prior weights (`{record['file']}`, copied to `prior.json`; fitted by `recagent-gym "
              f"calibrate` on {len(load_weights(record['file'], which='prior_only').meta.get('users_raw', []))} "
              "train users, none evaluated here):", ""]  # fmt: skip
-    for name in ("both", "prior_only"):
+    labels = {"both": "LLM agent + prior", "parts": "LLM agent + prior (parts fit)", "prior_only": "prior only"}
+    for name, label in labels.items():
         if name in record:
             weights = ", ".join(f"{k} {v:+.3f}" for k, v in record[name].items())
-            lines.append(f"- {'LLM agent + prior' if name == 'both' else 'prior only'}: {weights}")
+            lines.append(f"- {label}: {weights}")
     return [*lines, ""]

@@ -58,7 +58,9 @@ class LLMUserModel(Agents):
             items=self.items,
             vectors=self.vectors,
             score_cache=self.score_cache,
-            prior=None if (path := self.config.prior_weights) is None else PagePrior.load(path, self.dataset),
+            prior=None
+            if (path := self.config.prior_weights) is None
+            else PagePrior.load(path, self.dataset, fit=self.config.prior_fit),
         )
 
     def _agent_input(self, ctx: Context) -> AgentInput:

@@ -244,8 +244,8 @@ class PageDecider:
                 llm_scores[eligible[k]] = result.scores
             emb = relevance(self.vectors, session.positives, session.negatives, p.shown, cfg.embedding_scale)
             combined = combine_scores(cfg, np.nan_to_num(llm_scores), emb)
-            if self.prior is not None:  # the behavioural prior (user.prior_weights)
-                combined = self.prior.adjust(p.ctx.user_id, p.shown, combined)
+            if self.prior is not None:  # the behavioural prior (user.prior_weights, user.prior_fit)
+                combined = self.prior.adjust(p.ctx.user_id, p.shown, combined, llm_scores, emb)
             params = RuleParams(
                 threshold=threshold_for(cfg.watch_threshold, cfg.behaviour_offset, profile.features, profile.activity),
                 temperature=cfg.watch_temperature,

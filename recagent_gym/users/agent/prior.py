@@ -13,10 +13,12 @@ The prior scores an item ``i`` for user ``u`` by five features, each standardise
 ``rating_scale``            the item's shrunk mean rating on the user's own scale: ``(q_i - mean_u) / sd_u``
 ==========================  =========================================================================================
 
-The choice score is ``w_llm * s_llm + sum_k w_k * f_k`` with ``s_llm`` the agent's item score (LLM + embedding,
-``Agents.combine``). The weights are fitted by ``recagent-gym calibrate`` (``evaluation/calibrate.py``) on train
-users' real choices only and stored as JSON; the page decision uses them when ``user.prior_weights`` names that
-file, and is unchanged otherwise (:class:`PagePrior`).
+The choice score is ``w_llm * s_llm + sum_k w_k * f_k`` with ``s_llm`` the agent's item score (LLM + embedding at
+their config weights, ``Agents.combine``): the ``both`` fit. With ``user.prior_fit: parts`` the agent's score is
+taken apart and each part has its own fitted weight, ``w_s * s_llm_score + w_e * s_embedding + sum_k w_k * f_k``
+(the ``parts`` fit, which replaces the config weights of the two parts). The weights are fitted by ``recagent-gym
+calibrate`` (``evaluation/calibrate.py``) on train users' real choices only and stored as JSON; the page decision
+uses them when ``user.prior_weights`` names that file, and is unchanged otherwise (:class:`PagePrior`).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from recagent_gym.data.schema import DataError, Dataset
-from recagent_gym.users.prior_file import DEFAULT_WINDOW_DAYS, FEATURES, LLM, read_prior_file
+from recagent_gym.users.prior_file import DEFAULT_WINDOW_DAYS, FEATURES, LLM, PARTS, PARTS_BLOCK, read_prior_file
 
 SECONDS_PER_DAY = 86_400.0
 SHRINK = 10.0
@@ -117,17 +119,21 @@ class BehaviouralPrior:
 
 @dataclass(frozen=True)
 class PriorWeights:
-    """Fitted weights: ``llm`` (the agent's score) and one per feature; ``meta`` records how they were fitted."""
+    """Fitted weights: ``llm`` (the agent's score) and one per feature; ``parts`` (the ``parts`` fit only): the
+    weights of the LLM's own score and of the embedding term, used instead of ``llm``; ``meta`` records how they
+    were fitted."""
 
     llm: float
     features: Mapping[str, float]
     meta: Mapping[str, Any] = field(default_factory=dict)
+    parts: tuple[float, float] | None = None
 
     def vector(self) -> np.ndarray:
         return np.array([float(self.features.get(name, 0.0)) for name in FEATURES])
 
     def to_dict(self) -> dict[str, Any]:
-        return {LLM: self.llm, **{name: float(self.features.get(name, 0.0)) for name in FEATURES}}
+        scores = dict(zip(PARTS, self.parts, strict=True)) if self.parts is not None else {LLM: self.llm}
+        return {**scores, **{name: float(self.features.get(name, 0.0)) for name in FEATURES}}
 
 
 def combine(llm_scores: np.ndarray, features: np.ndarray, weights: PriorWeights) -> np.ndarray:
@@ -135,32 +141,62 @@ def combine(llm_scores: np.ndarray, features: np.ndarray, weights: PriorWeights)
     return weights.llm * np.asarray(llm_scores, dtype=np.float64) + features @ weights.vector()
 
 
+def combine_parts(
+    llm_scores: np.ndarray, embedding: np.ndarray, features: np.ndarray, weights: PriorWeights
+) -> np.ndarray:
+    """``w_s * s_llm_score + w_e * s_embedding + features @ w``: the ``parts`` fit's choice score."""
+    if weights.parts is None:
+        raise ValueError("combine_parts needs the 'parts' weights (load_weights(path, which='parts'))")
+    w_score, w_embedding = weights.parts
+    return (
+        w_score * np.nan_to_num(np.asarray(llm_scores, dtype=np.float64))
+        + w_embedding * np.asarray(embedding, dtype=np.float64)
+        + features @ weights.vector()
+    )
+
+
 def load_weights(path: str | Path, *, which: str = "both") -> PriorWeights:
-    """The ``both`` (LLM + prior) or ``prior_only`` weights of a ``recagent-gym calibrate`` file, the whole file
-    checked first (:func:`~recagent_gym.users.prior_file.read_prior_file`); ``meta`` holds its other fields, with
-    ``window_days`` checked (a number > 0)."""
+    """The ``both`` (LLM + prior), ``parts`` (the agent's score taken apart, + prior) or ``prior_only`` weights of a
+    ``recagent-gym calibrate`` file, the whole file checked first
+    (:func:`~recagent_gym.users.prior_file.read_prior_file`); ``meta`` holds its other fields, with ``window_days``
+    checked (a number > 0)."""
     checked = read_prior_file(path)
     block = checked.fits.get(which)
     if block is None:
-        raise DataError(f"prior weights {checked.path}: no {which!r} weights (a calibrate file; 'both' needs the LLM)")
-    meta = {**checked.meta, "window_days": checked.window_days}
-    return PriorWeights(block.get(LLM, 0.0), {k: block.get(k, 0.0) for k in FEATURES}, meta=meta)
+        needs = " (written by `recagent-gym calibrate` with the LLM since the parts fit exists)" * (
+            which == PARTS_BLOCK
+        )
+        raise DataError(
+            f"prior weights {checked.path}: no {which!r} weights (a calibrate file; 'both' and 'parts' need the "
+            f"LLM){needs}"
+        )
+    meta = {**checked.meta, "window_days": checked.window_days, "fit": which}
+    parts = (block.get(PARTS[0], 0.0), block.get(PARTS[1], 0.0)) if which == PARTS_BLOCK else None
+    return PriorWeights(block.get(LLM, 0.0), {k: block.get(k, 0.0) for k in FEATURES}, meta=meta, parts=parts)
 
 
 @dataclass(frozen=True)
 class PagePrior:
-    """The behavioural prior of a page decision: the dataset's features and the fitted ``both`` weights."""
+    """The behavioural prior of a page decision: the dataset's features and the fitted ``both`` (or ``parts``)
+    weights."""
 
     prior: BehaviouralPrior
     weights: PriorWeights
 
     @classmethod
-    def load(cls, path: str | Path, dataset: Dataset) -> PagePrior:
-        """From a ``recagent-gym calibrate`` file (``user.prior_weights``), built once per population."""
-        weights = load_weights(path)
+    def load(cls, path: str | Path, dataset: Dataset, *, fit: str = "both") -> PagePrior:
+        """From a ``recagent-gym calibrate`` file (``user.prior_weights``; ``fit``: ``user.prior_fit``), built once per
+        population."""
+        weights = load_weights(path, which=fit)
         window = float(weights.meta.get("window_days", DEFAULT_WINDOW_DAYS))
         return cls(BehaviouralPrior(dataset, window_days=window), weights)
 
-    def adjust(self, user: int, items: Sequence[int], scores: np.ndarray) -> np.ndarray:
-        """``scores`` of ``user``'s page ``items`` combined with the prior (:func:`combine`)."""
-        return combine(scores, self.prior.features(user, items), self.weights)
+    def adjust(self, user: int, items: Sequence[int], scores: np.ndarray, llm_scores: np.ndarray,
+               embedding: np.ndarray) -> np.ndarray:  # fmt: skip
+        """The choice scores of ``user``'s page ``items``: the agent's ``scores`` (its two parts at their config
+        weights) combined with the prior (:func:`combine`), or with the ``parts`` fit its two parts
+        ``llm_scores`` and ``embedding`` each at its fitted weight (:func:`combine_parts`)."""
+        features = self.prior.features(user, items)
+        if self.weights.parts is not None:
+            return combine_parts(llm_scores, embedding, features, self.weights)
+        return combine(scores, features, self.weights)

@@ -23,6 +23,8 @@ from recagent_gym.users.distilled.user import DistilledUser
 logger = logging.getLogger(__name__)
 
 LLM_PRIOR = "llm+prior"
+LLM_PRIOR_FITS = {LLM_PRIOR: "both", "llm+prior-parts": "parts"}
+"""The LLM + prior rows and the weights file's fit each uses (``user.prior_fit``)."""
 ABLATIONS: dict[str, dict[str, float]] = {
     "llm-only": {"score_embedding_weight": 0.0},
     "llm-embedding-term": {"score_llm_weight": 0.0},
@@ -112,13 +114,18 @@ def run_agreement(
         elif "distilled" in models:
             excluded |= {int(u) for u in artefact.meta.get("train_users", [])}
     prior: dict[str, Any] = {}
-    if LLM_PRIOR in models:
+    if any(name in LLM_PRIOR_FITS for name in models):
         from recagent_gym.users.agent.prior import load_weights
 
         path, fresh = _prior_weights(resources, out, progress, say)
         meta = load_weights(path, which="prior_only").meta
         excluded |= _excluded(dataset, meta.get("users_raw", []))
-        prior = {"file": path, "calibrated_here": fresh, "both": load_weights(path).to_dict()}
+        fits = [fit for name, fit in LLM_PRIOR_FITS.items() if name in models]
+        prior = {
+            "file": path,
+            "calibrated_here": fresh,
+            "weights": {f: load_weights(path, which=f).to_dict() for f in fits},
+        }
     candidates = set(split.held_out) if only_users is None else set(split.held_out) & {int(u) for u in only_users}
     eligible = np.array(sorted(candidates - excluded), dtype=np.int64)
     if len(eligible) < 2:
@@ -218,14 +225,15 @@ def _user_models(
             model = build_distilled_row(history, artefact, config, resources.item_vectors())
         elif name == "embedding":
             model = resources.build("embedding", history)
-        elif name in ("llm", LLM_PRIOR, *ABLATIONS):
+        elif name in ("llm", *LLM_PRIOR_FITS, *ABLATIONS):
             cfg = config.model_copy(deep=True)
-            cfg.user.prior_weights = prior["file"] if name == LLM_PRIOR else None  # the llm row: the LLM alone
+            cfg.user.prior_weights = prior["file"] if name in LLM_PRIOR_FITS else None  # the llm row: the LLM alone
+            cfg.user.prior_fit = LLM_PRIOR_FITS.get(name, cfg.user.prior_fit)  # type: ignore[assignment]
             for field, value in ABLATIONS.get(name, {}).items():
                 setattr(cfg.user, field, value)
             model = build_user_model("llm", history, **cfg.user_model_sections(), llm=resources.language_model(),
                                      embedder=resources.embedder())  # fmt: skip
-            shared = [out[n][0].score_cache for n in ("llm", LLM_PRIOR, *ABLATIONS)
+            shared = [out[n][0].score_cache for n in ("llm", *LLM_PRIOR_FITS, *ABLATIONS)
                       if n in out and getattr(out[n][0], "score_cache", None) is not None]  # fmt: skip
             if shared:
                 # The same agents in the same contexts (the prior and the weights act after the LLM's score): their

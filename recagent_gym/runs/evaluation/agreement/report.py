@@ -74,9 +74,10 @@ class Report:
         for note in run.notes:
             lines.append(f"Note: {note}.")
         if run.prior:
-            weights = ", ".join(f"{n} {v:+.3f}" for n, v in run.prior["both"].items())
             how = "calibrated by this run on other users" if run.prior["calibrated_here"] else "given"
-            lines += [f"LLM + prior weights ({how}; `{run.prior['file']}`): {weights}.", ""]
+            for fit, values in run.prior["weights"].items():
+                weights = ", ".join(f"{n} {v:+.3f}" for n, v in values.items())
+                lines += [f"LLM + prior weights ({how}; `{run.prior['file']}`, fit `{fit}`): {weights}.", ""]
         for sampler in run.samplers:
             lines += self._sampler_table(sampler)
         lines += self._agreement_table()
