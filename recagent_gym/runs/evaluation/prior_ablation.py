@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from recagent_gym.data.schema import DataError, Dataset
-from recagent_gym.users.agent.prior import BehaviouralPrior, PriorWeights, combine, combine_parts, load_weights
+from recagent_gym.users.agent.prior import BehaviouralPrior, PriorWeights, choice_scores, load_weights
 
 PRIOR = "prior"
 LLM_PRIOR = "llm+prior"
@@ -54,12 +54,10 @@ class PriorCombined:
         self.model, self.prior, self.weights = model, prior, weights
 
     def score_items(self, user_id: int, items: Sequence[int], rng: np.random.Generator) -> np.ndarray:
-        features = self.prior.features(user_id, items)
-        if self.weights.parts is not None:
-            llm, embedding = self.model.score_components(user_id, items, rng)
-            return combine_parts(llm, embedding, features, self.weights)
-        llm = np.asarray(self.model.score_items(user_id, items, rng), dtype=np.float64)
-        return combine(llm, features, self.weights)
+        # both from the one memoised LLM call (``Memo``): the agent's score and its two parts
+        llm, embedding = self.model.score_components(user_id, items, rng)
+        scores = np.asarray(self.model.score_items(user_id, items, rng), dtype=np.float64)
+        return choice_scores(self.weights, self.prior.features(user_id, items), scores, llm, embedding)
 
 
 class Memo:

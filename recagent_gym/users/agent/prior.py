@@ -155,6 +155,17 @@ def combine_parts(
     )
 
 
+def choice_scores(
+    weights: PriorWeights, features: np.ndarray, scores: np.ndarray, llm_scores: np.ndarray, embedding: np.ndarray
+) -> np.ndarray:
+    """The one place that picks the fit's formula: the agent's ``scores`` (its two parts at their config weights)
+    with the ``both`` fit (:func:`combine`), or its parts ``llm_scores`` and ``embedding`` with the ``parts`` fit
+    (:func:`combine_parts`). The page decision and the evaluations' LLM + prior rows both call it."""
+    if weights.parts is not None:
+        return combine_parts(llm_scores, embedding, features, weights)
+    return combine(scores, features, weights)
+
+
 def load_weights(path: str | Path, *, which: str = "both") -> PriorWeights:
     """The ``both`` (LLM + prior), ``parts`` (the agent's score taken apart, + prior) or ``prior_only`` weights of a
     ``recagent-gym calibrate`` file, the whole file checked first
@@ -196,7 +207,4 @@ class PagePrior:
         """The choice scores of ``user``'s page ``items``: the agent's ``scores`` (its two parts at their config
         weights) combined with the prior (:func:`combine`), or with the ``parts`` fit its two parts
         ``llm_scores`` and ``embedding`` each at its fitted weight (:func:`combine_parts`)."""
-        features = self.prior.features(user, items)
-        if self.weights.parts is not None:
-            return combine_parts(llm_scores, embedding, features, self.weights)
-        return combine(scores, features, self.weights)
+        return choice_scores(self.weights, self.prior.features(user, items), scores, llm_scores, embedding)

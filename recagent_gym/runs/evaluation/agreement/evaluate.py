@@ -16,15 +16,15 @@ from recagent_gym.runs.evaluation.agreement.pools import PoolRetriever, build_po
 from recagent_gym.runs.evaluation.agreement.run import REAL, Arm, run_arms
 from recagent_gym.runs.evaluation.agreement.zoo import Zoo
 from recagent_gym.runs.evaluation.distilled_row import build_distilled_row, fitting_artefact
+from recagent_gym.runs.evaluation.prior_ablation import FIT_OF, LLM_PRIOR_KINDS
 from recagent_gym.runs.evaluation.subjects import Resources, child_rng
 from recagent_gym.runs.make_env import candidates_env
 from recagent_gym.users.distilled.user import DistilledUser
 
 logger = logging.getLogger(__name__)
 
-LLM_PRIOR = "llm+prior"
-LLM_PRIOR_FITS = {LLM_PRIOR: "both", "llm+prior-parts": "parts"}
-"""The LLM + prior rows and the weights file's fit each uses (``user.prior_fit``)."""
+LLM_PRIOR_FITS = {kind: FIT_OF[kind] for kind in LLM_PRIOR_KINDS}
+"""The LLM + prior rows and the weights file's fit each uses (``user.prior_fit``), as in the per-item evaluations."""
 ABLATIONS: dict[str, dict[str, float]] = {
     "llm-only": {"score_embedding_weight": 0.0},
     "llm-embedding-term": {"score_llm_weight": 0.0},
