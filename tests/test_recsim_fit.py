@@ -130,11 +130,13 @@ def test_fit_recsim_command_writes_a_file_the_users_read(tmp_path):
     assert main(["users", "fit-recsim", "--dataset", str(folder), "--choices", "0", "--out", str(out)]) == 2
 
 
-def test_a_fit_of_another_dataset_is_refused_and_auto_keeps_hand_set_weights(tiny_ml):  # noqa: F811
+def test_a_fit_of_another_dataset_is_refused_and_auto_keeps_hand_set_weights(tiny_ml, caplog):  # noqa: F811
     with pytest.raises(ConfigError, match="fitted on"):
         RecSimUser(tiny_ml, UserConfig(recsim_fitted="bundled", recsim_hidden_dims=4))
-    auto = RecSimUser(tiny_ml, UserConfig(recsim_fitted="auto", recsim_hidden_dims=4))
+    with caplog.at_level("INFO", logger="recagent_gym.users.recsim_features"):
+        auto = RecSimUser(tiny_ml, UserConfig(recsim_fitted="auto", recsim_hidden_dims=4))
     assert auto.fitted_from is None and auto.config.recsim_popularity_weight == 0.0
+    assert "keep their hand-set weights" in caplog.text  # the fallback is logged, not silent
 
 
 def test_auto_fits_the_bundled_dataset():

@@ -216,3 +216,86 @@ def test_hide_quality_makes_the_quality_column_constant(dataset):
     assert np.all(hidden.item_features[:, column] == 0.5)
     others = [c for c in range(shown.item_features.shape[1]) if c != column]
     assert np.array_equal(shown.item_features[:, others], hidden.item_features[:, others])
+
+
+def test_validation_users_choose_the_learners_checkpoint_and_are_never_trained_on(tmp_path, monkeypatch):
+    import recagent_gym.runs.comparisons.rl_comparison as comparison
+
+    trained_on: list[set[int]] = []
+    real_make = comparison.make_candidate_env
+
+    def spy(config, dataset, users, *args, **kwargs):
+        trained_on.append(set(np.asarray(users).tolist()))
+        return real_make(config, dataset, users, *args, **kwargs)
+
+    monkeypatch.setattr(comparison, "make_candidate_env", spy)
+    config = Config(
+        train=TrainConfig(total_timesteps=96, n_envs=2, n_steps=16, batch_size=32, seeds=[0], n_candidates=20,
+                          test_fraction=0.25, eval_every=32, eval_curve_users=2, n_bootstrap=100, validation_users=5,
+                          compare=["random", "slateq", "ppo"], real_metric=False, eval_swapped=False)
+    )  # fmt: skip
+    config.user.model = "recsim"
+    config.env.social = False
+    dataset = make_dataset(per_user=24)
+    run_comparison(config, output_dir=tmp_path, dataset=dataset)
+    for name in ("slateq", "ppo"):
+        rows = list(csv.DictReader((tmp_path / f"{name}_0" / "validation.csv").open()))
+        steps = [int(r["step"]) for r in rows]
+        assert steps[0] == 0 and steps[-1] >= 96 and len(steps) >= 4  # every curve point, from the start to the end
+        kept = [r for r in rows if r["kept"] == "1"]
+        best = max(float(r["validation_return"]) for r in rows)
+        assert len(kept) == 1 and float(kept[0]["validation_return"]) == best
+        assert all(r["n_users"] == "5" for r in rows)
+    validation = [s for s in trained_on if len(s) == 5]
+    assert len(validation) == 1  # one env over the validation users; the learners' envs never hold them
+    learners = [s for s in trained_on if len(s) not in (5, 10)]
+    assert learners and all(not (s & validation[0]) for s in learners)
+    assert (
+        "Learners kept at their best validation point (5 training users set aside"
+        in (tmp_path / "policies.md").read_text()
+    )
+
+
+def test_best_on_validation_restores_the_best_parameters():
+    from recagent_gym.runs.policies.selection import BestOnValidation, validation_split
+
+    class Model:
+        def __init__(self):
+            self.net = torch.nn.Linear(1, 1)
+
+    model = Model()
+    selector = BestOnValidation(lambda m: np.array([float(m.net.bias.detach())]), n_users=1)
+    for step, bias in enumerate([0.1, 0.7, 0.7, -0.3]):
+        with torch.no_grad():
+            model.net.bias.fill_(bias)
+        selector.offer(model, step)
+    assert selector.best_step == 1  # the earliest of the tied best points
+    selector.restore(model)
+    assert float(model.net.bias.detach()) == pytest.approx(0.7)
+    learn, held = validation_split(np.arange(10), 3, seed=0)
+    assert len(held) == 3 and set(learn) | set(held) == set(range(10)) and not set(learn) & set(held)
+    with pytest.raises(ValueError, match="validation_users is 10 but there are only 10 training users"):
+        validation_split(np.arange(10), 10, seed=0)
+
+
+def test_plackett_luce_pages_leave_out_items_shown_this_session(dataset):
+    from stable_baselines3 import PPO
+
+    from recagent_gym.policies.candidate_baselines import SHOWN_COLUMN
+    from recagent_gym.policies.slate_distribution import decode_page
+
+    env = _env(dataset)
+    model = PPO(ItemScoringPolicy, env, n_steps=32, batch_size=32, seed=0, device="cpu", policy_kwargs={"page_size": 5})
+    obs, _ = env.reset(seed=0)
+    plain, _ = model.predict(obs, deterministic=True)
+    top = np.argsort(-plain)[:5]
+    obs["candidates"][top, SHOWN_COLUMN] = 1.0  # the page it would show, as if shown on the page before
+    again, _ = model.predict(obs, deterministic=True)
+    assert not set(np.argsort(-again)[:5].tolist()) & set(top.tolist())
+    tensors = {k: torch.as_tensor(v[None]) for k, v in obs.items()}
+    for _ in range(20):  # sampled pages too, so training and evaluation follow the same rule
+        page = decode_page(model.policy.get_distribution(tensors).sample(), 5)[0].tolist()
+        assert not set(page) & set(top.tolist())
+    obs["candidates"][:, SHOWN_COLUMN] = 1.0  # every candidate shown: the page still holds valid candidates
+    last, _ = model.predict(obs, deterministic=True)
+    assert all(obs["candidate_mask"][i] > 0 for i in np.argsort(-last)[:5])

@@ -147,9 +147,15 @@ def test_the_recsim_comparison_is_repeated_on_embedding_and_distilled_users():
         config = load_config(name)
         assert config.user.model == model
         assert config.train.output_dir == f"runs/{name}"
-        # the same protocol, learners, seeds and steps: only the users differ
-        assert config.train.model_copy(update={"output_dir": base.train.output_dir}) == base.train
-        assert config.env == base.env
+        # the same protocol, learners, seeds and steps: only the users differ (and the distilled users' candidates,
+        # drawn uniformly: among the default mix's, random got 0.92 of the oracle)
+        mix = {"random": 1.0} if model == "distilled" else None
+        assert config.train.candidate_mix == mix
+        same = {"output_dir": base.train.output_dir, "candidate_mix": base.train.candidate_mix}
+        assert config.train.model_copy(update=same) == base.train
+        # the RecSim-style users' quality is hidden (RecSim hides document quality); the others' stays public
+        assert base.env.hide_quality and not config.env.hide_quality
+        assert config.env.model_copy(update={"hide_quality": True}) == base.env
 
 
 def test_the_comparison_runs_numpy_blas_on_the_threads_it_gives_torch(monkeypatch, tmp_path):

@@ -69,6 +69,12 @@ class TrainConfig(Section):
     eval_curve_users: int = Field(20, ge=1)
     """Held-out users per learning-curve point (one session each)."""
 
+    validation_users: int = Field(0, ge=0)
+    """RL comparison: training users set aside for model selection (the learners never train on them). When > 0,
+    every ``eval_every`` steps PPO/A2C and SlateQ are evaluated on them (one session each, from their restored state)
+    and each seed's learner is kept at the step with the best mean validation return (the held-out users choose
+    nothing); 0 keeps the last step."""
+
     # -- the RL comparison on RecAgent-v1 (``recagent-gym evaluate rl-comparison``) --------------------------------
 
     seeds: list[int] = Field(default_factory=lambda: [0, 1, 2])

@@ -28,6 +28,7 @@ from stable_baselines3.common.policies import ActorCriticPolicy
 from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 from torch import nn
 
+from recagent_gym.policies.candidate_baselines import SHOWN_COLUMN
 from recagent_gym.policies.slate_distribution import PlackettLuceDistribution
 
 
@@ -87,16 +88,26 @@ class CandidateScorer(nn.Module):
 
 
 class ItemScoringExtractor(BaseFeaturesExtractor):
-    """Features = ``[scores (K), context (2 * dim)]``: the policy head slices the scores, the value head reads all."""
+    """Features = ``[scores (K), context (2 * dim)]``: the policy head slices the scores, the value head reads all.
 
-    def __init__(self, observation_space: gym.spaces.Dict, dim: int = 32) -> None:
+    With ``exclude_shown`` (the Plackett-Luce pages') a candidate shown earlier this session scores just above the
+    masked ones, so pages hold unshown candidates while any remain: the rule every baseline, the bandit and SlateQ
+    follow (``candidate_baselines.rank_action``). Without it PPO's deterministic page (the top scores) re-showed
+    the same unwatched items page after page on fitted RecSim users: 70% of its slots after 24,000 steps, its return
+    falling while its sampled pages' rose (README, the RL comparison)."""
+
+    def __init__(self, observation_space: gym.spaces.Dict, dim: int = 32, exclude_shown: bool = False) -> None:
         k = observation_space["candidates"].shape[0]
         super().__init__(observation_space, features_dim=k + 2 * dim)
         self.k = k
         self.scorer = CandidateScorer(observation_space, dim)
+        self.exclude_shown = exclude_shown
 
     def forward(self, observations: dict[str, torch.Tensor]) -> torch.Tensor:
         scores, context = self.scorer(observations)
+        if self.exclude_shown:
+            shown = (observations["candidates"][..., SHOWN_COLUMN] > 0) & (observations["candidate_mask"] > 0)
+            scores = torch.where(shown, torch.full_like(scores, 1.0 - self.scorer.mask_value), scores)
         return torch.cat([scores, context], dim=-1)
 
 
@@ -129,7 +140,7 @@ class ItemScoringPolicy(ActorCriticPolicy):
     def __init__(self, *args: Any, dim: int = 32, page_size: int | None = None, **kwargs: Any) -> None:
         self.page_size = page_size
         kwargs.setdefault("features_extractor_class", ItemScoringExtractor)
-        kwargs.setdefault("features_extractor_kwargs", {"dim": dim})
+        kwargs.setdefault("features_extractor_kwargs", {"dim": dim, "exclude_shown": page_size is not None})
         kwargs.setdefault("net_arch", {"pi": [], "vf": [64]})
         kwargs.setdefault("log_std_init", -1.0)
         kwargs.setdefault("ortho_init", False)

@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +25,8 @@ import numpy as np
 
 from recagent_gym.data.schema import Dataset
 from recagent_gym.settings_section import ConfigError
+
+logger = logging.getLogger(__name__)
 
 BUNDLED_FIT = Path(__file__).parent / "recsim_bundled.json"
 """The weights fitted on the bundled dataset's real choices (``recagent-gym users fit-recsim``)."""
@@ -121,6 +124,11 @@ def apply_fit(config: Any, dataset: Dataset | None = None) -> Any:
     fit = FittedWeights.load("bundled" if where == "auto" else where)
     if dataset is not None and (fit.meta.get("n_items"), fit.meta.get("n_users")) != (dataset.n_items, dataset.n_users):
         if where == "auto":
+            logger.info(
+                "user.recsim_fitted=auto: the bundled fit was made on another dataset than %s; the RecSim-style users "
+                "keep their hand-set weights (fit them with 'recagent-gym users fit-recsim')",
+                dataset.name,
+            )
             return config.model_copy(update={"recsim_fitted": None})
         raise ConfigError(f"user.recsim_fitted: {where} was fitted on {fit.meta.get('dataset')!r}, not on "
                           f"{dataset.name!r}; fit one with 'recagent-gym users fit-recsim --dataset ...'")  # fmt: skip

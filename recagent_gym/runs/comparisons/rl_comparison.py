@@ -4,7 +4,9 @@ Protocol (:mod:`recagent_gym.runs.policies.protocol`): a fixed seeded split of u
 :class:`ItemScoringPolicy`, SlateQ, the LinUCB bandit) train on training users only, for ``train.total_timesteps``
 (or the learner's entry in ``train.learner_timesteps``)
 env steps per seed; PPO/A2C and SlateQ are evaluated on ``train.eval_curve_users`` held-out users every
-``train.eval_every`` steps (learning curves, seeds pooled per user, 95% bands); at the end every recommender runs
+``train.eval_every`` steps (learning curves, seeds pooled per user, 95% bands); with ``train.validation_users`` > 0
+that many training users are set aside (no learner trains on them) and each learner is kept at the curve point with
+the best mean return on them (:mod:`recagent_gym.runs.policies.selection`); at the end every recommender runs
 ``train.eval_sessions_per_user`` sessions of each held-out user from their restored starting state, with the
 personalisation (swapped encoding) check and the ratio to the oracle and per-user correlation with it (the rollout
 oracle where it runs, else the heuristic oracle: :mod:`recagent_gym.runs.comparisons.oracles`).
@@ -18,6 +20,7 @@ import csv
 import json
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +53,7 @@ from recagent_gym.runs.policies.evaluate_policies import (
 )
 from recagent_gym.runs.policies.protocol import Interval, bootstrap_mean, split_users
 from recagent_gym.runs.policies.results_table import markdown_table, summary_line, write_results
+from recagent_gym.runs.policies.selection import BestOnValidation, validation_split
 
 LEARNERS: tuple[str, ...] = ("ppo", "a2c", "slateq", "bandit")
 KNOWN: tuple[str, ...] = ("random", "popularity", "quality", "mf", "itemknn", *ORACLES, *LEARNERS)
@@ -130,17 +134,22 @@ def _run_comparison(
     dataset = resolve_dataset(dataset, config)
     split = split_users(dataset.n_users, test_fraction=train.test_fraction, seed=train.split_seed)
     test_users = split.test[: train.eval_users] if train.eval_users else split.test
+    learn_users, val_users = validation_split(split.train, train.validation_users, seed=train.split_seed)
     eval_env = make_candidate_env(config, dataset, test_users)
     curve_protocol = EvalProtocol(
         users=test_users[: train.eval_curve_users], seed=train.split_seed, swapped=False, n_boot=train.n_bootstrap
     )
     _say(
-        f"{dataset.name}, {config.user.model} users: {len(split.train)} training users, {len(test_users)} held-out "
-        f"users; seeds {train.seeds}; steps per seed: {_steps_text(config)}"
+        f"{dataset.name}, {config.user.model} users: {len(learn_users)} training users"
+        + (f" (+ {len(val_users)} validation users)" if len(val_users) else "")
+        + f", {len(test_users)} held-out users; seeds {train.seeds}; steps per seed: {_steps_text(config)}"
     )
 
     def curve_eval(model: Any) -> np.ndarray:
         return run_sessions(model, eval_env, curve_protocol).returns.mean(axis=1)
+
+    select = _selection(config, dataset, val_users, eval_env.retriever)
+    kept: dict[str, list[int]] = {}
 
     recommenders: dict[str, Any] = {}
     oracles = OracleRows()
@@ -166,7 +175,7 @@ def _run_comparison(
         elif name == "bandit":
             recommenders[name] = [
                 train_bandit(
-                    make_candidate_env(config, dataset, split.train, retriever=eval_env.retriever),
+                    make_candidate_env(config, dataset, learn_users, retriever=eval_env.retriever),
                     steps=learner_steps(config, name),
                     seed=seed,
                     alpha=train.bandit_alpha,
@@ -177,16 +186,24 @@ def _run_comparison(
             models = []
             for seed in train.seeds:
                 _say(f"training {name}, seed {seed}")
+                selector = select()
                 curve = HeldOutEval(
                     curve_eval,
                     eval_every=train.eval_every or learner_steps(config, name),
                     output_dir=out / f"{name}_{seed}",
+                    also=None if selector is None else selector.offer,
                 )
                 if name == "slateq":
-                    models.append(_train_slateq(config, dataset, split.train, seed, curve, eval_env.retriever))
+                    model = _train_slateq(config, dataset, learn_users, seed, curve, eval_env.retriever)
                 else:
                     retriever = eval_env.retriever
-                    models.append(train_item_scoring(name, config, dataset, split.train, seed, curve, retriever))
+                    model = train_item_scoring(name, config, dataset, learn_users, seed, curve, retriever)
+                if selector is not None:
+                    model = selector.restore(model)
+                    selector.write_csv(out / f"{name}_{seed}" / "validation.csv")
+                    kept.setdefault(name, []).append(int(selector.best_step or 0))
+                    _say(f"{name} seed {seed}: {selector.summary()}")
+                models.append(model)
                 curves.setdefault(name, []).append(curve.per_user)
             recommenders[name] = models
         timing[f"train_{name}_s"] = time.perf_counter() - tick
@@ -216,6 +233,13 @@ def _run_comparison(
     )
     summary = summary_line([r for r in results if r.recommender not in ORACLES], learned=learned)
     summary += f" {oracles.note(train, per_user)}" if oracle else ""
+    if kept:
+        summary += (
+            f" Learners kept at their best validation point ({len(val_users)} training users set aside, never "
+            "trained on; `train.validation_users`), steps per seed: "
+            + "; ".join(f"{n} {', '.join(map(str, steps))}" for n, steps in kept.items())
+            + "."
+        )
     if any(not np.isnan(r.real_hit) for r in results):
         summary += (
             " Real hit rate (sim2real): the share of a recommender's pages that hold one of the same held-out "
@@ -260,7 +284,10 @@ def _train_slateq(
 
     def callback(agent: Any, step: int) -> None:
         if step == 1 or step % every == 0 or step == steps:
-            curve.per_user.append((step if step > 1 else 0, curve.evaluate(agent)))
+            point = step if step > 1 else 0
+            curve.per_user.append((point, curve.evaluate(agent)))
+            if curve.also is not None:
+                curve.also(agent, point)
         if step % max(steps // 4, 1) == 0:
             _say(f"slateq seed {seed}: step {step}/{steps}")
 
@@ -273,6 +300,21 @@ def _train_slateq(
         train_every=train.slateq_train_every,
         callback=callback,
     )
+
+
+def _selection(
+    config: Config, dataset: Dataset, users: np.ndarray, retriever: Any
+) -> Callable[[], BestOnValidation | None]:
+    """A fresh :class:`BestOnValidation` per learner and seed over ``users`` (None without validation users)."""
+    if not len(users):
+        return lambda: None
+    env = make_candidate_env(config, dataset, users, retriever=retriever)
+    protocol = EvalProtocol(users=users, seed=config.train.split_seed, swapped=False, n_boot=config.train.n_bootstrap)
+
+    def evaluate(model: Any) -> np.ndarray:
+        return run_sessions(model, env, protocol).returns.mean(axis=1)
+
+    return lambda: BestOnValidation(evaluate, len(users))
 
 
 def _steps_text(config: Config) -> str:

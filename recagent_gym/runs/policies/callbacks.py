@@ -101,9 +101,12 @@ class HeldOutEval(BaseCallback):
         n_boot: int = 2000,
         seed: int = 0,
         stream: TextIO | None = None,
+        also: Callable[[Any, int], Any] | None = None,
     ) -> None:
         super().__init__()
         self.evaluate, self.eval_every = evaluate, eval_every
+        self.also = also
+        """Called with (model, step) at every point too (model selection on validation users)."""
         self.output_dir = Path(output_dir)
         self.n_boot, self.seed = n_boot, seed
         self.stream = stream
@@ -144,6 +147,8 @@ class HeldOutEval(BaseCallback):
             flush=True,
         )
         write_curve_csv(self.points, self.output_dir / "learning_curve.csv")
+        if self.also is not None:
+            self.also(self.model, step)
 
 
 def write_curve_csv(points: list[tuple[int, Interval]], path: Path) -> None:
