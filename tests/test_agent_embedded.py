@@ -58,7 +58,8 @@ def test_scores_depend_on_the_user(dataset, embedded_llm, sentence_embedder) -> 
 
 
 def test_session_feelings_and_chat_with_memory(dataset, embedded_llm, sentence_embedder) -> None:
-    model = make(dataset, embedded_llm, sentence_embedder, watch_threshold=-10.0)
+    # the Yes/No score without the prior (``user.prior_weights: null``); the default agents are the next test's
+    model = make(dataset, embedded_llm, sentence_embedder, watch_threshold=-10.0, prior_weights=None)
     rng = np.random.default_rng(1)
     user = 0
     model.start_session(user, rng)
@@ -86,3 +87,20 @@ def test_session_feelings_and_chat_with_memory(dataset, embedded_llm, sentence_e
         people = event["users"] if event["type"] == "chat" else [event["user"], *event["recipients"]]
         for u in people:
             assert any(r.kind == "dialogue" for r in model.memory(u).records())
+
+
+def test_the_default_agents_score_title_continuation_with_the_shipped_prior(
+    dataset, embedded_llm, sentence_embedder
+) -> None:
+    from recagent_gym.users.prior_default import BUNDLED_PRIOR
+
+    model = make(dataset, embedded_llm, sentence_embedder)
+    assert model.config.prior_weights == str(BUNDLED_PRIOR) and model._pages.prior is not None
+    assert (model.config.llm_item_score, model.config.prior_fit) == ("continuation", "parts")
+    rng = np.random.default_rng(3)
+    model.start_session(2, rng)
+    page = Page(items=tuple(genre_items(dataset, "Comedy", set(), 20)[-5:]))
+    response = model.respond(page, Context(user_id=2, time_h=1.0), rng)
+    assert response.action in (Action.WATCH, Action.NEXT, Action.SEARCH, Action.LEAVE)
+    assert response.action != Action.WATCH or response.item in page.items
+    assert response.extra["fallbacks"] == 0 and response.usage.calls >= 1  # the model scored the titles

@@ -26,7 +26,9 @@ def test_user_models_are_built_from_the_sections_the_root_hands_out() -> None:
 def test_the_llm_agents_take_the_user_section_not_the_root() -> None:
     with pytest.raises(TypeError, match="UserConfig"):
         LLMUserModel(tiny_dataset(), Config(), taste_llm(), HashingEmbedder(8))  # type: ignore[arg-type]
-    config = Config.model_validate({"social": {"max_chat_turns": 1}, "user": {"decision_strategy": "auto"}})
+    config = Config.model_validate(
+        {"social": {"max_chat_turns": 1}, "user": {"decision_strategy": "auto", "prior_weights": None}}
+    )
     model = LLMUserModel(
         tiny_dataset(), config.user, taste_llm(), HashingEmbedder(8), social=config.social, llm_backend="openai"
     )

@@ -204,12 +204,15 @@ class UserConfig(Section):
     sub-env in a vector env (N sub-envs hold back N x as many, as N separate envs do). Larger values make RL training
     with LLM users faster; an agent's pending writes always land before its memory is used again."""
 
-    prior_weights: str | None = None
+    prior_weights: str | None = "auto"
     """JSON file of behavioural-prior weights fitted by ``recagent-gym calibrate`` on train users' real choices
     (``users/agent/prior.py``): the LLM agent's page decision then scores items ``w_llm * score + prior`` (popularity
     weighted by conformity, trend, recency, the user's rating scale), with any backend: it needs item scores, so
     ``decision_strategy: auto`` then means ``few_shot`` for remote backends too. The whole file is checked when the
-    configuration is loaded (``users/prior_file.py``). None (default): the LLM's judgement alone."""
+    configuration is loaded (``users/prior_file.py``). ``auto`` (default): the calibration shipped for the bundled
+    data where it applies (the bundled data, the embedded model; with its item score and the ``parts`` fit unless
+    set), none elsewhere (``users/prior_default.py``); ``bundled``: that calibration, an error where it does not
+    apply; None (``--set user.prior_weights=null``): the LLM's judgement alone."""
 
     prior_fit: Literal["both", "parts"] = "both"
     """Which fit of ``prior_weights`` the agents use. ``both``: ``w_llm * (the agent's score) + prior``, the agent's
@@ -220,7 +223,7 @@ class UserConfig(Section):
 
     @model_validator(mode="after")
     def _prior_has_scores_to_adjust(self) -> UserConfig:
-        if self.prior_weights is not None and self.decision_strategy == "direct":
+        if self.prior_weights not in (None, "auto") and self.decision_strategy == "direct":
             raise ValueError(
                 "user.prior_weights adjusts item scores, which user.decision_strategy=direct does not produce "
                 "(the LLM picks an action): set user.decision_strategy to few_shot or auto"

@@ -35,6 +35,13 @@ from recagent_gym.runs.make_env import catalogue_env
 from recagent_gym.runs.metrics import Estimate, paired_difference, summarize
 from recagent_gym.users.distilled.saved_model import Artefact
 from recagent_gym.users.distilled.user import BUNDLED_DIR
+from recagent_gym.users.prior_default import (
+    calibration_users,
+    configured_llm_name,
+    keep_weights,
+    prior_note,
+    resolve_prior,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -82,12 +89,18 @@ class TransferRow:
 
 
 def held_out_users(dataset: Dataset, config: Config, n_users: int) -> np.ndarray:
-    """The first ``n_users`` of the policy split's held-out users that the distilled model was not fitted on."""
+    """The first ``n_users`` of the policy split's held-out users that neither the distilled model nor the LLM
+    agents' behavioural prior (``user.prior_weights``) was fitted on."""
     from recagent_gym.runs.policies.protocol import split_users
 
     split = split_users(dataset.n_users, test_fraction=config.train.test_fraction, seed=config.train.split_seed)
     meta = Artefact.load(config.user.distilled_path or BUNDLED_DIR).meta
     fitted = set(meta.get("train_users", []))
+    prior = resolve_prior(config.user, dataset, configured_llm_name(config.llm)).prior_weights
+    if prior is not None:  # nor the LLM agents' behavioural prior
+        calibrated = calibration_users(prior)
+        raw = dataset.users["raw_id"].astype(str).to_numpy()
+        fitted |= {u for u in split.test.tolist() if raw[u] in calibrated}
     users = np.array([u for u in split.test.tolist() if u not in fitted], dtype=np.int64)
     return users[:n_users] if n_users else users
 
@@ -378,8 +391,10 @@ def run_transfer(
     check_policies(policies, config.train.transfer_env)
     dataset = resolve_dataset(dataset, config)
     users = held_out_users(dataset, config, n_users)
+    if "llm" in user_models and keep_weights(config, dataset, out) is not None:
+        say(f"LLM users: {prior_note(config, dataset)} (copied to {out / 'prior.json'})")
     if len(users) == 0:
-        raise ValueError("users transfer: no held-out user left (the distilled model was fitted on all of them)")
+        raise ValueError("users transfer: no held-out user left (the distilled model or the prior was fitted on all)")
     shared = None
     if config.train.transfer_env == "v1":
         from recagent_gym.runs.comparisons.transfer_v1 import load_v1, train_v1
@@ -410,6 +425,7 @@ def run_transfer(
     title = (
         f"{dataset.name}, {env_name}: {len(policies)} PPO policy(ies) trained {steps} steps on {trained_on} users, "
         f"evaluated on {len(users)} held-out users"
+        + (f"; LLM users: {prior_note(config, dataset)}" if "llm" in user_models else "")
     )
     write_report(rows, out, title)
     return rows

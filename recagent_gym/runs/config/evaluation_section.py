@@ -158,7 +158,7 @@ class EvaluationConfig(Section):
         Literal[
             "recsim", "embedding", "distilled", "llm", "llm+prior", "llm+prior-parts", "llm-only", "llm-embedding-term"
         ]
-    ] = Field(default_factory=lambda: ["recsim", "embedding", "distilled", "llm", "llm+prior"])
+    ] = Field(default_factory=lambda: ["recsim", "embedding", "distilled", "llm", "llm+prior", "llm+prior-parts"])
     """Agreement: simulated user models compared with the real users (``distilled`` needs a model for the dataset;
     ``llm+prior`` uses ``user.prior_weights``, or calibrates on other users first; ``llm+prior-parts`` the same file's
     ``parts`` fit, the LLM's score and the embedding term each at its own weight). The ablations of the LLM agent's

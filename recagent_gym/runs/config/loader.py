@@ -148,8 +148,11 @@ def _check_setting_files(config: Config, source: str) -> None:
     path = config.user.prior_weights
     if path is None:
         return
+    from recagent_gym.users.prior_default import AUTO, BUNDLED, BUNDLED_PRIOR
     from recagent_gym.users.prior_file import read_prior_file
 
+    if path in (AUTO, BUNDLED):  # the shipped calibration; whether it applies is known with the dataset and model
+        path = str(BUNDLED_PRIOR)
     try:
         checked = read_prior_file(path)
     except RecAgentError as exc:

@@ -3,8 +3,9 @@
 Protocol:
 
 1. **Train users only.** The users every evaluation would sample with this seed (``sample_users`` at
-   ``--exclude-users`` users, default 200, and 20) are set aside; ``--users`` calibration users are drawn from the rest.
-   Their raw ids are stored with the weights, and an evaluation that samples one of them stops with an error.
+   ``--exclude-users`` users, default 200, and 20) and the policy split's held-out users are set aside;
+   ``--users`` calibration users are drawn from the rest. Their raw ids are stored with the weights, and every
+   evaluation with the prior leaves them out of its users.
 2. **Real choices.** Each calibration user's last item by time is held out (the rest is the training data, all
    users included) and shown among ``choice_negatives`` never-interacted items, once with uniform and once with
    popularity-matched negatives (the evaluations' samplers), so that the weights must explain both.
@@ -103,7 +104,8 @@ class Calibration:
     def markdown(self) -> str:
         names = [LLM, *FEATURES]
         lines = [f"# Behavioural prior calibrated on {self.dataset}", "",
-                 f"{len(self.users_raw)} train users (none of the evaluations' users at this seed), "
+                 f"{len(self.users_raw)} train users (none of the evaluations' users at this seed, none of the "
+                 "policy split's held-out users), "
                  f"{self.choice_sets} real choices (the held-out item among never-interacted ones, uniform and "
                  "popularity-matched negatives); conditional logit, L2 "
                  f"{self.l2}; window {self.window_days:g} days.", "",
@@ -150,9 +152,13 @@ def fit_logit(sets: list[ChoiceSet], columns: list[int], names: list[str], l2: f
 
 
 def calibration_users(resources: Resources, n: int, exclude: int) -> list[int]:
-    """``n`` users with enough history that no evaluation at this seed samples (sizes ``exclude`` and 20)."""
-    full, cfg = resources.dataset, resources.eval
-    taken: set[int] = set()
+    """``n`` users with enough history that no evaluation at this seed samples (sizes ``exclude`` and 20), and none
+    of the policy split's held-out users (``train.split_seed``, ``train.test_fraction``: the RL comparisons' and the
+    quickstart's), so that a shipped calibration leaves every default evaluation's users unfitted."""
+    from recagent_gym.runs.policies.protocol import split_users
+
+    full, cfg, train = resources.dataset, resources.eval, resources.config.train
+    taken = {int(u) for u in split_users(full.n_users, test_fraction=train.test_fraction, seed=train.split_seed).test}
     for size in {exclude, *EVALUATION_SIZES}:
         taken.update(int(u) for u in sample_users(full, size, cfg.min_interactions, child_rng(cfg.seed, "users")))
     eligible = [int(u) for u in np.flatnonzero(history_counts(full) >= cfg.min_interactions) if int(u) not in taken]
@@ -211,11 +217,17 @@ def run_calibration(
     result = Calibration(
         dataset=full.name, seed=cfg.seed, users_raw=[str(raw[u]) for u in chosen_users], choice_sets=len(sets),
         window_days=window_days, l2=l2, both=both, prior_only=prior_only, llm_only=llm_only, parts=split_fits,
-        seconds=time.perf_counter() - started, extra={"llm": resources.language_model().name} if use_llm else {},
+        seconds=time.perf_counter() - started, extra=_settings(resources) if use_llm else {},
     )  # fmt: skip
     logger.info("calibrated the prior on %d users (%d choice sets) in %.1fs", len(chosen_users), len(sets),
                 result.seconds)  # fmt: skip
     return result
+
+
+def _settings(resources: Resources) -> dict[str, Any]:
+    """What the weights are valid for: the LLM, the item score it was fitted with, the dataset's size."""
+    return {"llm": resources.language_model().name, "llm_item_score": resources.config.user.llm_item_score,
+            "n_users": resources.dataset.n_users, "n_items": resources.dataset.n_items}  # fmt: skip
 
 
 class _Parts:

@@ -123,6 +123,15 @@ class Resources:
     _item_vectors: np.ndarray | None = field(default=None, repr=False)
     _distilled: Any = field(default=None, repr=False)
 
+    def __post_init__(self) -> None:
+        # ``user.prior_weights: auto`` resolved once for this dataset and model: every evaluation reads a file or None.
+        from recagent_gym.users.prior_default import configured_llm_name, resolve_prior
+
+        name = self.llm.name if self.llm is not None else configured_llm_name(self.config.llm)
+        user = resolve_prior(self.config.user, self.dataset, name)
+        if user is not self.config.user:
+            self.config = self.config.model_copy(update={"user": user})
+
     def language_model(self) -> Any:
         if self.llm is None:
             from recagent_gym.llm.factory import build_llm

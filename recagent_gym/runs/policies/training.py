@@ -29,6 +29,7 @@ from recagent_gym.runs.policies.callbacks import HeldOutEval, ProgressLine
 from recagent_gym.runs.policies.evaluate_policies import EvalProtocol, PolicyRecommender, run_sessions
 from recagent_gym.runs.policies.policy_files import ALGORITHMS, META_FILE, POLICY_FILE
 from recagent_gym.runs.policies.protocol import split_users, training_dataset
+from recagent_gym.users.prior_default import keep_weights
 
 logger = logging.getLogger(__name__)
 
@@ -121,6 +122,8 @@ def train_policy(
     if train.eval_every > 0:
         callbacks.append(_held_out_eval(config, dataset, split.test, out, llm=llm, embedder=embedder))
     (out / "config.yaml").write_text(dump_config(config), encoding="utf-8")
+    if config.user.model == "llm":  # the run folder keeps the behavioural prior's weights the agents use
+        keep_weights(config, dataset, out)
     start = time.perf_counter()
     model.learn(
         total_timesteps=train.total_timesteps,

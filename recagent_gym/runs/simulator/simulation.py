@@ -49,6 +49,7 @@ from recagent_gym.runs.simulator.world import World, build_recommender_for
 from recagent_gym.session import SessionKernel, SessionRules, SessionTables
 from recagent_gym.session.activation import Activation
 from recagent_gym.users.agent.profile_view import ProfileTexts
+from recagent_gym.users.prior_default import keep_weights
 from recagent_gym.users.profiles import Profile
 
 log = logging.getLogger(__name__)
@@ -169,6 +170,8 @@ class Simulation:
         if self.clock.round == 0 and not self.rounds:
             self.out.mkdir(parents=True, exist_ok=True)
             atomic_write_text(self.out / "config.yaml", dump_config(self.config))
+            if self.config.user.model == "llm":  # the run folder keeps the behavioural prior's weights
+                keep_weights(self.config, self.dataset, self.out)
             self.checkpoint()  # round 0: the initial state, so a branch can start before any round
         for _ in range(todo):
             self.run_round()

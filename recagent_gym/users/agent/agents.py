@@ -26,6 +26,7 @@ from recagent_gym.users.agent.profile_view import ProfileTexts, agent_profiles
 from recagent_gym.users.agent.scoring import ScoreCache
 from recagent_gym.users.agent.state import AgentState, SessionState
 from recagent_gym.users.config import UserConfig
+from recagent_gym.users.prior_default import resolve_prior
 from recagent_gym.users.profiles import Profile
 
 MEMORY_LINE_CHARS = 160
@@ -112,7 +113,8 @@ class Agents:
         if not isinstance(config, UserConfig):
             raise TypeError(f"the LLM agents take the user section (UserConfig), got {type(config).__name__}")
         self.dataset = dataset
-        self.config = config
+        # ``user.prior_weights: auto`` (the default) becomes the shipped calibration where it applies, else none.
+        self.config = config = resolve_prior(config, dataset, getattr(llm, "name", None))
         self.social_config = social if social is not None else SocialConfig()
         self.llm = llm
         self.embedder = embedder

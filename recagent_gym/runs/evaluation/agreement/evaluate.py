@@ -100,6 +100,7 @@ def run_agreement(
     models = list(ev.agreement_user_models)
     notes: list[str] = []
     resources = resources or Resources(dataset, config, ev, progress=progress)
+    config = resources.config  # user.prior_weights resolved (auto: the shipped calibration where it applies)
     split = temporal_split(dataset, ev.agreement_future, ev.agreement_min_history)
     history = split.train
     excluded: set[int] = set()
