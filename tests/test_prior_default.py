@@ -18,7 +18,6 @@ from recagent_gym.users.prior_default import (
     BUNDLED_FIT,
     BUNDLED_PRIOR,
     bundled_prior,
-    calibration_users,
     configured_llm_name,
     keep_weights,
     resolve_prior,
@@ -109,6 +108,9 @@ def test_the_run_folder_keeps_the_weights_the_agents_use(tmp_path: Path) -> None
     assert (tmp_path / "run" / "prior.json").read_bytes() == BUNDLED_PRIOR.read_bytes()
     other = SimpleNamespace(name="ml-1m", n_users=6040, n_items=3706)
     assert keep_weights(config, other, tmp_path / "off") is None and not (tmp_path / "off").exists()
+    # the model the agents were given decides, not the one the configuration names (a scripted model: no prior)
+    scripted = SimpleNamespace(name="scripted")
+    assert keep_weights(config, fitted_on(), tmp_path / "given", llm=scripted) is None
 
 
 def test_the_agents_take_the_shipped_prior_on_the_bundled_data_only() -> None:
@@ -138,7 +140,7 @@ def test_calibration_and_default_evaluations_share_no_user(tmp_path: Path) -> No
 
     dataset, config = load_dataset("bundled"), load_config("quickstart")
     raw = dataset.users["raw_id"].astype(str).to_numpy()
-    fitted = calibration_users(BUNDLED_PRIOR)
+    fitted = {str(u) for u in bundled_prior().meta["users_raw"]}
     split = split_users(dataset.n_users, test_fraction=config.train.test_fraction, seed=config.train.split_seed)
     assert not fitted & {raw[u] for u in split.test}
     for size in (200, 20):

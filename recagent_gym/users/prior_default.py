@@ -111,15 +111,12 @@ def _with_file_defaults(user: Any, file: PriorFile, update: dict[str, Any]) -> A
     return user.model_copy(update={k: getattr(checked, k) for k in update})
 
 
-def calibration_users(path: str | Path) -> set[str]:
-    """The raw ids of the users the calibration at ``path`` was fitted on."""
-    return {str(u) for u in read_prior_file(path).meta.get("users_raw", [])}
-
-
-def keep_weights(config: Any, dataset: Any, out: str | Path) -> str | None:
-    """The prior file the LLM agents of ``config`` (the whole configuration) use on ``dataset``, copied to
-    ``out/prior.json`` so that the run folder keeps the weights; None (nothing written) when they use none."""
-    user = resolve_prior(config.user, dataset, configured_llm_name(config.llm))
+def keep_weights(config: Any, dataset: Any, out: str | Path, llm: Any = None) -> str | None:
+    """The prior file the LLM agents of ``config`` (the whole configuration) use on ``dataset`` with ``llm`` (the
+    model they were given; None: the one ``config.llm`` builds), copied to ``out/prior.json`` so that the run folder
+    keeps the weights; None (nothing written) when they use none."""
+    name = llm.name if llm is not None else configured_llm_name(config.llm)
+    user = resolve_prior(config.user, dataset, name)
     if user.prior_weights is None:
         return None
     target = Path(out) / "prior.json"

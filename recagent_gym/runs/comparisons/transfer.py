@@ -36,7 +36,6 @@ from recagent_gym.runs.metrics import Estimate, paired_difference, summarize
 from recagent_gym.users.distilled.saved_model import Artefact
 from recagent_gym.users.distilled.user import BUNDLED_DIR
 from recagent_gym.users.prior_default import (
-    calibration_users,
     configured_llm_name,
     keep_weights,
     prior_note,
@@ -96,12 +95,13 @@ def held_out_users(dataset: Dataset, config: Config, n_users: int) -> np.ndarray
     split = split_users(dataset.n_users, test_fraction=config.train.test_fraction, seed=config.train.split_seed)
     meta = Artefact.load(config.user.distilled_path or BUNDLED_DIR).meta
     fitted = set(meta.get("train_users", []))
+    users = [u for u in split.test.tolist() if u not in fitted]
     prior = resolve_prior(config.user, dataset, configured_llm_name(config.llm)).prior_weights
-    if prior is not None:  # nor the LLM agents' behavioural prior
-        calibrated = calibration_users(prior)
-        raw = dataset.users["raw_id"].astype(str).to_numpy()
-        fitted |= {u for u in split.test.tolist() if raw[u] in calibrated}
-    users = np.array([u for u in split.test.tolist() if u not in fitted], dtype=np.int64)
+    if prior is not None and users:  # nor the LLM agents' behavioural prior
+        from recagent_gym.runs.evaluation.prior_ablation import without_calibration_users
+
+        users = without_calibration_users(dataset, users, prior)
+    users = np.array(users, dtype=np.int64)
     return users[:n_users] if n_users else users
 
 

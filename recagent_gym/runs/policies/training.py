@@ -123,7 +123,7 @@ def train_policy(
         callbacks.append(_held_out_eval(config, dataset, split.test, out, llm=llm, embedder=embedder))
     (out / "config.yaml").write_text(dump_config(config), encoding="utf-8")
     if config.user.model == "llm":  # the run folder keeps the behavioural prior's weights the agents use
-        keep_weights(config, dataset, out)
+        keep_weights(config, dataset, out, llm=llm)
     start = time.perf_counter()
     model.learn(
         total_timesteps=train.total_timesteps,

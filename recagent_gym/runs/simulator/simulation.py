@@ -171,7 +171,7 @@ class Simulation:
             self.out.mkdir(parents=True, exist_ok=True)
             atomic_write_text(self.out / "config.yaml", dump_config(self.config))
             if self.config.user.model == "llm":  # the run folder keeps the behavioural prior's weights
-                keep_weights(self.config, self.dataset, self.out)
+                keep_weights(self.config, self.dataset, self.out, llm=getattr(self.model, "llm", None))
             self.checkpoint()  # round 0: the initial state, so a branch can start before any round
         for _ in range(todo):
             self.run_round()
