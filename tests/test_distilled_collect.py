@@ -46,6 +46,13 @@ def test_collect_refuses_other_settings_in_the_same_folder(tmp_path):
         collect(make_model(), tiny_dataset(), tmp_path, sessions=2, max_pages=3, progress=False)
 
 
+def test_collect_records_the_users_and_refuses_other_users(tmp_path):
+    collect(make_model(), tiny_dataset(), tmp_path, sessions=2, max_pages=2, users="yes_no item score", progress=False)
+    assert logs.read_meta(tmp_path)["users"] == "yes_no item score"
+    with pytest.raises(DistillError, match="users"):  # decisions of other agents are not mixed into the same logs
+        collect(make_model(), tiny_dataset(), tmp_path, sessions=3, max_pages=2, users="continuation", progress=False)
+
+
 def test_collect_rejects_unknown_source(tmp_path):
     with pytest.raises(DistillError, match="unknown page source"):
         collect(make_model(), tiny_dataset(), tmp_path, sessions=2, sources=["nope"], progress=False)

@@ -18,7 +18,7 @@ def test_fidelity_report_rows_ranking_and_files(tmp_path):
     model_dir, _ = tiny_distilled(tmp_path / "model", logs_dir)
     out = tmp_path / "report"
     markdown = fidelity_report(
-        logs_dir, model_dir, tiny_dataset(), make_config(), out, replays=10, bootstrap=200,
+        logs_dir, model_dir, tiny_dataset(), make_config(), out, replays=20, bootstrap=200,
         embedder=HashingEmbedder(32),
     )  # fmt: skip
     table = pd.read_csv(out / "fidelity.csv")
@@ -34,6 +34,11 @@ def test_fidelity_report_rows_ranking_and_files(tmp_path):
     ranking = pd.read_csv(out / "ranking.csv")
     assert set(ranking["users"]) == {"LLM (logged)", "distilled", "recsim", "embedding"}
     assert (ranking["ci_low"] <= ranking["mean_return"]).all() and (ranking["mean_return"] <= ranking["ci_high"]).all()
+    # a replayed session's return is one session's (averaged over the replays, not summed): at most a watch with
+    # the rating bonus on every page
+    env = make_config().env
+    most = int(pd.read_parquet(next(logs_dir.glob("part-*.parquet")))["page_index"].max() + 1)
+    assert ranking["mean_return"].max() <= most * (env.reward_watch + env.reward_rating_bonus) + 1e-9
     assert (out / "fidelity.png").stat().st_size > 0
     assert "Held-out users" in markdown and "| distilled |" in markdown
 

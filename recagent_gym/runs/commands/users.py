@@ -112,6 +112,7 @@ def _config_and_dataset(args: argparse.Namespace) -> tuple[Any, Any]:
 def run_collect(args: argparse.Namespace) -> int:
     from recagent_gym.runs.distill.collect import collect
     from recagent_gym.users.factory import build_user_model
+    from recagent_gym.users.prior_default import prior_note
 
     if args.policy is not None:  # a damaged or foreign zip fails before the LLM users are built
         from recagent_gym.runs.policies.policy_files import check_zip
@@ -135,6 +136,7 @@ def run_collect(args: argparse.Namespace) -> int:
         config=config,
         model_name=config.llm.model_name,
         policy=args.policy,
+        users=prior_note(config, dataset),
         progress=not args.no_progress,
     )
     print(f"users collect: {rows} new decisions in {args.out}")

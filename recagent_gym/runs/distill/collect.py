@@ -48,10 +48,12 @@ def collect(
     config: Any = None,
     model_name: str = "",
     policy: str | Path | None = None,
+    users: str | None = None,
     progress: bool = True,
 ) -> int:
     """Run the planned sessions not yet in ``out``; returns the number of decision rows written (``policy``: a
-    RecAgent-v1 ``policy.zip``, required by and only with the ``policy`` source)."""
+    RecAgent-v1 ``policy.zip``, required by and only with the ``policy`` source; ``users``: how the LLM users score
+    items, recorded in ``collect.json``, and logs collected with other users are refused)."""
     known = (*SOURCES, POLICY_SOURCE)
     unknown = sorted(set(sources) - set(known))
     if unknown:
@@ -74,6 +76,7 @@ def collect(
         "model": model_name,
         "plan": PLAN_VERSION,
         **({"policy": str(policy)} if policy is not None else {}),
+        **({"users": users} if users is not None else {}),
     }
     previous = logs.read_meta(out)
     if previous and "plan" not in previous:  # logs of the first plan (users in another order): not resumable

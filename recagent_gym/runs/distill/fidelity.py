@@ -111,6 +111,7 @@ def _session_returns(frame: pd.DataFrame) -> pd.DataFrame:
 def _simulated_returns(
     model: Any, plans: list[SessionPlan], sources: PageSources, kernel: Any, reward: Any, *, replays: int, seed: int,
 ) -> pd.DataFrame:  # fmt: skip
+    """Each plan's session return averaged over ``replays`` runs (one row per session, as the logged returns)."""
     rows = []
     for r in range(replays):
         pending = list(plans)
@@ -122,8 +123,13 @@ def _simulated_returns(
                     seen.add(plan.user_id)
             taken = {p.session_id for p in batch}
             pending = [p for p in pending if p.session_id not in taken]
-            rows += run_sessions(model, batch, sources, kernel, reward, seed=seed + 7919 * (r + 1))
-    return _session_returns(pd.DataFrame(rows))
+            rows += [
+                {**row, "replay": r}
+                for row in run_sessions(model, batch, sources, kernel, reward, seed=seed + 7919 * (r + 1))
+            ]
+    keys = ["session_id", "user_id", "source"]
+    per_replay = pd.DataFrame(rows).groupby([*keys, "replay"], as_index=False)["reward"].sum()
+    return per_replay.groupby(keys, as_index=False)["reward"].mean().rename(columns={"reward": "return"})
 
 
 def fidelity_report(
@@ -234,7 +240,8 @@ def fidelity_report(
     header = (
         f"Held-out users: {len(test_users)} ({test['session_id'].nunique()} sessions, {len(test)} decisions, "
         f"{len(items)} scored items, {len(rated)} rated watches) of logs with {frame['session_id'].nunique()} "
-        f"sessions / {len(frame)} decisions by {meta.get('model', '?')}; {note}; replays per page {replays}."
+        f"sessions / {len(frame)} decisions by {meta.get('model', '?')} "
+        f"({meta.get('users', 'item scoring not recorded')}); {note}; replays per page {replays}."
     )
     markdown = "\n".join(
         [

@@ -128,10 +128,11 @@ def _reason(exc: BaseException) -> str:
 
 META_FIELDS: dict[str, tuple[type, ...]] = {
     "dataset": (str,), "sources": (list,), "seed": (int,), "page_size": (int,), "max_pages": (int,),
-    "model": (str,), "sessions": (int,), "policy": (str,), "plan": (int,),
+    "model": (str,), "sessions": (int,), "policy": (str,), "plan": (int,), "users": (str,),
 }  # fmt: skip
 """The fields of ``collect.json`` (each optional) and their JSON types (``plan``: the session plan's version,
-:data:`~recagent_gym.runs.distill.sessions.PLAN_VERSION`; 1 when absent)."""
+:data:`~recagent_gym.runs.distill.sessions.PLAN_VERSION`; 1 when absent; ``users``: how the LLM users scored items,
+``prior_default.prior_note``, absent in logs collected before it was recorded)."""
 
 
 def read_meta_file(path: Path) -> dict[str, Any]:
