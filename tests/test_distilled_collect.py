@@ -53,6 +53,13 @@ def test_collect_records_the_users_and_refuses_other_users(tmp_path):
         collect(make_model(), tiny_dataset(), tmp_path, sessions=3, max_pages=2, users="continuation", progress=False)
 
 
+def test_resuming_logs_that_record_no_users_warns(tmp_path, caplog):
+    collect(make_model(), tiny_dataset(), tmp_path, sessions=2, max_pages=2, progress=False)  # as older versions
+    with caplog.at_level("WARNING", logger="recagent_gym.runs.distill.collect"):
+        collect(make_model(), tiny_dataset(), tmp_path, sessions=3, max_pages=2, users="continuation", progress=False)
+    assert "before collect.json recorded how the users score items" in caplog.text
+
+
 def test_collect_rejects_unknown_source(tmp_path):
     with pytest.raises(DistillError, match="unknown page source"):
         collect(make_model(), tiny_dataset(), tmp_path, sessions=2, sources=["nope"], progress=False)

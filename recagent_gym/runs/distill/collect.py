@@ -85,6 +85,9 @@ def collect(
     if clash:
         raise DistillError(f"{out} holds logs collected with other settings {clash}; use another --out")
     done = logs.done_sessions(out)  # every part checked before collect.json is touched
+    if done and users is not None and "users" not in previous:
+        log.warning("%s: its %d sessions were collected before collect.json recorded how the users score items; "
+                    "they may come from other agents than these (%s)", out, len(done), users)  # fmt: skip
     logs.write_meta(out, {**meta, "sessions": max(sessions, int(previous.get("sessions", 0)))})
     todo = [p for p in plan_sessions(range(dataset.n_users), list(sources), sessions, seed) if p.session_id not in done]
     page_sources = PageSources(dataset, page_size=page_size, config=config, seed=seed)
