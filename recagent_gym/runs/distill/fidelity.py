@@ -103,8 +103,11 @@ def _bootstrap(returns: pd.DataFrame, n: int, seed: int) -> tuple[float, float, 
     return float(sums.sum() / counts.sum()), float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
 
 
-def _session_returns(frame: pd.DataFrame) -> pd.DataFrame:
-    grouped = frame.groupby(["session_id", "user_id", "source"], as_index=False)["reward"].sum()
+_SESSION = ["session_id", "user_id", "source"]
+
+
+def _session_returns(frame: pd.DataFrame, also: tuple[str, ...] = ()) -> pd.DataFrame:
+    grouped = frame.groupby([*_SESSION, *also], as_index=False)["reward"].sum()
     return grouped.rename(columns={"reward": "return"})
 
 
@@ -127,9 +130,7 @@ def _simulated_returns(
                 {**row, "replay": r}
                 for row in run_sessions(model, batch, sources, kernel, reward, seed=seed + 7919 * (r + 1))
             ]
-    keys = ["session_id", "user_id", "source"]
-    per_replay = pd.DataFrame(rows).groupby([*keys, "replay"], as_index=False)["reward"].sum()
-    return per_replay.groupby(keys, as_index=False)["reward"].mean().rename(columns={"reward": "return"})
+    return _session_returns(pd.DataFrame(rows), ("replay",)).groupby(_SESSION, as_index=False)["return"].mean()
 
 
 def fidelity_report(
