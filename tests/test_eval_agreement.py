@@ -149,6 +149,25 @@ def test_agreement_is_deterministic(tiny_ml, tmp_path):  # noqa: F811
 
 
 @pytest.mark.slow
+def test_swapped_rows_read_another_users_history(tiny_ml, tmp_path):  # noqa: F811
+    config = _config(agreement_user_models="[recsim]", agreement_recommenders="[random,itemknn,mf]",
+                     agreement_swapped="[itemknn,mf]", negatives="uniform", agreement_users=12)  # fmt: skip
+    run = run_agreement(config, tiny_ml, out=tmp_path, resources=_resources(tiny_ml, config), progress=False)
+    assert run.recommenders == ["random", "itemknn", "mf", "itemknn~swapped", "mf~swapped"]
+    for name in ("itemknn", "mf"):
+        own, other = run.arm("uniform", REAL, name), run.arm("uniform", REAL, name + "~swapped")
+        # same users, pools and sessions; only whose history the recommender reads differs: the pages change
+        assert len(own.hit) == len(other.hit) == 12 and not np.array_equal(own.session_ndcg, other.session_ndcg)
+        assert run.arm("uniform", "recsim", name + "~swapped").returns.shape == (12,)
+    text = Report(run, n_boot=50).markdown()
+    assert "## Personalisation" in text and "| uniform | itemknn |" in text and "| uniform | mf |" in text
+    with pytest.raises(ValueError, match=r"agreement_swapped.*popularity"):
+        bad = _config(agreement_user_models="[recsim]", agreement_recommenders="[random,popularity]",
+                      agreement_swapped="[popularity]", negatives="uniform")  # fmt: skip
+        run_agreement(bad, tiny_ml, out=tmp_path, resources=_resources(tiny_ml, bad), progress=False)
+
+
+@pytest.mark.slow
 def test_agreement_cli(movielens_dir, tmp_path, capsys):  # noqa: F811
     out = tmp_path / "agreement"
     cmd = [sys.executable, "-m", "recagent_gym.runs.cli", "evaluate", "agreement", "--dataset", str(movielens_dir),
@@ -261,3 +280,21 @@ def test_llm_prior_parts_row_weighs_each_part_of_the_agents_score(tiny_ml, tmp_p
         assert np.array_equal(parts, run.arm("uniform", "llm-embedding-term", recommender).returns)
     assert set(run.prior["weights"]) == {"both", "parts"}
     assert "fit `parts`): llm_score +0.000, embedding +1.000" in Report(run, n_boot=100).markdown()
+
+
+@pytest.mark.slow
+def test_sim2real_uses_the_configured_negatives(tiny_ml, tmp_path):  # noqa: F811
+    from recagent_gym.runs.evaluation.agreement.sim2real import real_metrics
+
+    users = sorted(temporal_split(tiny_ml, 4, 10).held_out)[:10]
+    hits = {}
+    for sampler in ("uniform", "popularity-matched"):
+        config = _config(sim2real_negatives=sampler)
+        config.train.n_candidates = 20
+        real = real_metrics(config, tiny_ml, users, baselines={"random": "random", "mf": "mf"}, swapped=["mf"],
+                            out=tmp_path / sampler)  # fmt: skip
+        assert set(real) == {"random", "mf"} and real["random"].swapped_drop is None
+        assert real["mf"].swapped_drop is not None and np.isfinite(real["mf"].swapped_drop.mean)
+        hits[sampler] = (real["random"].per_user, real["mf"].per_user)
+    # other pools: the pages, and so the hits, differ
+    assert any(not np.array_equal(a, b) for a, b in zip(hits["uniform"], hits["popularity-matched"], strict=True))

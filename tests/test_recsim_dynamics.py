@@ -150,3 +150,39 @@ def test_oracle_values_trade_appeal_for_budget():
     priced = users.oracle_values(0, items, minute_value=0.3)
     top = 20
     assert users.nutrition[np.argsort(-priced)[:top]].mean() > users.nutrition[np.argsort(-myopic)[:top]].mean()
+
+
+def test_personal_nutrition_depends_on_who_watches():
+    dataset = make_dataset(n_users=20)
+    items = np.arange(dataset.n_items)
+    shared = RecSimUser(dataset, UserConfig(recsim_budget_restore=0.9))
+    personal = RecSimUser(dataset, UserConfig(recsim_budget_restore=0.9, recsim_personal_nutrition=1.0))
+    half = RecSimUser(dataset, UserConfig(recsim_budget_restore=0.9, recsim_personal_nutrition=0.5))
+    # 0: the items' shared nutrition for everyone; 1: a user's own, which differs between users
+    assert np.array_equal(shared.nutrition_for(0, items), shared.nutrition)
+    assert np.array_equal(shared.nutrition_for(3, items), shared.nutrition)
+    own = np.stack([personal.nutrition_for(u, items) for u in range(dataset.n_users)])
+    assert np.abs(own).max() < 1.0 and np.abs(own[0] - own[1]).mean() > 0.1
+    # centred on the population's taste: an item is not nutritious for everyone (per-item mean well inside (-1, 1))
+    assert np.abs(own.mean(axis=0)).mean() < np.abs(own).mean()
+    assert np.allclose(half.nutrition_for(2, items), 0.5 * shared.nutrition + 0.5 * own[2])
+    assert np.allclose(personal.watch_costs(2, items), personal.config.recsim_watch_minutes * (1 - 0.9 * own[2]))
+
+
+def test_a_watch_costs_the_users_own_nutrition():
+    dataset = make_dataset(n_users=20)
+    config = _always_watches(
+        recsim_budget_restore=0.9, recsim_time_budget=100.0, recsim_watch_minutes=6.0, recsim_personal_nutrition=1.0
+    )
+    users = RecSimUser(dataset, config)
+    own = users.nutrition_for(4, np.arange(dataset.n_items))
+    best, worst = int(np.argmax(own)), int(np.argmin(own))
+    spent, expected = {}, {}
+    for item in (best, worst):
+        rng = np.random.default_rng(0)
+        users.start_session(4, rng)
+        expected[item] = 1.0 + 6.0 * (1 - 0.9 * users.nutrition_for(4, [item])[0])  # the taste now (it drifts)
+        assert users.respond(Page((item,)), Context(4, step=0), rng).action == Action.WATCH
+        spent[item] = 100.0 - users.get_state()["sessions"]["4"]["budget"]
+    assert spent == pytest.approx(expected)
+    assert spent[worst] > spent[best]

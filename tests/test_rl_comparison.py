@@ -134,8 +134,15 @@ def test_comparison_runs_every_recommender_on_held_out_users(tmp_path, dataset):
         0.0 <= r.real_ci_low <= r.real_hit <= r.real_ci_high <= 1.0 for r in results if "oracle" not in r.recommender
     )
     assert np.isnan(by_name["oracle"].real_hit) and np.isnan(by_name["oracle_rollout"].real_hit)
+    # the rows that read who the user is also have the real hit rate lost on another user's encoding; the others none
+    readers = {"mf", "itemknn", "bandit", "slateq", "ppo"}
+    for name, row in by_name.items():
+        measured = not np.isnan(row.real_swapped_drop)
+        assert measured == (name in readers), name
+        assert not measured or row.real_swapped_ci_low <= row.real_swapped_drop <= row.real_swapped_ci_high
+    assert by_name["mf"].real_swapped_drop != 0.0 or by_name["itemknn"].real_swapped_drop != 0.0
     text = (tmp_path / "policies.md").read_text()
-    assert "real hit rate" in text
+    assert "real hit rate" in text and "real swapped drop" in text and "uniform" in text
     # the ratio is to the rollout oracle, and the table and the summary say so
     assert "/ oracle (oracle_rollout) [95% CI]" in text and "ratio is to the rollout oracle" in text
     assert "rollout minus heuristic oracle, paired over users: " in text

@@ -33,9 +33,10 @@ PAGE_KINDS: tuple[str, ...] = ("heuristic", "patient", "quality", "mix", "appeal
 """The candidate pages, in order (``n_pages`` takes the first ones); items shown earlier this session rank last in
 each. ``heuristic``: the heuristic oracle's page (``oracle_values`` at ``minute_value``); ``patient`` and ``eager``:
 the heuristic at twice and half ``minute_value``; ``quality``: the most nutritious candidates (the quality-greedy
-page, from the true nutrition); ``mix``: the heuristic's top half, the rest the most nutritious of the others;
-``appeal``: the most appealing (the myopic oracle). The order is by use: on 60 of ``rl_recsim``'s training users
-(8 rollouts) with all six, ``patient`` was the page most often chosen after the heuristic's, ``eager`` the least."""
+page, from the user's true nutrition, :meth:`RecSimUser.nutrition_for`); ``mix``: the heuristic's top half, the rest
+the most nutritious of the others; ``appeal``: the most appealing (the myopic oracle). The order is by use: on 60 of
+``rl_recsim``'s training users (8 rollouts) with all six, ``patient`` was the page most often chosen after the
+heuristic's, ``eager`` the least."""
 
 
 def rollout_unsupported(model: Any) -> str | None:
@@ -104,7 +105,7 @@ class RolloutOracle(_CandidateRecommender):
         """``(kind, candidate indices)`` for each kind in use, a page equal (as a set) to an earlier one dropped."""
         model, user, size = self.env.user_model, self.env.current_user, self.env.page_size
         heuristic = oracle_scores(model, user, ids, self.minute_value)
-        nutrition = np.asarray(model.nutrition)[ids]
+        nutrition = np.asarray(model.nutrition_for(user, ids))
         pages: list[tuple[str, np.ndarray]] = []
         for kind in self.kinds:
             if kind == "heuristic":

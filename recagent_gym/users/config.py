@@ -185,6 +185,12 @@ class UserConfig(Section):
     nutrition_i)`` of the time budget, so nutritious items ("kale") give time back and junk ("chocolate") drains it
     (0: every watch costs the same)."""
 
+    recsim_personal_nutrition: float = Field(0.0, ge=0.0, le=1.0)
+    """Share of a watch's nutrition (what :attr:`recsim_budget_restore` gives back) that is personal: ``(1 - p) *
+    nutrition_i + p * personal_ui``, ``personal_ui`` the user's latent affinity to the item beyond the population's
+    (``erf`` of its z-score, in ``(-1, 1)``). 0: every user finds the same items nutritious (RecSim's document
+    quality); above 0 what keeps a user watching depends on who the user is, so planning needs personalisation."""
+
     recsim_allure: float = Field(0.0, ge=0.0)
     """Appeal of junk: ``- allure * nutrition_i`` enters the choice utility, so the most clickable items end sessions
     early and a myopic click maximiser loses to a planner (RecSim's chocolate vs kale; 0: appeal ignores it)."""

@@ -11,16 +11,21 @@ often each item was shown. One page reads like RecSim's step:
    how often the item was already shown this session: re-shown and skipped items bore);
 2. multinomial-logit choice over the page plus a no-click option: ``P(i) ~ exp(u_i / T)``, ``P(none) ~ mass``;
 3. a click is a WATCH (rating ``round(3 + 2 u_i)`` clipped to 1..5) that costs ``watch_minutes * (1 -
-   budget_restore * nutrition_i)`` of the budget and drifts the interest towards (rating >= 3) or away from the
-   item's genres, and the latent taste towards (or away from) ``w_i`` (RecSim's interest evolution); no click is
-   NEXT, a SEARCH for the favourite genre (with ``recsim_search_prob``), or LEAVE with probability ``1 / patience``;
+   budget_restore * nutrition_ui)`` of the budget (:meth:`RecSimUser.nutrition_for`) and drifts the interest towards
+   (rating >= 3) or away from the item's genres, and the latent taste towards (or away from) ``w_i`` (RecSim's
+   interest evolution); no click is NEXT, a SEARCH for the favourite genre (with ``recsim_search_prob``), or LEAVE
+   with probability ``1 / patience``;
 4. every page consumes ``page_minutes`` of browsing time; the user LEAVEs when the budget cannot pay for a page.
 
 Planning (RecSim's "chocolate vs kale"): quality is distinct from appeal. With ``recsim_allure > 0`` junk is the most
 clickable, and with ``recsim_budget_restore > 0`` (RecSim's ``user_update_alpha``) nutritious watches give time
 back while junk drains it, so a myopic click maximiser ends sessions early and a planner that trades a little
 appeal for nutrition earns more per session. Both are 0 by default (every watch costs the same);
-``configs/rl_recsim.yaml`` turns them on. Nutrition is public (the observation's rating mean ranks items the same).
+``configs/rl_recsim.yaml`` turns them on. Nutrition is public (the observation's rating mean ranks items the same)
+unless the env hides the quality column. With ``recsim_personal_nutrition = p > 0`` a share ``p`` of it is personal:
+``nutrition_ui = (1 - p) * nutrition_i + p * erf(z_ui / sqrt 2)``, ``z_ui`` the user's latent affinity to the item
+beyond the population's mean taste, in units of its spread over users and items. Then what keeps a session going
+depends on who the user is (the current, drifting taste), and a planner needs to know the user as well as the items.
 
 What is hidden: the latent taste (``recsim_hidden_dims``, ``recsim_hidden_weight``) and the interest noise
 (``recsim_interest_noise``) are drawn once per population from ``recsim_seed``. With ``recsim_latent_from_history``
@@ -42,6 +47,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+from scipy.special import erf
 
 from recagent_gym.data.schema import Dataset
 from recagent_gym.users.config import UserConfig
@@ -159,6 +165,19 @@ def hidden_state(
     return np.clip(noisy, -1.0, 1.0), latent, items
 
 
+def personal_scale(
+    latent: np.ndarray, item_latents: np.ndarray, seed: int, sample: int = 256
+) -> tuple[np.ndarray, float]:
+    """The population's mean taste and the spread (SD) of ``(latent_u - mean) . w_i`` over users and items (at most
+    ``sample`` users, drawn from ``seed``): the units of the personal nutrition's z-score."""
+    if latent.shape[1] == 0 or len(latent) == 0:
+        return np.zeros(latent.shape[1]), 1.0
+    centre = latent.mean(axis=0)
+    rows = np.random.default_rng(seed).permutation(len(latent))[:sample]
+    spread = float(((latent[rows] - centre) @ item_latents.T).std())
+    return centre, spread if spread > 0 else 1.0
+
+
 class RecSimUser:
     """RecSim interest-evolution users over a dataset's catalogue (implements :class:`UserModel`)."""
 
@@ -190,6 +209,8 @@ class RecSimUser:
         )  # fmt: skip
         self._watch_cost_array = cfg.recsim_watch_minutes * (1.0 - cfg.recsim_budget_restore * self._nutrition)
         self._watch_cost = self._watch_cost_array.tolist()  # plain floats for the page step, the array for oracles
+        self._personal = float(cfg.recsim_personal_nutrition) if dims else 0.0
+        self._taste_centre, self._affinity_scale = personal_scale(latent, self._item_latents, cfg.recsim_seed)
         # Per item, the drift of a watch as whole-row arrays (a few vector ops beat fancy indexing): the step on the
         # columns it moves (its genres and every latent column, 0 elsewhere) and where it moves them when liked
         # (+1 on its genres, its latent vector) or disliked (the opposite).
@@ -239,10 +260,29 @@ class RecSimUser:
 
     @property
     def nutrition(self) -> np.ndarray:
-        """``(n_items,)`` nutrition in ``[-1, 1]`` (:func:`item_nutrition`; public: it ranks as the rating mean)."""
+        """``(n_items,)`` the items' shared nutrition in ``[-1, 1]`` (:func:`item_nutrition`; it ranks as the rating
+        mean). The user's own is :meth:`nutrition_for`."""
         view = self._nutrition.view()
         view.flags.writeable = False
         return view
+
+    def nutrition_for(self, user_id: int, items: np.ndarray) -> np.ndarray:
+        """``(len(items),)`` what a watch of each item gives back to ``user_id`` now: the shared nutrition mixed
+        with the personal share (``user.recsim_personal_nutrition``; the shared one alone at 0)."""
+        items = np.asarray(items, dtype=np.int64)
+        shared = self._nutrition[items]
+        if not self._personal:
+            return shared
+        taste = self._state[user_id, self._n_genres : -1] - self._taste_centre
+        z = (self._item_latents.take(items, axis=0) @ taste) / self._affinity_scale
+        return (1.0 - self._personal) * shared + self._personal * erf(z / math.sqrt(2.0))
+
+    def watch_costs(self, user_id: int, items: np.ndarray) -> np.ndarray:
+        """Minutes of the time budget a watch of each item costs ``user_id`` now."""
+        if not self._personal:
+            return self._watch_cost_array[np.asarray(items, dtype=np.int64)]
+        cfg = self.config
+        return cfg.recsim_watch_minutes * (1.0 - cfg.recsim_budget_restore * self.nutrition_for(user_id, items))
 
     def utilities(self, user_id: int, items: np.ndarray) -> np.ndarray:
         """Appeal of ``items`` for the user now, hidden taste and session fatigue included."""
@@ -269,7 +309,7 @@ class RecSimUser:
         reward = 1.0 + 0.25 * (stars - 3.0)
         if minute_value is None:
             minute_value = 1.0 / max(cfg.recsim_page_minutes + cfg.recsim_watch_minutes, 1e-9)
-        cost = self._watch_cost_array[items]
+        cost = self.watch_costs(user_id, items)
         top = utility.max() if len(utility) else 0.0
         return np.exp((utility - top) / cfg.recsim_choice_temperature) * (reward - minute_value * cost)
 
@@ -326,7 +366,7 @@ class RecSimUser:
             item = items[chosen]
             utility = utilities[chosen]
             rating = rating_from_utility(utility)
-            session[0] -= self._watch_cost[item]
+            session[0] -= self._watch_cost[item] if not self._personal else float(self.watch_costs(user, [item])[0])
             session[1] = 0.0
             self._drift(user, item, rating >= 3.0)
             return Response(Action.WATCH, item=item, rating=rating, extra={"utility": utility})

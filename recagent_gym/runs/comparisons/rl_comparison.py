@@ -58,6 +58,9 @@ from recagent_gym.runs.policies.selection import BestOnValidation, validation_sp
 LEARNERS: tuple[str, ...] = ("ppo", "a2c", "slateq", "bandit")
 KNOWN: tuple[str, ...] = ("random", "popularity", "quality", "mf", "itemknn", *ORACLES, *LEARNERS)
 REAL_BASELINES: tuple[str, ...] = ("random", "popularity", "quality", "mf", "itemknn")
+REAL_SWAPPED: tuple[str, ...] = ("mf", "itemknn", *LEARNERS)
+"""Rows whose real hit rate is also measured on another held-out user's encoding (the rows that read who the user
+is): the real counterpart of the swapped drop."""
 """Rows whose real offline metric is measured by the agreement test's zoo under the same name (the oracle reads the
 simulated users' hidden state: it has no real counterpart)."""
 
@@ -243,9 +246,11 @@ def _run_comparison(
     if any(not np.isnan(r.real_hit) for r in results):
         summary += (
             " Real hit rate (sim2real): the share of a recommender's pages that hold one of the same held-out "
-            "users' real future items (their last items by time among never-seen negatives, every model fitted on "
-            "the history before them), the real users replayed (`evaluate agreement`'s real side); the oracles "
-            "have none (they read the simulated users' hidden state)."
+            "users' real future items (their last items by time among never-seen negatives, "
+            f"{config.evaluation.sim2real_negatives}, every model fitted on the history before them), the real users "
+            "replayed (`evaluate agreement`'s real side); the oracles have none (they read the simulated users' "
+            "hidden state). Real swapped drop: the real hit rate lost when the recommender reads another held-out "
+            "user's encoding, paired over users."
         )
     write_results(results, out, title, summary, oracle=oracle)
     pooled = _write_curves(curves, out, train.n_bootstrap)
@@ -270,7 +275,7 @@ def _with_real_metric(
     ready = {n: r if isinstance(r, list) else [r] for n, r in recommenders.items() if n in LEARNERS}
     real = real_metrics(config, dataset, users, baselines={n: n for n in REAL_BASELINES if n in recommenders},
                         ready=ready, item_features=(eval_env.item_features, eval_env.latent_source),
-                        out=out)  # fmt: skip
+                        swapped=[n for n in recommenders if n in REAL_SWAPPED], out=out)  # fmt: skip
     return attach(results, real)
 
 

@@ -47,9 +47,9 @@ logger = logging.getLogger(__name__)
 POLICY = "ppo (distilled-trained)"
 REAL_NOTE = (
     "Real hit rate (sim2real): the share of a recommender's pages that hold one of the same held-out users' real "
-    "future items (their last items by time, in pools of the policy's K candidates with uniform negatives; every "
-    "model fitted on the history before them), the real users replayed (`evaluate agreement`'s real side): their "
-    "watches per page. The same in every user model's rows."
+    "future items (their last items by time, in pools of the policy's K candidates with {negatives} negatives; "
+    "every model fitted on the history before them), the real users replayed (`evaluate agreement`'s real side): "
+    "their watches per page. The same in every user model's rows."
     "\n\n"
 )
 BASELINES = ("random", "popularity", "mf")
@@ -313,7 +313,7 @@ def ranking(rows: Sequence[TransferRow], reference: str = "llm") -> str:
     return "\n".join(lines)
 
 
-def write_report(rows: Sequence[TransferRow], out: Path, title: str) -> dict[str, Path]:
+def write_report(rows: Sequence[TransferRow], out: Path, title: str, *, negatives: str = "uniform") -> dict[str, Path]:
     """``transfer.md``, ``transfer.csv`` and ``transfer.png`` (return per recommender and user model, 95% CI)."""
     import matplotlib
 
@@ -328,7 +328,7 @@ def write_report(rows: Sequence[TransferRow], out: Path, title: str) -> dict[str
         for row in rows:
             writer.writerow({k: "" if isinstance(v, float) and math.isnan(v) else v for k, v in asdict(row).items()})
     verdicts = "\n\n".join(verdict(rows, m) for m in dict.fromkeys(r.users for r in rows))
-    real = REAL_NOTE if any(not math.isnan(r.real_hit) for r in rows) else ""
+    real = REAL_NOTE.format(negatives=negatives) if any(not math.isnan(r.real_hit) for r in rows) else ""
     real += real_verdict(rows)
     text = f"# {title}\n\n{markdown(rows)}\n\n{real}{verdicts}\n\nRanking of the recommenders:\n\n{ranking(rows)}\n"
     paths["markdown"].write_text(text, encoding="utf-8")
@@ -427,5 +427,5 @@ def run_transfer(
         f"evaluated on {len(users)} held-out users"
         + (f"; LLM users: {prior_note(config, dataset)}" if "llm" in user_models else "")
     )
-    write_report(rows, out, title)
+    write_report(rows, out, title, negatives=config.evaluation.sim2real_negatives)
     return rows

@@ -171,6 +171,19 @@ class EvaluationConfig(Section):
     ] = Field(default_factory=lambda: list(AGREEMENT_RECOMMENDERS))
     """Agreement: the recommender zoo (``evaluation/agreement/zoo.py``), each fitted on the history only."""
 
+    agreement_swapped: list[str] = Field(default_factory=list)
+    """Agreement: recommenders (``itemknn``, ``mf``, ``lightgcn`` or a ``--policy`` name) that also play each session
+    reading another held-out user's encoding (a fixed derangement of the users), as rows ``<name>~swapped``: the
+    personalisation control. Real users lose hits when the recommender reads someone else's history; a user model
+    that rewards personalisation as people do loses return by as much, in the same order."""
+
+    sim2real_negatives: Literal["uniform", "popularity-matched"] = "uniform"
+    """The negatives of the real offline metric that ``evaluate rl-comparison`` and ``users transfer`` report beside
+    simulated returns (:mod:`~recagent_gym.runs.evaluation.agreement.sim2real`). Uniform negatives are mostly
+    long-tail items (on the bundled data half have at most 2 ratings), so popularity alone finds the future among
+    them; popularity-matched negatives are as popular as the future items, closer to RecAgent-v1's retrieved
+    candidates (``runs/rl_recsim`` measures both in the README)."""
+
     agreement_real_metric: Literal["hit", "ndcg", "session_ndcg", "recall"] = "hit"
     """Agreement: the real side's metric whose ranking each user model's mean return is compared with. ``hit``
     (default): hit@k per page averaged over the session, i.e. the replayed real users' watches per page, the real

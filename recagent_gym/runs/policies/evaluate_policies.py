@@ -115,6 +115,11 @@ class PolicyMetrics:
     real side, :mod:`recagent_gym.runs.evaluation.agreement.sim2real`); empty where not measured (the oracle)."""
     real_ci_low: float = math.nan
     real_ci_high: float = math.nan
+    real_swapped_drop: float = math.nan
+    """The real hit rate lost when the recommender reads another held-out user's encoding (paired over users; the
+    real counterpart of ``swapped_drop``); empty for rows that do not read who the user is."""
+    real_swapped_ci_low: float = math.nan
+    real_swapped_ci_high: float = math.nan
 
     @property
     def interval(self) -> Interval:

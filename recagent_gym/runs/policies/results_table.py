@@ -50,6 +50,7 @@ def markdown_table(results: list[PolicyMetrics], oracle: str | None = None) -> s
         "genre entropy",
         "fallbacks",
         "real hit rate [95% CI]",
+        "real swapped drop [95% CI]",
     ]
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     for r in results:
@@ -70,6 +71,7 @@ def markdown_table(results: list[PolicyMetrics], oracle: str | None = None) -> s
             _cell(r.genre_entropy),
             str(r.fallbacks),
             _interval_cell(r.real_hit, r.real_ci_low, r.real_ci_high),
+            _interval_cell(r.real_swapped_drop, r.real_swapped_ci_low, r.real_swapped_ci_high),
         ]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)

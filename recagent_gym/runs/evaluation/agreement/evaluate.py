@@ -140,7 +140,8 @@ def run_agreement(
     say(f"{dataset.name}: {n} held-out users, {sum(len(f) for f in future.values()) / n:.1f} future items each "
         f"on average, pools of {ev.agreement_pool}, {ev.agreement_pages} pages of {config.env.page_size}")  # fmt: skip
 
-    zoo = Zoo(ev.agreement_recommenders, history, future, policies=policies, ready=ready, seed=ev.seed, say=say)
+    zoo = Zoo(ev.agreement_recommenders, history, future, policies=policies, ready=ready, seed=ev.seed,
+              swapped=ev.agreement_swapped, say=say)  # fmt: skip
     built = _user_models(models, history, config, resources, artefact, prior, future, dataset)
     shipped = None if artefact is None else DistilledUser(dataset, artefact).item_embeddings
     described_by = built

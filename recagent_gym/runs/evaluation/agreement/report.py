@@ -14,6 +14,7 @@ import numpy as np
 from recagent_gym.runs.evaluation.agreement.evaluate import AgreementRun
 from recagent_gym.runs.evaluation.agreement.run import METRICS, REAL
 from recagent_gym.runs.evaluation.agreement.stats import Agreement, DoseResponse, dose_response, rank_agreement
+from recagent_gym.runs.evaluation.agreement.zoo import SWAPPED
 from recagent_gym.runs.metrics import Estimate, summarize
 
 
@@ -81,6 +82,7 @@ class Report:
         for sampler in run.samplers:
             lines += self._sampler_table(sampler)
         lines += self._agreement_table()
+        lines += self._personalisation_table()
         lines += ["", self.closing_line(), ""]
         return "\n".join(lines)
 
@@ -115,6 +117,31 @@ class Report:
                     f"{a.rho:.3f} [{a.rho_low:.3f}, {a.rho_high:.3f}] | {d.slope:.3f} [{d.low:.3f}, {d.high:.3f}] | "
                     f"{_by_dose(d)} | {run.seconds_per_user.get(model, math.nan):.2f} |"
                 )
+        return lines
+
+    def _personalisation_table(self) -> list[str]:
+        """Per recommender run on another user's encoding (``evaluation.agreement_swapped``): what the real users
+        and each user model lose, paired over users."""
+        run = self.run
+        metric = run.settings["real_metric"]
+        pairs = [(r[: -len(SWAPPED)], r) for r in run.recommenders if r.endswith(SWAPPED)]
+        if not pairs:
+            return []
+        head = [f"real {metric}", *self.simulated]
+        lines = ["", "## Personalisation: what reading another user's history costs", "",
+                 f"Each row's recommender played the same sessions reading another held-out user's encoding (a fixed "
+                 f"derangement); the drop is own minus swapped, paired over users: real {metric} for the real users, "
+                 "the mean return for each user model. A user model that rewards personalisation as people do loses "
+                 "where they lose.", "", "| negatives | recommender | " + " | ".join(head) + " |",
+                 "|---|---|" + "---|" * len(head)]  # fmt: skip
+        for s, sampler in enumerate(run.samplers):
+            for i, (own, other) in enumerate(pairs):
+                seed = run.settings["seed"] + 31 * s + i
+                real = getattr(run.arm(sampler, REAL, own), metric) - getattr(run.arm(sampler, REAL, other), metric)
+                cells = [_cell(_est(real, seed))]
+                cells += [_cell(_est(run.arm(sampler, m, own).returns - run.arm(sampler, m, other).returns, seed))
+                          for m in self.simulated]  # fmt: skip
+                lines.append(f"| {sampler} | {own} | " + " | ".join(cells) + " |")
         return lines
 
     def closing_line(self) -> str:

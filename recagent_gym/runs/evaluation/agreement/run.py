@@ -31,6 +31,8 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
+from recagent_gym.runs.evaluation.agreement.zoo import SWAPPED
+
 REAL = "real"
 METRICS: tuple[str, ...] = ("returns", "hit", "ndcg", "session_ndcg", "recall")
 """Per-user values of an :class:`Arm`: the simulated return and the real metrics of the pages shown."""
@@ -108,12 +110,19 @@ def play(
     k: int,
     pages: int,
     tick: Callable[[int], None] | None = None,
+    first_obs_out: dict[int, Any] | None = None,
+    swap_from: Mapping[int, Any] | None = None,
 ) -> tuple[dict[str, np.ndarray], np.ndarray, int, float, float]:
     """Each recommender (a policy's seeds) on ``users``: per-user ``returns``, ``hit``, ``ndcg``, ``session_ndcg``
-    and ``recall`` (seeds pooled), the dose rows, fallbacks, watches and pages per session."""
+    and ``recall`` (seeds pooled), the dose rows, fallbacks, watches and pages per session. ``first_obs_out``
+    receives each user's first observation; with ``swap_from`` (those of an earlier call) every recommender sees
+    another user's encoding (a fixed derangement of ``users``), the rest of the session unchanged."""
+    from recagent_gym.envs.encoding import ENCODING_KEYS
     from recagent_gym.runs.policies.evaluate_policies import EvalProtocol, run_sessions
+    from recagent_gym.runs.policies.protocol import derangement
 
-    protocol = EvalProtocol(users=users, sessions_per_user=1, seed=seed, swapped=False)
+    protocol = EvalProtocol(users=users, sessions_per_user=1, seed=seed, swapped=False, encoding_keys=ENCODING_KEYS)
+    partners = derangement(len(users), seed) if swap_from is not None else None
     values: dict[str, list[np.ndarray]] = {name: [] for name in METRICS}
     doses: list[np.ndarray] = []
     fallbacks, watches, shown_pages = 0, [], []
@@ -125,7 +134,9 @@ def play(
             if done and tick is not None:
                 tick(1)
 
-        record = run_sessions(recommender, env, protocol, on_step=on_step)
+        record = run_sessions(recommender, env, protocol, on_step=on_step, swap_from=swap_from, partners=partners)
+        if first_obs_out is not None:
+            first_obs_out.update(record.first_obs)
         for name, per_user in zip(METRICS, (record.returns[:, 0], *scorer.per_user()), strict=True):
             values[name].append(per_user)
         doses.append(np.asarray(scorer.dose, dtype=np.float64).reshape(-1, 3))
@@ -170,14 +181,20 @@ def run_arms(
                     warm(int(user), prefetch[int(user)])
                 extra[model_name] = time.perf_counter() - started
             for rec_name, recommenders in zoo.for_env(env).items():
-                bar.set_postfix_str(f"{model_name} / {rec_name}")
-                started = time.perf_counter()
-                values, dose, fallbacks, watches, shown = play(
-                    env, recommenders, users, future, seed=seed, k=k, pages=pages, tick=bar.update
-                )
-                seconds = time.perf_counter() - started
-                arm = Arm(sampler, model_name, rec_name, dose=dose, seconds=seconds, fallbacks=fallbacks,
-                          watches=watches, pages=shown, **values)  # fmt: skip
-                arms.append(arm)
+                first: dict[int, Any] = {}
+                plays = [(rec_name, recommenders, None)]
+                if rec_name in zoo.swapped:
+                    plays.append((rec_name + SWAPPED, zoo.swapped_for_env(env, rec_name), first))
+                for name, players, swap_from in plays:
+                    bar.set_postfix_str(f"{model_name} / {name}")
+                    started = time.perf_counter()
+                    values, dose, fallbacks, watches, shown = play(
+                        env, players, users, future, seed=seed, k=k, pages=pages, tick=bar.update,
+                        first_obs_out=first if swap_from is None else None, swap_from=swap_from,
+                    )  # fmt: skip
+                    seconds = time.perf_counter() - started
+                    arm = Arm(sampler, model_name, name, dose=dose, seconds=seconds, fallbacks=fallbacks,
+                              watches=watches, pages=shown, **values)  # fmt: skip
+                    arms.append(arm)
             env.close()
     return arms, extra

@@ -2,9 +2,10 @@
 
 ``users transfer`` and ``evaluate rl-comparison`` report, per recommender, the agreement test's real side
 (:mod:`recagent_gym.runs.evaluation.agreement`): the same held-out users' real future items in pools of RecAgent-v1's
-size with uniform negatives, the real users replayed, and the share of the pages the recommender chose that hold one
-of the user's real future items (hit@k per page: the replayed users' watches per page, the real counterpart of a
-simulated return). A policy that wins in the simulator but not here has learned the simulator, not the people.
+size with uniform negatives (``evaluation.sim2real_negatives``), the real users replayed, and the share of the pages
+the recommender chose that hold one of the user's real future items (hit@k per page: the replayed users' watches per
+page, the real counterpart of a simulated return). A policy that wins in the simulator but not here has learned the
+simulator, not the people.
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ class RealMetric:
 
     estimate: Estimate
     per_user: np.ndarray
+    swapped_drop: Estimate | None = None
+    """The hit rate lost with another held-out user's encoding, paired over users (rows run ``swapped`` only)."""
 
 
 def real_metrics(
@@ -43,20 +46,25 @@ def real_metrics(
     policies: Mapping[str, Sequence[Path]] | None = None,
     ready: Mapping[str, Sequence[Any]] | None = None,
     item_features: tuple[np.ndarray, str] | None = None,
+    swapped: Sequence[str] = (),
     out: Path,
 ) -> dict[str, RealMetric]:
     """``{row name: RealMetric}`` for ``baselines`` (row name -> zoo name), ``policies`` and ``ready`` recommenders,
     on ``users`` (those with enough history; the same users for every row). Pools hold ``train.n_candidates``
     items (the policies' K), of which at most a fifth are the user's future; ``{}`` (and a log line) when no two
-    users have the history for it."""
+    users have the history for it. ``swapped`` rows also play on another user's encoding (the personalisation
+    check's real counterpart, ``evaluation.agreement_swapped``)."""
     from recagent_gym.runs.evaluation.agreement.evaluate import run_agreement
     from recagent_gym.runs.evaluation.agreement.run import REAL
+    from recagent_gym.runs.evaluation.agreement.zoo import SWAPPED
 
     cfg = config.model_copy(deep=True)
     ev = cfg.evaluation
     ev.agreement_user_models = []
     ev.agreement_recommenders = list(dict.fromkeys(baselines.values()))  # type: ignore[assignment]
-    ev.negatives = "uniform"
+    zoo_of = {**baselines, **{n: n for n in (policies or {})}, **{n: n for n in (ready or {})}}
+    ev.agreement_swapped = list(dict.fromkeys(zoo_of[row] for row in swapped if row in zoo_of))
+    sampler = ev.negatives = ev.sim2real_negatives
     ev.agreement_users = max(len(users), 2)
     ev.agreement_pool = cfg.train.n_candidates
     ev.agreement_future = max(1, min(ev.agreement_future, cfg.train.n_candidates // 5))
@@ -75,9 +83,13 @@ def real_metrics(
              **{n: n for n in (ready or {})}}  # fmt: skip
     out_metrics = {}
     for k, (row, zoo_name) in enumerate(named.items()):
-        per_user = getattr(run.arm("uniform", REAL, zoo_name), REAL_METRIC)
+        per_user = getattr(run.arm(sampler, REAL, zoo_name), REAL_METRIC)
         estimate = summarize(per_user, np.random.default_rng(ev.seed + k), bootstrap=1000)
-        out_metrics[row] = RealMetric(estimate, per_user)
+        drop = None
+        if zoo_name in ev.agreement_swapped:
+            other = getattr(run.arm(sampler, REAL, zoo_name + SWAPPED), REAL_METRIC)
+            drop = summarize(per_user - other, np.random.default_rng(ev.seed + k), bootstrap=1000)
+        out_metrics[row] = RealMetric(estimate, per_user, drop)
     return out_metrics
 
 
@@ -92,5 +104,8 @@ def attach(rows: Sequence[Any], real: Mapping[str, RealMetric]) -> list[Any]:
         if metric is not None:
             e = metric.estimate
             row = replace(row, real_hit=e.mean, real_ci_low=e.low, real_ci_high=e.high)
+            if metric.swapped_drop is not None and hasattr(row, "real_swapped_drop"):
+                d = metric.swapped_drop
+                row = replace(row, real_swapped_drop=d.mean, real_swapped_ci_low=d.low, real_swapped_ci_high=d.high)
         out.append(row)
     return out

@@ -17,6 +17,10 @@ from recagent_gym.data.schema import Dataset
 from recagent_gym.runs.config.evaluation_section import AGREEMENT_RECOMMENDERS
 
 RECOMMENDERS: tuple[str, ...] = AGREEMENT_RECOMMENDERS
+SWAPPED = "~swapped"
+"""Suffix of a recommender's row when it reads another held-out user's encoding (``evaluation.agreement_swapped``)."""
+SWAPPABLE: tuple[str, ...] = ("itemknn", "mf", "lightgcn")
+"""The zoo's recommenders that read who the user is (the others rank by the candidates or by the real future)."""
 
 
 class Zoo:
@@ -31,6 +35,7 @@ class Zoo:
         policies: Mapping[str, Sequence[Path]] | None = None,
         ready: Mapping[str, Sequence[Any]] | None = None,
         seed: int = 0,
+        swapped: Sequence[str] = (),
         say: Callable[[str], None] = lambda line: None,
     ) -> None:
         from recagent_gym.recommenders import history_scorers as hs
@@ -44,6 +49,15 @@ class Zoo:
         self.ready = {name: list(models) for name, models in (ready or {}).items()}
         """Recommenders already built (trained learners of ``rl-comparison``), answering ``predict`` on any
         RecAgent-v1 observation of the same shape."""
+        readers = {*(n for n in self.names if n in SWAPPABLE), *self.policies, *self.ready}
+        wrong = [name for name in swapped if name not in readers]
+        if wrong:
+            raise ValueError(
+                f"agreement_swapped: {wrong} do not read the user's encoding in this run; expected among "
+                f"{sorted(readers) or 'none (add itemknn, mf, lightgcn or a policy)'}"
+            )
+        self.swapped = list(dict.fromkeys(swapped))
+        """Recommenders also played on another user's encoding (rows ``<name>~swapped``)."""
         builders: dict[str, Callable[[], Any]] = {
             "itemknn": lambda: hs.ItemKNN(history),
             "mf": lambda: hs.SVDScores(history),
@@ -59,10 +73,22 @@ class Zoo:
         self._loaded: dict[str, list[Any]] = {}
 
     def all_names(self) -> list[str]:
-        return [*self.names, *self.policies, *self.ready]
+        return [*self.names, *self.policies, *self.ready, *(name + SWAPPED for name in self.swapped)]
 
     def sessions_per_user(self) -> int:
-        return len(self.names) + sum(len(p) for p in self.policies.values()) + sum(len(r) for r in self.ready.values())
+        per_name = {**{n: 1 for n in self.names}, **{n: len(p) for n, p in self.policies.items()},
+                    **{n: len(r) for n, r in self.ready.items()}}  # fmt: skip
+        return sum(per_name.values()) + sum(per_name[name] for name in self.swapped)
+
+    def swapped_for_env(self, env: Any, name: str) -> list[Any]:
+        """``name``'s recommenders for the swapped sessions: the zoo's history models identify the user from the
+        observed encoding (:class:`~recagent_gym.policies.candidate_baselines.EncodedUserCandidates`), so another
+        user's encoding makes them rank for that user; policies read the observation anyway."""
+        if name in self.scorers:
+            from recagent_gym.policies.candidate_baselines import EncodedUserCandidates
+
+            return [EncodedUserCandidates(env, self.scorers[name])]
+        return self.for_env(env)[name]
 
     def for_env(self, env: Any) -> dict[str, list[Any]]:
         """Every recommender bound to ``env`` (a list per name: a policy given for several seeds)."""
