@@ -210,7 +210,15 @@ class RecSimUser:
         self._watch_cost_array = cfg.recsim_watch_minutes * (1.0 - cfg.recsim_budget_restore * self._nutrition)
         self._watch_cost = self._watch_cost_array.tolist()  # plain floats for the page step, the array for oracles
         self._personal = float(cfg.recsim_personal_nutrition) if dims else 0.0
-        self._taste_centre, self._affinity_scale = personal_scale(latent, self._item_latents, cfg.recsim_seed)
+        centre, scale = (
+            personal_scale(latent, self._item_latents, cfg.recsim_seed) if self._personal else (np.zeros(dims), 1.0)
+        )
+        # z_ui as one dot with the user's state row (interest, latent, 1): the latent columns w_i / scale, the last
+        # -(w_i . centre) / scale, 0 on the genres
+        self._z_matrix = (
+            np.concatenate([np.zeros_like(topics), self._item_latents, -(self._item_latents @ centre)[:, None]], axis=1)
+            / scale
+        )
         # Per item, the drift of a watch as whole-row arrays (a few vector ops beat fancy indexing): the step on the
         # columns it moves (its genres and every latent column, 0 elsewhere) and where it moves them when liked
         # (+1 on its genres, its latent vector) or disliked (the opposite).
@@ -273,9 +281,15 @@ class RecSimUser:
         shared = self._nutrition[items]
         if not self._personal:
             return shared
-        taste = self._state[user_id, self._n_genres : -1] - self._taste_centre
-        z = (self._item_latents.take(items, axis=0) @ taste) / self._affinity_scale
+        z = self._z_matrix.take(items, axis=0) @ self._state[user_id]
         return (1.0 - self._personal) * shared + self._personal * erf(z / math.sqrt(2.0))
+
+    def _personal_cost(self, user_id: int, item: int) -> float:
+        """:meth:`watch_costs` of one item in plain floats (the page step's path: no array call per watch)."""
+        cfg = self.config
+        z = float(self._z_matrix[item] @ self._state[user_id])
+        nutrition = (1.0 - self._personal) * self._nutrition[item] + self._personal * math.erf(z / math.sqrt(2.0))
+        return cfg.recsim_watch_minutes * (1.0 - cfg.recsim_budget_restore * nutrition)
 
     def watch_costs(self, user_id: int, items: np.ndarray) -> np.ndarray:
         """Minutes of the time budget a watch of each item costs ``user_id`` now."""
@@ -366,7 +380,7 @@ class RecSimUser:
             item = items[chosen]
             utility = utilities[chosen]
             rating = rating_from_utility(utility)
-            session[0] -= self._watch_cost[item] if not self._personal else float(self.watch_costs(user, [item])[0])
+            session[0] -= self._watch_cost[item] if not self._personal else self._personal_cost(user, item)
             session[1] = 0.0
             self._drift(user, item, rating >= 3.0)
             return Response(Action.WATCH, item=item, rating=rating, extra={"utility": utility})

@@ -58,11 +58,11 @@ from recagent_gym.runs.policies.selection import BestOnValidation, validation_sp
 LEARNERS: tuple[str, ...] = ("ppo", "a2c", "slateq", "bandit")
 KNOWN: tuple[str, ...] = ("random", "popularity", "quality", "mf", "itemknn", *ORACLES, *LEARNERS)
 REAL_BASELINES: tuple[str, ...] = ("random", "popularity", "quality", "mf", "itemknn")
+"""Rows whose real offline metric is measured by the agreement test's zoo under the same name (the oracle reads the
+simulated users' hidden state: it has no real counterpart)."""
 REAL_SWAPPED: tuple[str, ...] = ("mf", "itemknn", *LEARNERS)
 """Rows whose real hit rate is also measured on another held-out user's encoding (the rows that read who the user
 is): the real counterpart of the swapped drop."""
-"""Rows whose real offline metric is measured by the agreement test's zoo under the same name (the oracle reads the
-simulated users' hidden state: it has no real counterpart)."""
 
 
 def learner_steps(config: Config, name: str) -> int:

@@ -88,7 +88,7 @@ class Zoo:
             from recagent_gym.policies.candidate_baselines import EncodedUserCandidates
 
             return [EncodedUserCandidates(env, self.scorers[name])]
-        return self.for_env(env)[name]
+        return self.ready[name] if name in self.ready else self._policy(name, self.policies[name], env)
 
     def for_env(self, env: Any) -> dict[str, list[Any]]:
         """Every recommender bound to ``env`` (a list per name: a policy given for several seeds)."""
