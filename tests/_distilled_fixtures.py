@@ -26,6 +26,15 @@ def tiny_distilled(folder: Path, logs_folder: Path, epochs: int = 40) -> tuple[P
     return folder, summary
 
 
+def fit_tiny(out: Path, logs_folder: Path, epochs: int, **settings: Any) -> Any:
+    """``users distill`` on the tiny logs with ``settings`` (FitSettings fields); the artefact it wrote."""
+    from recagent_gym.users.distilled.saved_model import Artefact
+
+    distill(logs_folder, tiny_dataset(), make_config(), out, settings=FitSettings(epochs=epochs, **settings),
+            embedder=HashingEmbedder(32))  # fmt: skip
+    return Artefact.load(out)
+
+
 def tiny_policy(folder: Path, config: Any) -> Path:
     """An item-scoring PPO trained a few steps on RecAgent-v1 over the tiny dataset (RecSim-style users)."""
     import json

@@ -10,16 +10,15 @@ pytest.importorskip("pyarrow")
 
 from recagent_gym.llm.testing import HashingEmbedder
 from recagent_gym.runs.distill import fit as fit_module
-from recagent_gym.runs.distill.fit import distill
 from recagent_gym.runs.distill.objective import FitSettings
 from recagent_gym.runs.distill.real_choices import SAMPLERS, RealPages, real_pages, temporal_split
 from recagent_gym.runs.distill.real_fidelity import held_out_table
-from recagent_gym.users.distilled.saved_model import Artefact
 from tests._agent_fixtures import make_config, make_model, tiny_dataset
-from tests._distilled_fixtures import tiny_logs
+from tests._distilled_fixtures import fit_tiny, tiny_logs
 
-TINY = {"real_choices": 1, "real_min_history": 1, "split": "own", "test_fraction": 0.34}
-"""Tiny users hold 3 items: the last is the real choice, the two before it the history."""
+TINY = {"real_choices": 1, "real_min_history": 1, "split": "own", "test_fraction": 0.34, "collab_dims": 0}
+"""Tiny users hold 3 items: the last is the real choice, the two before it the history. No collaborative part: on
+so few items the SVD's singular values tie and its basis is not unique (``test_distilled_collab`` covers it)."""
 
 
 def test_real_pages_hold_each_real_item_among_never_seen_negatives():
@@ -40,10 +39,7 @@ def test_real_pages_hold_each_real_item_among_never_seen_negatives():
 
 
 def _fit(tmp_path, name, logs_dir, **settings):
-    out = tmp_path / name
-    distill(logs_dir, tiny_dataset(), make_config(), out, settings=FitSettings(epochs=30, **{**TINY, **settings}),
-            embedder=HashingEmbedder(32))  # fmt: skip
-    return Artefact.load(out)
+    return fit_tiny(tmp_path / name, logs_dir, 30, **{**TINY, **settings})
 
 
 def test_weight_zero_is_the_llm_only_fit_and_a_weight_raises_the_real_items_probability(tmp_path, monkeypatch):

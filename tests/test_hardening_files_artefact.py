@@ -96,5 +96,5 @@ def test_the_bundled_model_loads_and_a_damaged_one_is_a_typed_error(tmp_path):
     assert Artefact.load(model_copy(tmp_path / "good")).meta["n_items"] == 9742
     bad = model_copy(tmp_path / "bad")
     WEIGHT_DAMAGE["npz_wrong_shape"](bad)
-    with pytest.raises(DistillError, match=r"user_table has shape \(100, 416\)"):
+    with pytest.raises(DistillError, match=r"user_table has shape \(100, 424\)"):
         Artefact.load(bad)

@@ -53,9 +53,15 @@ def item_popularity(dataset: Dataset) -> np.ndarray:
     return 2.0 * np.log1p(counts) / top - 1.0
 
 
+SMALL_SVD = 64
+"""At most this many users (or items) the SVD is dense: tiny datasets (tests, fixtures) tie singular values, and
+there ARPACK returns another basis of the tied subspace from call to call."""
+
+
 def collaborative_item_latents(dataset: Dataset, dims: int, seed: int) -> np.ndarray:
     """``(n_items, dims)`` unit vectors: the item side of a truncated SVD of the binary user x item matrix (rows of
-    items without interactions are 0). Deterministic for a seed (the solver's start vector is seeded)."""
+    items without interactions are 0). Deterministic for a seed (the solver's start vector is seeded; small matrices
+    are decomposed densely, :data:`SMALL_SVD`)."""
     from scipy.sparse import csr_matrix
     from scipy.sparse.linalg import svds
 
@@ -68,8 +74,12 @@ def collaborative_item_latents(dataset: Dataset, dims: int, seed: int) -> np.nda
     k = min(dims, min(matrix.shape) - 1)
     if k < 1:
         return np.zeros((dataset.n_items, dims), dtype=np.float64)
-    v0 = np.random.default_rng(seed).standard_normal(min(matrix.shape))
-    _, singular, vt = svds(matrix, k=k, v0=v0)
+    if min(matrix.shape) <= SMALL_SVD:  # LAPACK: deterministic where ARPACK's basis of tied singular values is not
+        _, singular, vt = np.linalg.svd(matrix.toarray(), full_matrices=False)
+        singular, vt = singular[:k], vt[:k]
+    else:
+        v0 = np.random.default_rng(seed).standard_normal(min(matrix.shape))
+        _, singular, vt = svds(matrix, k=k, v0=v0)
     order = np.argsort(-singular)
     items = (vt[order].T * np.sqrt(singular[order])).astype(np.float64)
     # The sign of an SVD factor is arbitrary: fix it (largest-magnitude entry positive) so runs agree.

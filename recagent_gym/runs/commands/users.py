@@ -55,6 +55,13 @@ def register(subparsers: Any) -> None:
         " (0: the LLM users' decisions alone; default 0.3, chosen by measurement: users/distilled/bundled/README.md);"
         " recorded in model.json",
     )
+    distill.add_argument(
+        "--collab-dims",
+        type=int,
+        default=None,
+        help="collaborative item vectors (SVD of the history before the real items) in the model's features, with"
+        " a direct affinity term; 0: none; default 8 (recorded in model.json)",
+    )
     distill.set_defaults(func=run_distill)
 
     fidelity = sub.add_parser("fidelity", help="distilled vs LLM users on held-out users: table, CSV and plot")
@@ -149,6 +156,8 @@ def run_distill(args: argparse.Namespace) -> int:
 
     config, dataset = _config_and_dataset(args)
     real = {} if args.real_weight is None else {"real_weight": args.real_weight}
+    if args.collab_dims is not None:
+        real["collab_dims"] = args.collab_dims
     settings = FitSettings(
         epochs=args.epochs, seed=args.seed, split=args.split, test_fraction=args.test_fraction, **real
     )

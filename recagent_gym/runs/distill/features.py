@@ -4,6 +4,13 @@ profile and the embeddings of the recent history the LLM agent is shown (its few
 Item: ``[text embedding, genre multi-hot, year (z), log popularity (z), shrunk mean rating]``.
 User: ``[mean embedding of the last history_shots distinct items, genre shares, gender (F, M), age / 100,
 behaviour features (multi-hot), activity, diversity, conformity]``.
+
+With collaborative item vectors (``FitSettings.collab_dims > 0``: a truncated SVD of the user x item matrix of the
+history before every user's real next items, :func:`~recagent_gym.users.recsim_features.collaborative_item_latents`,
+stored in the artefact as ``collab_items`` so that a re-encoding uses the very same vectors) both sides end with
+them: the item's vector, and the user's collaborative taste (the normalised mean vector of the whole history, as the
+fitted RecSim-style users build theirs). Items watched by the same people point the same way, which the text
+embedding does not say: :func:`model_features`.
 """
 
 from __future__ import annotations
@@ -67,3 +74,26 @@ def user_features(dataset: Dataset, text_vectors: np.ndarray, profiles: Sequence
             ]
         )
     return np.hstack([taste, shares, np.asarray(rows, dtype=np.float64)]).astype(np.float32)
+
+
+def collaborative_taste(dataset: Dataset, collab: np.ndarray) -> np.ndarray:
+    """``(n_users, d)``: the normalised mean of ``collab`` over each user's history (0 for a user without one)."""
+    inter = dataset.interactions
+    sums = np.zeros((dataset.n_users, collab.shape[1]), dtype=np.float64)
+    np.add.at(sums, inter["user_id"].to_numpy(), collab[inter["item_id"].to_numpy()])
+    return sums / np.maximum(np.linalg.norm(sums, axis=1, keepdims=True), 1e-12)
+
+
+def model_features(
+    dataset: Dataset, text: np.ndarray, profiles: Sequence[Any], shots: int, collab: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(users_x, items_x)`` float32: :func:`user_features` and :func:`item_features`, each followed by the
+    collaborative part when ``collab`` (``(n_items, d)`` item vectors) is given."""
+    users_x, items_x = user_features(dataset, text, profiles, shots), item_features(dataset, text)
+    if collab is None or collab.shape[1] == 0:
+        return users_x, items_x
+    taste = collaborative_taste(dataset, collab)
+    return (
+        np.hstack([users_x, taste.astype(np.float32)]),
+        np.hstack([items_x, np.asarray(collab, dtype=np.float32)]),
+    )

@@ -29,7 +29,7 @@ import pandas as pd
 from recagent_gym.data.schema import Dataset
 from recagent_gym.runs.distill import logs
 from recagent_gym.runs.distill.decisions import decision_pages
-from recagent_gym.runs.distill.features import item_features, user_features
+from recagent_gym.runs.distill.features import model_features
 from recagent_gym.runs.distill.objective import (
     FitSettings,
     RealTarget,
@@ -38,8 +38,10 @@ from recagent_gym.runs.distill.objective import (
     decision_nll,
     population_profiles,
 )
+from recagent_gym.runs.distill.real_choices import temporal_split
 from recagent_gym.users.distilled.errors import DistillError
 from recagent_gym.users.distilled.saved_model import FORMAT, Artefact
+from recagent_gym.users.recsim_features import collaborative_item_latents
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +69,17 @@ def split_users(users: np.ndarray, test_fraction: float, seed: int) -> tuple[np.
     order = np.random.default_rng(seed).permutation(np.unique(users))
     n_test = min(len(order) - 1, max(1 if test_fraction > 0 else 0, round(test_fraction * len(order))))
     return np.sort(order[n_test:]), np.sort(order[:n_test])
+
+
+def collab_vectors(dataset: Dataset, settings: FitSettings) -> np.ndarray | None:
+    """``(n_items, settings.collab_dims)`` collaborative item vectors of the history before every user's real next
+    items (the real-choice objective's history: neither target's future is in them), or None with 0 dims."""
+    if settings.collab_dims < 0:
+        raise DistillError(f"collab_dims must be >= 0, got {settings.collab_dims}")
+    if settings.collab_dims == 0:
+        return None
+    history, _ = temporal_split(dataset, settings.real_choices, settings.real_min_history)
+    return collaborative_item_latents(history, settings.collab_dims, settings.seed)
 
 
 def item_rows(frame: pd.DataFrame) -> pd.DataFrame:
@@ -154,8 +167,8 @@ def distill(
         raise DistillError(f"split must be 'policy' or 'own', got {settings.split!r}")
     vectors = text_vectors(dataset, embedder, cache_dir)
     profiles = population_profiles(dataset, config)
-    users_x = user_features(dataset, vectors, profiles, config.user.history_shots)
-    items_x = item_features(dataset, vectors)
+    collab = collab_vectors(dataset, settings)
+    users_x, items_x = model_features(dataset, vectors, profiles, config.user.history_shots, collab)
     threshold, search, queries = rule_tables(profiles, config)
     if settings.real_weight < 0 or not math.isfinite(settings.real_weight):
         raise DistillError(f"real_weight must be a finite number >= 0, got {settings.real_weight}")
@@ -166,7 +179,7 @@ def distill(
         measured |= set(rl_split(dataset.n_users, test_fraction=config.train.test_fraction,
                                  seed=config.train.split_seed).test.tolist())  # fmt: skip
     measured_users = np.array(sorted(measured - set(train_users.tolist())), dtype=np.int64)
-    real = RealTarget.build(dataset, config, vectors, train_users, measured_users, settings)
+    real = RealTarget.build(dataset, config, vectors, train_users, measured_users, settings, collab)
 
     torch.set_num_threads(1)  # a net this small is fastest on one thread (measured in the project's notes)
     torch.manual_seed(settings.seed)
@@ -181,6 +194,7 @@ def distill(
         alpha=1.0 / config.user.embedding_scale,  # the LLM agent's own embedding-relevance scale, as a start
         hidden=settings.hidden,
         dim=settings.dim,
+        collab_dim=0 if collab is None else collab.shape[1],
     )
     temperature = config.user.watch_temperature
     _train(net, users_x, items_x, train, train_pages, threshold, temperature, settings, real)
@@ -218,7 +232,7 @@ def distill(
     metrics.update(real.metrics(net, temperature))
     cfg = config.user
     arrays = {
-        # half precision: the text part makes the item table 9742 x 416 on the bundled data (16 MB in float32);
+        # half precision: the text part makes the item table 9742 x 424 on the bundled data (16.5 MB in float32);
         # the rounding (1e-3 relative) is far below the score noise
         "user_table": user_table.astype(np.float16),
         "item_table": item_table.astype(np.float16),
@@ -226,6 +240,7 @@ def distill(
         "threshold": threshold,
         "search_interest": search,
         **{f"net.{k}": v.detach().numpy() for k, v in net.state_dict().items()},
+        **({} if collab is None else {"collab_items": collab.astype(np.float32)}),
     }
     artefact_meta = {
         "format": FORMAT,

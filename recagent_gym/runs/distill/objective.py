@@ -12,7 +12,7 @@ import pandas as pd
 
 from recagent_gym.data.schema import Dataset
 from recagent_gym.runs.distill.decisions import Pages, choice_logits
-from recagent_gym.runs.distill.features import item_features, user_features
+from recagent_gym.runs.distill.features import model_features
 from recagent_gym.runs.distill.real_choices import (
     RealPages,
     choice_probability,
@@ -48,6 +48,10 @@ class FitSettings:
     """Real next items per user (each user's last ones; the agreement test's future)."""
     real_min_history: int = 10
     """Interactions a user keeps before its real items at least (fewer: no real pages for that user)."""
+    collab_dims: int = 8
+    """Collaborative item vectors (a truncated SVD of the history before the real items) in both towers' features
+    and a direct ``beta * <collab_u, collab_i>`` term (:mod:`~recagent_gym.runs.distill.features`); 0: none. The
+    default is the fitted RecSim-style users' latent size, fixed before measuring (``bundled/README.md``)."""
 
 
 def population_profiles(dataset: Dataset, config: Any) -> list[Any]:
@@ -73,15 +77,16 @@ class RealTarget:
     @classmethod
     def build(
         cls, dataset: Dataset, config: Any, vectors: np.ndarray, train_users: np.ndarray, test_users: np.ndarray,
-        settings: FitSettings,
+        settings: FitSettings, collab: np.ndarray | None = None,
     ) -> RealTarget:  # fmt: skip
         history, real = temporal_split(dataset, settings.real_choices, settings.real_min_history)
         seed = settings.seed
         size = config.env.page_size
-        users_x = user_features(history, vectors, population_profiles(history, config), config.user.history_shots)
+        profiles = population_profiles(history, config)
+        users_x, items_x = model_features(history, vectors, profiles, config.user.history_shots, collab)
         return cls(
             users_x,
-            item_features(history, vectors),
+            items_x,
             real_pages(dataset, real, train_users, page_size=size, seed=seed),
             real_pages(dataset, real, test_users, page_size=size, seed=seed + 1),
         )

@@ -25,7 +25,7 @@ def reencoded(artefact: Artefact, dataset: Dataset, config: Any, *, text: np.nda
     """
     import torch
 
-    from recagent_gym.runs.distill.features import item_features, user_features
+    from recagent_gym.runs.distill.features import model_features
     from recagent_gym.runs.distill.network import TwoTower
     from recagent_gym.runs.distill.objective import population_profiles
 
@@ -38,11 +38,12 @@ def reencoded(artefact: Artefact, dataset: Dataset, config: Any, *, text: np.nda
         raise DistillError("re-encoding needs the users the model was distilled on, in the same order")
     settings = artefact.meta["settings"]
     profiles = population_profiles(dataset, config)
-    users_x = user_features(dataset, text, profiles, config.user.history_shots)
-    items_x = item_features(dataset, text)
+    collab = artefact.arrays.get("collab_items")  # the vectors it was fitted with, not an SVD of this dataset
+    users_x, items_x = model_features(dataset, text, profiles, config.user.history_shots, collab)
     net = TwoTower(
-        users_x.shape[1], items_x.shape[1], text_dim=text.shape[1], hidden=settings["hidden"], dim=settings["dim"]
-    )
+        users_x.shape[1], items_x.shape[1], text_dim=text.shape[1], hidden=settings["hidden"], dim=settings["dim"],
+        collab_dim=0 if collab is None else collab.shape[1],
+    )  # fmt: skip
     try:
         net.load_state_dict(state)
     except RuntimeError as error:

@@ -58,7 +58,7 @@ class DistilledUser:
         self.meta = meta
         a = artefact.arrays
         # every (user, item) mean score precomputed (610 x 9742 float32 = 24 MB on the bundled data; the tables it
-        # comes from are not kept): a page then costs one gather instead of a (page, 416) x (416,) product per step
+        # comes from are not kept): a page then costs one gather instead of a (page, 424) x (424,) product per step
         users = a["user_table"].astype(np.float64)[rows]
         scores = users @ a["item_table"].astype(np.float64).T + a["item_offset"].astype(np.float64)
         self.score_table = scores.astype(np.float32)
