@@ -210,15 +210,9 @@ class RecSimUser:
         self._watch_cost_array = cfg.recsim_watch_minutes * (1.0 - cfg.recsim_budget_restore * self._nutrition)
         self._watch_cost = self._watch_cost_array.tolist()  # plain floats for the page step, the array for oracles
         self._personal = float(cfg.recsim_personal_nutrition) if dims else 0.0
-        centre, scale = (
-            personal_scale(latent, self._item_latents, cfg.recsim_seed) if self._personal else (np.zeros(dims), 1.0)
-        )
         # z_ui as one dot with the user's state row (interest, latent, 1): the latent columns w_i / scale, the last
-        # -(w_i . centre) / scale, 0 on the genres
-        self._z_matrix = (
-            np.concatenate([np.zeros_like(topics), self._item_latents, -(self._item_latents @ centre)[:, None]], axis=1)
-            / scale
-        )
+        # -(w_i . centre) / scale, 0 on the genres; only users with personal nutrition read it
+        self._z_matrix = self._personal_z(latent, topics, cfg.recsim_seed) if self._personal else None
         # Per item, the drift of a watch as whole-row arrays (a few vector ops beat fancy indexing): the step on the
         # columns it moves (its genres and every latent column, 0 elsewhere) and where it moves them when liked
         # (+1 on its genres, its latent vector) or disliked (the opposite).
@@ -283,6 +277,12 @@ class RecSimUser:
             return shared
         z = self._z_matrix.take(items, axis=0) @ self._state[user_id]
         return (1.0 - self._personal) * shared + self._personal * erf(z / math.sqrt(2.0))
+
+    def _personal_z(self, latent: np.ndarray, topics: np.ndarray, seed: int) -> np.ndarray:
+        """``(n_items, G + d + 1)``: row i dotted with a user's state row is ``z_ui`` (:meth:`nutrition_for`)."""
+        centre, scale = personal_scale(latent, self._item_latents, seed)
+        w = self._item_latents
+        return np.concatenate([np.zeros_like(topics), w, -(w @ centre)[:, None]], axis=1) / scale
 
     def _personal_cost(self, user_id: int, item: int) -> float:
         """:meth:`watch_costs` of one item in plain floats (the page step's path: no array call per watch)."""
