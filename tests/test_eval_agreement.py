@@ -18,7 +18,7 @@ from recagent_gym.runs.evaluation.agreement.evaluate import run_agreement
 from recagent_gym.runs.evaluation.agreement.pools import PoolRetriever, build_pools, temporal_split
 from recagent_gym.runs.evaluation.agreement.report import Report
 from recagent_gym.runs.evaluation.agreement.run import REAL, PageScorer
-from recagent_gym.runs.evaluation.agreement.stats import dose_response, rank_agreement
+from recagent_gym.runs.evaluation.agreement.stats import dose_response, rank_agreement, split_half
 from recagent_gym.runs.evaluation.subjects import Resources
 from recagent_gym.users.protocol import Action, Context, Page
 from recagent_gym.users.replay import ReplayUser
@@ -101,6 +101,17 @@ def test_rank_agreement_and_dose_response():
     assert flat.low < 0 < flat.high
 
 
+def test_split_half_measures_how_well_the_real_ranking_reproduces_on_other_users():
+    rng = np.random.default_rng(1)
+    clear = {f"r{k}": k + rng.normal(0, 0.1, 60) for k in range(6)}  # far apart: every half ranks them alike
+    half = split_half(clear, n_splits=200)
+    assert half.tau == pytest.approx(1.0) and half.tau_low == pytest.approx(1.0) and half.n_users == 30
+    tied = {f"r{k}": rng.normal(0, 1.0, 60) for k in range(6)}  # no real order: halves disagree
+    noise = split_half(tied, n_splits=200)
+    assert noise.tau_low < 0 < noise.tau_high and noise.tau < half.tau_low - 0.5
+    assert split_half(clear, n_splits=200, seed=3) == split_half(clear, n_splits=200, seed=3)
+
+
 def _resources(dataset, config):
     return Resources(dataset, config, config.evaluation, llm=ScriptedLLM(default="4 | A good film."),
                      base_embedder=HashingEmbedder(),
@@ -134,7 +145,8 @@ def test_run_agreement_end_to_end(tiny_ml, tmp_path):  # noqa: F811
     assert {r["user_model"] for r in rows} == {REAL, "recsim", "embedding", "llm"}
     with paths["rank_csv"].open() as handle:
         ranks = list(csv.DictReader(handle))
-    assert len(ranks) == 2 * 3 and all(-1.0 <= float(r["kendall_tau"]) <= 1.0 for r in ranks)
+    assert len(ranks) == 2 * 4 and all(-1.0 <= float(r["kendall_tau"]) <= 1.0 for r in ranks)
+    assert sum(r["user_model"] == "real, split halves" for r in ranks) == 2 and "real, split halves (4 + 4" in text
     assert paths["plot"].stat().st_size > 10_000
 
 

@@ -62,6 +62,14 @@ def register(subparsers: Any) -> None:
         help="collaborative item vectors (SVD of the history before the real items) in the model's features, with"
         " a direct affinity term; 0: none; default 8 (recorded in model.json)",
     )
+    distill.add_argument(
+        "--real-target",
+        choices=("order", "watch"),
+        default=None,
+        help="what the real-choice objective fits: 'order' (the real item among its page; the default) or 'watch'"
+        " (also pages of negatives only, on which the real user watches nothing: the scores' level against the"
+        " watch threshold); recorded in model.json",
+    )
     distill.set_defaults(func=run_distill)
 
     fidelity = sub.add_parser("fidelity", help="distilled vs LLM users on held-out users: table, CSV and plot")
@@ -158,6 +166,8 @@ def run_distill(args: argparse.Namespace) -> int:
     real = {} if args.real_weight is None else {"real_weight": args.real_weight}
     if args.collab_dims is not None:
         real["collab_dims"] = args.collab_dims
+    if args.real_target is not None:
+        real["real_target"] = args.real_target
     settings = FitSettings(
         epochs=args.epochs, seed=args.seed, split=args.split, test_fraction=args.test_fraction, **real
     )

@@ -12,7 +12,9 @@ With ``real_weight > 0`` (``--real-weight``) the scorer is also fitted to the tr
 (:mod:`~recagent_gym.runs.distill.real_choices`): on pages of a user's real next items among never-seen negatives, the
 cross-entropy of the real item under the rule's choice among the page (``softmax(score / T)``), the user's features
 built from the history before those items. Each optimiser step of the LLM targets adds ``real_weight`` times this
-loss on its share of the real pages; ``real_weight == 0`` is the LLM-only fit, step for step.
+loss on its share of the real pages; ``real_weight == 0`` is the LLM-only fit, step for step. ``real_target:
+watch`` (``--real-target watch``) adds the pages without a real item, on which real users watch nothing, and fits
+both under the rule's choice model with the user's threshold (the scores' level, not only their order).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from recagent_gym.runs.distill import logs
 from recagent_gym.runs.distill.decisions import decision_pages
 from recagent_gym.runs.distill.features import model_features
 from recagent_gym.runs.distill.objective import (
+    REAL_TARGETS,
     FitSettings,
     RealTarget,
     _train,
@@ -172,6 +175,8 @@ def distill(
     threshold, search, queries = rule_tables(profiles, config)
     if settings.real_weight < 0 or not math.isfinite(settings.real_weight):
         raise DistillError(f"real_weight must be a finite number >= 0, got {settings.real_weight}")
+    if settings.real_target not in REAL_TARGETS:
+        raise DistillError(f"real_target must be one of {', '.join(REAL_TARGETS)}, got {settings.real_target!r}")
     measured = set(test_users.tolist())  # the real choices are measured on every user held out of the fit
     if settings.split == "policy":
         from recagent_gym.runs.policies.protocol import split_users as rl_split
@@ -229,7 +234,7 @@ def distill(
         if len(test_pages):
             metrics["test_decision_nll"] = decision_nll(test_pages, predict, threshold, temperature)
     metrics["residual_std"], metrics["noise_std"] = residual_std, noise
-    metrics.update(real.metrics(net, temperature))
+    metrics.update(real.metrics(net, temperature, threshold))
     cfg = config.user
     arrays = {
         # half precision: the text part makes the item table 9742 x 424 on the bundled data (16.5 MB in float32);

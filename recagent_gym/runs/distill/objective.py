@@ -16,13 +16,17 @@ from recagent_gym.runs.distill.features import model_features
 from recagent_gym.runs.distill.real_choices import (
     RealPages,
     choice_probability,
+    leave_pages,
     real_loss,
     real_pages,
+    real_watch_loss,
     temporal_split,
     top_hit,
+    watch_probability,
 )
 from recagent_gym.users.distilled.errors import DistillError
 
+REAL_TARGETS: tuple[str, ...] = ("order", "watch")
 PAGE_BATCH = 64
 """Decision pages per step of the decision target (each page is ``page_size`` item rows)."""
 
@@ -44,6 +48,10 @@ class FitSettings:
     real_weight: float = 0.3
     """Weight of the real-choice objective (0: the LLM users' decisions alone); the default was chosen by
     measurement on the bundled logs (``bundled/README.md``)."""
+    real_target: str = "order"
+    """``order``: the real item's choice among its page (the scores' order); ``watch``: also a page of negatives
+    per real item on which the user watches nothing, under the choice model with the threshold (the scores' level
+    against it): :mod:`~recagent_gym.runs.distill.real_choices`."""
     real_choices: int = 10
     """Real next items per user (each user's last ones; the agreement test's future)."""
     real_min_history: int = 10
@@ -73,6 +81,10 @@ class RealTarget:
     items_x: np.ndarray
     train: RealPages
     test: RealPages
+    train_leave: RealPages | None = None
+    """The train users' leave pages (:func:`~recagent_gym.runs.distill.real_choices.leave_pages`), fitted with the
+    ``watch`` target."""
+    test_leave: RealPages | None = None
 
     @classmethod
     def build(
@@ -89,6 +101,8 @@ class RealTarget:
             items_x,
             real_pages(dataset, real, train_users, page_size=size, seed=seed),
             real_pages(dataset, real, test_users, page_size=size, seed=seed + 1),
+            leave_pages(dataset, real, train_users, page_size=size, seed=seed),
+            leave_pages(dataset, real, test_users, page_size=size, seed=seed + 1),
         )
 
     def scores(self, net: Any, pages: RealPages) -> np.ndarray:
@@ -99,14 +113,29 @@ class RealTarget:
             i = torch.from_numpy(self.items_x[pages.items.reshape(-1)])
             return net(u, i).reshape(pages.items.shape).numpy().astype(np.float64)
 
-    def metrics(self, net: Any, temperature: float) -> dict[str, Any]:
-        """The real item's mean choice probability and top-score hit rate on the train and held-out users' pages."""
+    def fitted_pages(self, target: str) -> RealPages:
+        """The train pages the ``target`` fits: the real pages, and with ``watch`` the leave pages after them."""
+        if target == "order" or self.train_leave is None or not len(self.train_leave):
+            return self.train
+        a, b = self.train, self.train_leave
+        return RealPages(*(np.concatenate([x, y]) for x, y in zip(
+            (a.user, a.items, a.label, a.sampler), (b.user, b.items, b.label, b.sampler), strict=True)))  # fmt: skip
+
+    def metrics(self, net: Any, temperature: float, threshold: np.ndarray | None = None) -> dict[str, Any]:
+        """The real item's mean choice probability and top-score hit rate on the train and held-out users' pages;
+        with ``threshold``, the choice model's watch probability on the held-out real pages and on their leave
+        pages (a user model that watches as real users do: high on the first, low on the second)."""
         out: dict[str, Any] = {"real_train_pages": len(self.train), "real_test_pages": len(self.test)}
         for name, pages in (("train", self.train), ("test", self.test)):
             if len(pages):
                 scores = self.scores(net, pages)
                 out[f"real_{name}_choice_p"] = float(choice_probability(scores, pages.label, temperature).mean())
                 out[f"real_{name}_hit"] = float(top_hit(scores, pages.label).mean())
+        if threshold is not None and len(self.test):
+            for name, pages in (("real", self.test), ("leave", self.test_leave)):
+                if pages is not None and len(pages):
+                    p = watch_probability(self.scores(net, pages), threshold[pages.user], temperature)
+                    out[f"real_test_watch_p_{name}"] = float(p.mean())
         return out
 
 
@@ -132,8 +161,9 @@ def _train(
     weight = settings.real_weight if real is not None and len(real.train) else 0.0
     if weight > 0:
         assert real is not None
+        fitted = real.fitted_pages(settings.real_target)
         ru_x, ri_x = torch.from_numpy(real.users_x), torch.from_numpy(real.items_x)
-        ru, ri, rl = (torch.from_numpy(a) for a in (real.train.user, real.train.items, real.train.label))
+        ru, ri, rl = (torch.from_numpy(a) for a in (fitted.user, fitted.items, fitted.label))
     n_steps = (math.ceil(len(ty) / settings.batch) if len(ty) else 0) + (
         math.ceil(len(pl) / PAGE_BATCH) if len(pl) else 0
     )
@@ -145,6 +175,8 @@ def _train(
         batch = shares.pop()
         width = ri.shape[1]
         scores = net(ru_x[ru[batch]].repeat_interleave(width, 0), ri_x[ri[batch].reshape(-1)]).reshape(-1, width)
+        if settings.real_target == "watch":
+            return weight * real_watch_loss(scores, rl[batch], pt[ru[batch]], temperature)
         return weight * real_loss(scores, rl[batch], temperature)
 
     def step(loss: torch.Tensor) -> None:

@@ -13,10 +13,18 @@ the real item's position.
 
 The held-out users' table of ``users fidelity`` is :func:`~recagent_gym.runs.distill.fidelity.held_out_table`.
 
-**Objective** (:func:`real_loss`): the cross-entropy of the real item under the rule's choice among the page's
-items, ``softmax(score / T)`` (``T`` the rule's ``user.watch_temperature``): given that the user watches one of
-the page, the real one. It moves the scores' order on a page, not their level against the watch threshold (the
-watch rate stays the LLM users' to fit).
+**Leave pages** (:func:`leave_pages`): per sampler and real item, a page of ``page_size`` never-seen negatives
+drawn as that item's negatives are (popularity-matched: from its popularity band, so such a page differs from the
+real item's page only in the real item), labelled "watch nothing" (``label == page_size``): the replay of
+``evaluate agreement`` has a real user watch nothing on a page without a real next item.
+
+**Objective** (:func:`real_loss`), ``order`` (the default): the cross-entropy of the real item under the rule's choice
+among the page's items, ``softmax(score / T)`` (``T`` the rule's ``user.watch_temperature``): given that the user
+watches one of the page, the real one. It moves the scores' order on a page, not their level against the watch
+threshold (the watch rate stays the LLM users' to fit). ``watch`` (:func:`real_watch_loss`): the real pages and as
+many leave pages, each under the rule's choice model with the user's threshold as the "watch nothing" option
+(:func:`~recagent_gym.runs.distill.decisions.choice_logits`): the real item is watched on its page and nothing on a
+page without one, so the scores' level against the threshold follows real choices too.
 """
 
 from __future__ import annotations
@@ -96,6 +104,60 @@ def real_pages(
         np.asarray(rows_label, dtype=np.int64),
         np.asarray(rows_sampler, dtype=np.int64),
     )
+
+
+def leave_pages(
+    dataset: Dataset, real: dict[int, tuple[int, ...]], users: Any, *, page_size: int, seed: int
+) -> RealPages:
+    """One page of ``page_size`` never-seen negatives per (sampler, user of ``users`` with real items, real item),
+    drawn as :func:`real_pages` draws that item's negatives (from a stream of their own: the real pages are the same
+    with or without these); ``label`` is ``page_size`` (watch nothing)."""
+    rows_user, rows_items, rows_sampler = [], [], []
+    for s, sampler in enumerate(SAMPLERS):
+        for user in sorted(int(u) for u in users):
+            positives = real.get(user)
+            if not positives:
+                continue
+            rng = np.random.default_rng([seed, s, user, 1])
+            if sampler == "uniform":
+                n = page_size * len(positives)
+                drawn = rng.permutation(sample_negatives(dataset, user, n, rng, exclude=positives))
+                pages = [drawn[k * page_size : (k + 1) * page_size] for k in range(len(positives))]
+            else:
+                matched = sample_negatives_popularity_matched(dataset, user, positives, page_size, rng, positives)
+                pages = [matched.negatives[p] for p in positives]
+            for page in pages:
+                rows_user.append(user)
+                rows_items.append(np.asarray(page, dtype=np.int64))
+                rows_sampler.append(s)
+    n = len(rows_user)
+    return RealPages(
+        np.asarray(rows_user, dtype=np.int64),
+        np.asarray(rows_items, dtype=np.int64).reshape(-1, page_size),
+        np.full(n, page_size, dtype=np.int64),
+        np.asarray(rows_sampler, dtype=np.int64),
+    )
+
+
+def real_watch_loss(
+    scores: torch.Tensor, label: torch.Tensor, threshold: torch.Tensor, temperature: float
+) -> torch.Tensor:
+    """Mean cross-entropy of ``label`` (a position, or ``width`` for "watch nothing") under the rule's choice model
+    with each page's user threshold as the "watch nothing" option."""
+    import torch
+
+    from recagent_gym.runs.distill.decisions import choice_logits
+
+    logits = choice_logits(scores, torch.ones_like(scores, dtype=torch.bool), threshold, temperature)
+    return torch.nn.functional.cross_entropy(logits, label)
+
+
+def watch_probability(scores: np.ndarray, threshold: np.ndarray, temperature: float) -> np.ndarray:
+    """Per page, the probability that something is watched under the choice model with ``threshold`` (per page)."""
+    z = np.concatenate([scores, threshold[:, None]], axis=1) / temperature
+    z = z - z.max(axis=1, keepdims=True)
+    p = np.exp(z)
+    return 1.0 - p[:, -1] / p.sum(axis=1)
 
 
 def real_loss(scores: torch.Tensor, label: torch.Tensor, temperature: float) -> torch.Tensor:

@@ -13,7 +13,13 @@ import numpy as np
 
 from recagent_gym.runs.evaluation.agreement.evaluate import AgreementRun
 from recagent_gym.runs.evaluation.agreement.run import METRICS, REAL
-from recagent_gym.runs.evaluation.agreement.stats import Agreement, DoseResponse, dose_response, rank_agreement
+from recagent_gym.runs.evaluation.agreement.stats import (
+    Agreement,
+    DoseResponse,
+    dose_response,
+    rank_agreement,
+    split_half,
+)
 from recagent_gym.runs.evaluation.agreement.zoo import SWAPPED
 from recagent_gym.runs.metrics import Estimate, summarize
 
@@ -37,8 +43,10 @@ class Report:
         self.simulated = [m for m in run.user_models if m != REAL]
         self.agreement: dict[tuple[str, str], Agreement] = {}
         self.dose: dict[tuple[str, str], DoseResponse] = {}
+        self.split_half: dict[str, Agreement] = {}
         for s, sampler in enumerate(run.samplers):
             real = {r: getattr(run.arm(sampler, REAL, r), metric) for r in run.recommenders}
+            self.split_half[sampler] = split_half(real, n_splits=n_boot, seed=run.settings["seed"] + 101 * s)
             for m, model in enumerate(run.user_models):
                 arms = [run.arm(sampler, model, r) for r in run.recommenders]
                 seed = run.settings["seed"] + 101 * s + m
@@ -105,10 +113,18 @@ class Report:
                  "Kendall tau-b and Spearman between the real ranking and each user model's ranking by mean return, "
                  f"over {len(run.recommenders)} recommenders (95% bootstrap intervals over users); dose-response: "
                  "least-squares slope of a page's reward on the real future items on it; seconds of the user "
-                 "model's sessions per held-out user (all recommenders and samplers).", "",
+                 "model's sessions per held-out user (all recommenders and samplers). `real, split halves`: how well "
+                 "the real ranking reproduces on other users (tau and Spearman between the real means on two "
+                 "disjoint random halves of the users: median and central 95% of 1,000 splits), a reference for the "
+                 "user models' taus (each half has half the users, so a user model can exceed it).", "",
                  "| negatives | user model | Kendall tau | Spearman | dose-response slope | "
                  "reward at dose 0 / 1 / 2+ | s per user |", "|---|---|---|---|---|---|---|"]  # fmt: skip
         for sampler in run.samplers:
+            h = self.split_half[sampler]
+            tau, rho = _interval(h.tau, h.tau_low, h.tau_high), _interval(h.rho, h.rho_low, h.rho_high)
+            lines.append(
+                f"| {sampler} | real, split halves ({h.n_users} + {h.n_users} users) | {tau} | {rho} | – | – | – |"
+            )
             for model in self.simulated:
                 a = self.agreement[(sampler, model)]
                 d = self.dose[(sampler, model)]
@@ -160,8 +176,10 @@ class Report:
             best = [m for m in self.simulated if self.agreement[(sampler, m)].tau_low >= 0.8]
             taus = ", ".join(f"{m} {self.agreement[(sampler, m)].tau:.2f}" for m in self.simulated)
             clears = f"interval above 0.8 for {', '.join(best)}" if best else "no user model's tau interval clears 0.8"
+            half = self.split_half[sampler]
             parts.append(f"With {sampler} negatives the real ranking puts {' and '.join(sanity)}; Kendall tau with "
-                         f"it: {taus}; {clears}")  # fmt: skip
+                         f"it: {taus}; {clears} (the real ranking on two halves of the users: {half.tau:.2f} "
+                         f"[{half.tau_low:.2f}, {half.tau_high:.2f}])")  # fmt: skip
         return "What this shows: " + ". ".join(parts) + "."
 
     # ---------------------------------------------------------------------------------------------------- files
@@ -199,6 +217,12 @@ class Report:
                          "recommenders": a.n_recommenders, "users": a.n_users, "dose_slope": d.slope,
                          "dose_ci_low": d.low, "dose_ci_high": d.high,
                          "seconds_per_user": self.run.seconds_per_user.get(model, math.nan)})  # fmt: skip
+        for sampler, h in self.split_half.items():
+            rows.append({"dataset": self.run.dataset, "sampler": sampler, "user_model": "real, split halves",
+                         "kendall_tau": h.tau, "tau_ci_low": h.tau_low, "tau_ci_high": h.tau_high,
+                         "spearman": h.rho, "rho_ci_low": h.rho_low, "rho_ci_high": h.rho_high,
+                         "recommenders": h.n_recommenders, "users": h.n_users, "dose_slope": math.nan,
+                         "dose_ci_low": math.nan, "dose_ci_high": math.nan, "seconds_per_user": math.nan})  # fmt: skip
         _csv(path, rows)
 
     def _plot(self, path: Path) -> None:
@@ -228,6 +252,10 @@ class Report:
         fig.tight_layout()
         fig.savefig(path, dpi=100)
         plt.close(fig)
+
+
+def _interval(mid: float, low: float, high: float) -> str:
+    return f"{mid:.3f} [{low:.3f}, {high:.3f}]" if math.isfinite(mid) else "–"
 
 
 def _by_dose(d: DoseResponse) -> str:

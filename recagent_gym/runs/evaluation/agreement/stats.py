@@ -67,6 +67,39 @@ def rank_agreement(
     return Agreement(tau, *interval(taus), rho, *interval(rhos), len(names), n)
 
 
+def split_half(
+    real: Mapping[str, np.ndarray], *, n_splits: int = 1000, seed: int = 0, confidence: float = 0.95
+) -> Agreement:
+    """How well the real ranking reproduces on other users: over ``n_splits`` random splits of the users into two
+    disjoint halves, Kendall tau-b and Spearman between the recommenders' real means on one half and on the other.
+    The point estimate is the median over splits and the interval the central ``confidence`` share of them.
+
+    A reference, not a bound: a user model is compared with the real ranking on all the users, while each half
+    has half of them, so a user model's tau can exceed it; a tau far below it is a user model's, not noise's."""
+    names = list(real)
+    real_m = np.vstack([np.asarray(real[r], np.float64) for r in names])
+    n = real_m.shape[1]
+    rng = np.random.default_rng(seed)
+    taus, rhos = [], []
+    for _ in range(n_splits if n >= 4 else 0):
+        order = rng.permutation(n)
+        a, b = order[: n // 2], order[n // 2 : 2 * (n // 2)]
+        t, r = _corr(real_m[:, a].mean(axis=1), real_m[:, b].mean(axis=1))
+        taus.append(t)
+        rhos.append(r)
+    alpha = (1.0 - confidence) / 2
+
+    def summary(values: list[float]) -> tuple[float, float, float]:
+        kept = np.asarray(values, dtype=np.float64)
+        kept = kept[np.isfinite(kept)]
+        if not len(kept):
+            return float("nan"), float("nan"), float("nan")
+        low, mid, high = np.quantile(kept, [alpha, 0.5, 1 - alpha])
+        return float(mid), float(low), float(high)
+
+    return Agreement(*summary(taus), *summary(rhos), len(names), n // 2)
+
+
 @dataclass(frozen=True)
 class DoseResponse:
     """Least-squares slope of a step's reward on the real future items on its page, with a bootstrap interval over
