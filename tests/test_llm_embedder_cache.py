@@ -159,3 +159,39 @@ def test_minilm_exact_batches_give_each_text_its_own_vector(sentence_embedder) -
     assert np.array_equal(together, alone), "a text alone is never padded: exact equals sentence-transformers"
     assert np.abs(padded(texts) - together).max() < 1e-6  # a padded mixed batch differs by float noise only
     assert _retrievals(CachedEmbedder(sentence_embedder)) == _retrievals(padded)
+
+
+@pytest.mark.slow
+def test_minilm_packed_call_is_bitwise_the_length_grouped_one(sentence_embedder) -> None:  # type: ignore[no-untyped-def]
+    from recagent_gym.llm import packed_encoder
+
+    assert sentence_embedder.packed, "MiniLM under SDPA embeds packed (checked bitwise at load)"
+    rng = np.random.default_rng(0)
+    words = [
+        "Ann",
+        "Ben",
+        "watched",
+        "Heat",
+        "Toy",
+        "Story",
+        "loved",
+        "it",
+        "a",
+        "tense",
+        "crime",
+        "thriller",
+        "and",
+        "rated",
+        "chatted",
+        "about",
+        "the",
+        "films",
+    ]
+    texts = [" ".join(rng.choice(words, size=int(rng.integers(1, 40)))) for _ in range(70)]  # many lengths, > a batch
+    packed = sentence_embedder(texts)
+    assert np.array_equal(packed, sentence_embedder._encode_by_length(texts))
+    assert np.array_equal(packed[3], sentence_embedder([texts[3]])[0])
+    # the model's padded ``encode`` still runs SDPA with its mask: float noise from the exact vectors, as before
+    assert np.abs(sentence_embedder._model.encode(texts[:8]) - packed[:8]).max() < 1e-6
+    # a model the packed path does not fit keeps the grouped one
+    assert not packed_encoder.attach(object(), sentence_embedder._encode_by_length, 384)

@@ -54,9 +54,11 @@ class SentenceEmbedder:
     so the last value set wins for every torch user in the process. One thread is the default because the
     simulation shares the CPU with the embedded LLM (see the report for 1 vs 2 threads).
 
-    ``exact`` (default): a call embeds its texts one token length at a time (no padding), so a text's vector is
-    bitwise the same whatever it is batched with, and equal to embedding it alone; ``exact=False`` is
-    sentence-transformers' ``encode`` (padded batches sorted by length). Progress bars always use ``encode``.
+    ``exact`` (default): a call embeds its texts without padding, so a text's vector is bitwise the same whatever it
+    is batched with, and equal to embedding it alone: packed into one token sequence (:mod:`~recagent_gym.llm.
+    packed_encoder`; every linear layer once per call) where the model and libraries give bitwise the same as one
+    token length at a time (checked at load), else one length at a time; ``exact=False`` is sentence-transformers'
+    ``encode`` (padded batches sorted by length). Progress bars always use ``encode``.
     """
 
     def __init__(
@@ -89,6 +91,11 @@ class SentenceEmbedder:
         if dim is None:  # pragma: no cover - every sentence-transformers model with pooling reports it
             raise RuntimeError(f"{self.model_path}: the model does not report its embedding dimension")
         self._dim = int(dim)
+        self.packed = False
+        if self.exact:
+            from recagent_gym.llm.packed_encoder import attach
+
+            self.packed = attach(self._model, self._encode_by_length, self._dim)
 
     @property
     def dim(self) -> int:
@@ -137,6 +144,13 @@ class SentenceEmbedder:
                 show_progress_bar=show_progress,
             )
             return np.ascontiguousarray(vectors, dtype=np.float32)
+        if self.packed:
+            from recagent_gym.llm.packed_encoder import encode_packed
+
+            texts = list(texts)
+            step = self.batch_size
+            return np.concatenate([encode_packed(self._model, texts[i : i + step], self._dim)
+                                   for i in range(0, len(texts), step)])  # fmt: skip
         return self._encode_by_length(list(texts))
 
     def _encode_by_length(self, texts: list[str]) -> np.ndarray:
