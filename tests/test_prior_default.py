@@ -72,7 +72,14 @@ def test_settings_given_explicitly_win_over_the_files_defaults(caplog: pytest.Lo
 @pytest.mark.parametrize(
     "dataset, llm, strategy, why",
     [
-        (SimpleNamespace(name="ml-1m", n_users=6040, n_items=3706), EMBEDDED, "auto", "not on 'ml-1m'"),
+        (SimpleNamespace(name="ml-1m", n_users=6040, n_items=3706), EMBEDDED, "auto", "not on 'ml-1m' (6040 users"),
+        # a subset of the same dataset keeps its name: the sizes say why the weights do not apply
+        (
+            SimpleNamespace(name="ml-latest-small (bundled)", n_users=100, n_items=9742),
+            EMBEDDED,
+            "auto",
+            "not on 'ml-latest-small (bundled)' (100 users, 9742 items)",
+        ),
         (None, "openai:gpt-4o-mini", "auto", "the agents run openai:gpt-4o-mini"),
         (None, None, "auto", "another model"),
         (None, EMBEDDED, "direct", "direct"),

@@ -61,7 +61,8 @@ def configured_llm_name(llm: Any) -> str | None:
 def _why_not(user: Any, dataset: Any, llm_name: str | None, meta: dict[str, Any]) -> str | None:
     if (dataset.name, dataset.n_users, dataset.n_items) != (meta.get("dataset"), meta.get("n_users"),
                                                             meta.get("n_items")):  # fmt: skip
-        return f"it was fitted on {meta.get('dataset')!r}, not on {dataset.name!r}"
+        fitted = f"{meta.get('dataset')!r} ({meta.get('n_users')} users, {meta.get('n_items')} items)"
+        return f"it was fitted on {fitted}, not on {dataset.name!r} ({dataset.n_users} users, {dataset.n_items} items)"
     if llm_name != meta.get("llm"):
         return f"it prices the scores of {meta.get('llm')}, and the agents run {llm_name or 'another model'}"
     if user.decision_strategy == "direct":
