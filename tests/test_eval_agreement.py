@@ -143,6 +143,12 @@ def test_run_agreement_end_to_end(tiny_ml, tmp_path):  # noqa: F811
         rows = list(csv.DictReader(handle))
     assert len(rows) == 2 * 4 * 7  # samplers x (real + 3 models) x recommenders
     assert {r["user_model"] for r in rows} == {REAL, "recsim", "embedding", "llm"}
+    # the response to real items: the replayed real users watch exactly on the pages that show one
+    real_random = [r for r in rows if r["user_model"] == REAL and r["recommender"] == "random"]
+    assert all(float(r["reward_no_real"]) == 0.0 and float(r["reward_with_real"]) >= 1.0 for r in real_random)
+    oracle_rows = [r for r in rows if r["recommender"] == "oracle"]
+    assert all(int(r["pages_no_real"]) == 0 and r["reward_no_real"] == "" for r in oracle_rows)
+    assert "## Response to real items, per recommender" in text and "| uniform | anti-oracle |" in text
     with paths["rank_csv"].open() as handle:
         ranks = list(csv.DictReader(handle))
     assert len(ranks) == 2 * 4 and all(-1.0 <= float(r["kendall_tau"]) <= 1.0 for r in ranks)

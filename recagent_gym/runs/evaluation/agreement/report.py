@@ -90,6 +90,7 @@ class Report:
         for sampler in run.samplers:
             lines += self._sampler_table(sampler)
         lines += self._agreement_table()
+        lines += self._response_table()
         lines += self._personalisation_table()
         lines += ["", self.closing_line(), ""]
         return "\n".join(lines)
@@ -133,6 +134,24 @@ class Report:
                     f"{a.rho:.3f} [{a.rho_low:.3f}, {a.rho_high:.3f}] | {d.slope:.3f} [{d.low:.3f}, {d.high:.3f}] | "
                     f"{_by_dose(d)} | {run.seconds_per_user.get(model, math.nan):.2f} |"
                 )
+        return lines
+
+    def _response_table(self) -> list[str]:
+        """Per recommender, each user model's mean reward on pages without a real future item and on pages with one:
+        the real users get nothing on the first and watch on every one of the second, on every recommender's pages,
+        so a user model whose two columns are close, or whose first column grows with the recommender, ranks
+        recommenders by something other than real items."""
+        run = self.run
+        lines = ["", "## Response to real items, per recommender", "",
+                 "Mean reward per page on the recommender's pages without a real future item / with at least one "
+                 "(pages in brackets); the replayed real users get nothing on the first and watch on every one of "
+                 "the second (a watch's reward, 1 or more with the rating), on every recommender's pages.", "",
+                 "| negatives | recommender | " + " | ".join(self.simulated) + " |",
+                 "|---|---|" + "---|" * len(self.simulated)]  # fmt: skip
+        for sampler in run.samplers:
+            for rec in run.recommenders:
+                cells = [_response(run.arm(sampler, m, rec).dose) for m in self.simulated]
+                lines.append(f"| {sampler} | {rec} | " + " | ".join(cells) + " |")
         return lines
 
     def _personalisation_table(self) -> list[str]:
@@ -203,6 +222,8 @@ class Report:
                 e = _est(getattr(a, name), i)
                 key = "return" if name == "returns" else name
                 row.update({key: e.mean, f"{key}_ci_low": e.low, f"{key}_ci_high": e.high})
+            (r0, n0), (r1, n1) = _dose_means(a.dose)
+            row.update(reward_no_real=r0, reward_with_real=r1, pages_no_real=n0, pages_with_real=n1)
             row.update(watches=a.watches, pages=a.pages, fallbacks=a.fallbacks, seconds=round(a.seconds, 2))
             rows.append(row)
         _csv(path, rows)
@@ -252,6 +273,24 @@ class Report:
         fig.tight_layout()
         fig.savefig(path, dpi=100)
         plt.close(fig)
+
+
+def _dose_means(dose: np.ndarray) -> tuple[tuple[float, int], tuple[float, int]]:
+    """``((mean reward, pages) without a real item, (mean reward, pages) with one or more)`` of an arm's dose rows."""
+    rows = np.asarray(dose, dtype=np.float64).reshape(-1, 3)
+    out = []
+    for keep in (rows[:, 1] == 0, rows[:, 1] > 0):
+        out.append((float(rows[keep, 2].mean()) if keep.any() else math.nan, int(keep.sum())))
+    return out[0], out[1]
+
+
+def _response(dose: np.ndarray) -> str:
+    (r0, n0), (r1, n1) = _dose_means(dose)
+
+    def cell(r: float, n: int) -> str:
+        return f"{r:.2f} ({n})" if n else "– (0)"
+
+    return f"{cell(r0, n0)} / {cell(r1, n1)}"
 
 
 def _interval(mid: float, low: float, high: float) -> str:
