@@ -93,13 +93,16 @@ def test_held_out_table_rows_and_chance(tmp_path):
     assert table.loc[table["users"] == "popularity", "choice_p"].isna().all()
 
 
-def test_cli_passes_the_real_weight_and_defaults_to_the_settings_one(monkeypatch):
+def test_cli_passes_the_real_weight_and_target_and_defaults_to_the_settings_ones(monkeypatch):
     from recagent_gym.runs.cli import main
     from recagent_gym.runs.commands import users as commands
 
     seen = []
     monkeypatch.setattr(commands, "_config_and_dataset", lambda args: (make_config(), tiny_dataset()))
     monkeypatch.setattr(fit_module, "distill", lambda *a, settings, **k: seen.append(settings) or "ok")
-    assert main(["users", "distill", "--logs", "x", "--out", "y", "--real-weight", "0.5"]) == 0
+    assert (
+        main(["users", "distill", "--logs", "x", "--out", "y", "--real-weight", "0.5", "--real-target", "watch"]) == 0
+    )
     assert main(["users", "distill", "--logs", "x", "--out", "y"]) == 0
     assert seen[0].real_weight == 0.5 and seen[1].real_weight == FitSettings().real_weight == 0.3  # as --help says
+    assert seen[0].real_target == "watch" and seen[1].real_target == FitSettings().real_target == "order"

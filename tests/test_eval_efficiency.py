@@ -128,6 +128,9 @@ def test_efficiency_end_to_end_against_the_local_server(tmp_path: Path) -> None:
     assert sum(run.behaviour["page decision"]["events"] for run in result.runs) > 0
     table = pd.read_csv(paths["table.csv"])
     assert list(table["agents"]) == [1, 3, 1, 3]
+    # MiniLM (the default, as `simulate` runs) counts what each simulation embedded and the CPU it took
+    assert all(run.texts_embedded > 0 and run.embed_cpu_s > 0 for run in result.runs)
+    assert (table["texts_embedded_per_round"] > 0).all() and (table["embed_cpu_s_per_round"] > 0).all()
     assert len(pd.read_csv(paths["rounds.csv"])) == 8
     assert set(pd.read_csv(paths["behaviour.csv"])["behaviour"]) >= {"page decision", "chat", "post"}
     assert paths["plot.png"].stat().st_size > 1000

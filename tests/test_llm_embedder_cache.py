@@ -188,7 +188,9 @@ def test_minilm_packed_call_is_bitwise_the_length_grouped_one(sentence_embedder)
         "films",
     ]
     texts = [" ".join(rng.choice(words, size=int(rng.integers(1, 40)))) for _ in range(70)]  # many lengths, > a batch
+    before, cpu = sentence_embedder.texts_embedded, sentence_embedder.cpu_s
     packed = sentence_embedder(texts)
+    assert sentence_embedder.texts_embedded == before + 70 and sentence_embedder.cpu_s > cpu  # read by efficiency
     assert np.array_equal(packed, sentence_embedder._encode_by_length(texts))
     assert np.array_equal(packed[3], sentence_embedder([texts[3]])[0])
     # the model's padded ``encode`` still runs SDPA with its mask: float noise from the exact vectors, as before

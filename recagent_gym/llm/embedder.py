@@ -12,6 +12,7 @@ import logging
 import os
 import re
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
@@ -91,6 +92,11 @@ class SentenceEmbedder:
         if dim is None:  # pragma: no cover - every sentence-transformers model with pooling reports it
             raise RuntimeError(f"{self.model_path}: the model does not report its embedding dimension")
         self._dim = int(dim)
+        self.texts_embedded = 0
+        self.cpu_s = 0.0
+        """Texts embedded and the calling threads' CPU seconds spent on them, since the model loaded (read by
+        ``evaluate efficiency``; with ``n_threads`` > 1 torch's other threads are not counted)."""
+        self._count_lock = threading.Lock()
         self.packed = False
         if self.exact:
             from recagent_gym.llm.packed_encoder import attach
@@ -134,6 +140,16 @@ class SentenceEmbedder:
             raise TypeError("pass a sequence of texts, not a single string")
         if len(texts) == 0:
             return np.zeros((0, self._dim), dtype=np.float32)
+        started = time.thread_time()  # the calling thread's CPU: torch runs on it (``n_threads`` 1) or beside it
+        try:
+            return self._embed(texts, show_progress)
+        finally:
+            spent = time.thread_time() - started
+            with self._count_lock:
+                self.texts_embedded += len(texts)
+                self.cpu_s += spent
+
+    def _embed(self, texts: Sequence[str], show_progress: bool) -> np.ndarray:
         self._apply_threads()
         if show_progress or not self.exact:
             vectors = self._model.encode(

@@ -101,7 +101,10 @@ class RealTarget:
             items_x,
             real_pages(dataset, real, train_users, page_size=size, seed=seed),
             real_pages(dataset, real, test_users, page_size=size, seed=seed + 1),
-            leave_pages(dataset, real, train_users, page_size=size, seed=seed),
+            # the train users' leave pages are fitted by the ``watch`` target only; the held-out ones are measured
+            leave_pages(dataset, real, train_users, page_size=size, seed=seed)
+            if settings.real_target == "watch"
+            else None,
             leave_pages(dataset, real, test_users, page_size=size, seed=seed + 1),
         )
 
@@ -113,9 +116,9 @@ class RealTarget:
             i = torch.from_numpy(self.items_x[pages.items.reshape(-1)])
             return net(u, i).reshape(pages.items.shape).numpy().astype(np.float64)
 
-    def fitted_pages(self, target: str) -> RealPages:
-        """The train pages the ``target`` fits: the real pages, and with ``watch`` the leave pages after them."""
-        if target == "order" or self.train_leave is None or not len(self.train_leave):
+    def fitted_pages(self) -> RealPages:
+        """The train pages fitted: the real pages, then the leave pages where there are any (the ``watch`` target)."""
+        if self.train_leave is None or not len(self.train_leave):
             return self.train
         a, b = self.train, self.train_leave
         return RealPages(*(np.concatenate([x, y]) for x, y in zip(
@@ -161,7 +164,7 @@ def _train(
     weight = settings.real_weight if real is not None and len(real.train) else 0.0
     if weight > 0:
         assert real is not None
-        fitted = real.fitted_pages(settings.real_target)
+        fitted = real.fitted_pages()
         ru_x, ri_x = torch.from_numpy(real.users_x), torch.from_numpy(real.items_x)
         ru, ri, rl = (torch.from_numpy(a) for a in (fitted.user, fitted.items, fitted.label))
     n_steps = (math.ceil(len(ty) / settings.batch) if len(ty) else 0) + (

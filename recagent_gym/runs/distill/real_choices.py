@@ -29,6 +29,7 @@ page without one, so the scores' level against the threshold follows real choice
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -70,6 +71,36 @@ def temporal_split(dataset: Dataset, choices: int = CHOICES, min_history: int = 
     return split.train, {int(u): tuple(dict.fromkeys(items)) for u, items in split.held_out.items()}
 
 
+def _negatives(
+    dataset: Dataset, real: dict[int, tuple[int, ...]], users: Any, n: int, stream: tuple[int, ...]
+) -> Iterator[tuple[int, int, tuple[int, ...], dict[int, np.ndarray], np.random.Generator]]:
+    """Per (sampler, user of ``users`` with real items): ``(sampler index, user, real items, {real item: n
+    never-seen negatives drawn for it}, the generator they were drawn from)``; the generator is seeded with
+    ``(*stream[:1], sampler index, user, *stream[1:])``, so each caller's stream is its own."""
+    for s, sampler in enumerate(SAMPLERS):
+        for user in sorted(int(u) for u in users):
+            positives = real.get(user)
+            if not positives:
+                continue
+            rng = np.random.default_rng([stream[0], s, user, *stream[1:]])
+            if sampler == "uniform":
+                drawn = rng.permutation(sample_negatives(dataset, user, n * len(positives), rng, exclude=positives))
+                negatives = {p: drawn[k * n : (k + 1) * n] for k, p in enumerate(positives)}
+            else:
+                negatives = sample_negatives_popularity_matched(dataset, user, positives, n, rng, positives).negatives
+            yield s, user, positives, negatives, rng
+
+
+def _pages(rows: list[tuple[int, np.ndarray, int, int]], page_size: int) -> RealPages:
+    user, items, label, sampler = zip(*rows, strict=True) if rows else ((), (), (), ())
+    return RealPages(
+        np.asarray(user, dtype=np.int64),
+        np.asarray(items, dtype=np.int64).reshape(-1, page_size),
+        np.asarray(label, dtype=np.int64),
+        np.asarray(sampler, dtype=np.int64),
+    )
+
+
 def real_pages(
     dataset: Dataset, real: dict[int, tuple[int, ...]], users: Any, *, page_size: int, seed: int
 ) -> RealPages:
@@ -77,33 +108,13 @@ def real_pages(
     one: an item the user ever interacted with is never a negative)."""
     if page_size < 2:
         raise ValueError(f"a real-choice page needs room for negatives: page_size {page_size}")
-    n_neg = page_size - 1
-    rows_user, rows_items, rows_label, rows_sampler = [], [], [], []
-    for s, sampler in enumerate(SAMPLERS):
-        for user in sorted(int(u) for u in users):
-            positives = real.get(user)
-            if not positives:
-                continue
-            rng = np.random.default_rng([seed, s, user])
-            if sampler == "uniform":
-                drawn = rng.permutation(sample_negatives(dataset, user, n_neg * len(positives), rng, exclude=positives))
-                negatives = {p: drawn[k * n_neg : (k + 1) * n_neg] for k, p in enumerate(positives)}
-            else:
-                sample = sample_negatives_popularity_matched(dataset, user, positives, n_neg, rng, exclude=positives)
-                negatives = sample.negatives
-            for p in positives:
-                page = np.concatenate([[p], np.asarray(negatives[p], dtype=np.int64)])
-                order = rng.permutation(page_size)
-                rows_user.append(user)
-                rows_items.append(page[order])
-                rows_label.append(int(np.flatnonzero(order == 0)[0]))
-                rows_sampler.append(s)
-    return RealPages(
-        np.asarray(rows_user, dtype=np.int64),
-        np.asarray(rows_items, dtype=np.int64).reshape(-1, page_size),
-        np.asarray(rows_label, dtype=np.int64),
-        np.asarray(rows_sampler, dtype=np.int64),
-    )
+    rows = []
+    for s, user, positives, negatives, rng in _negatives(dataset, real, users, page_size - 1, (seed,)):
+        for p in positives:
+            page = np.concatenate([[p], np.asarray(negatives[p], dtype=np.int64)])
+            order = rng.permutation(page_size)
+            rows.append((user, page[order], int(np.flatnonzero(order == 0)[0]), s))
+    return _pages(rows, page_size)
 
 
 def leave_pages(
@@ -112,31 +123,10 @@ def leave_pages(
     """One page of ``page_size`` never-seen negatives per (sampler, user of ``users`` with real items, real item),
     drawn as :func:`real_pages` draws that item's negatives (from a stream of their own: the real pages are the same
     with or without these); ``label`` is ``page_size`` (watch nothing)."""
-    rows_user, rows_items, rows_sampler = [], [], []
-    for s, sampler in enumerate(SAMPLERS):
-        for user in sorted(int(u) for u in users):
-            positives = real.get(user)
-            if not positives:
-                continue
-            rng = np.random.default_rng([seed, s, user, 1])
-            if sampler == "uniform":
-                n = page_size * len(positives)
-                drawn = rng.permutation(sample_negatives(dataset, user, n, rng, exclude=positives))
-                pages = [drawn[k * page_size : (k + 1) * page_size] for k in range(len(positives))]
-            else:
-                matched = sample_negatives_popularity_matched(dataset, user, positives, page_size, rng, positives)
-                pages = [matched.negatives[p] for p in positives]
-            for page in pages:
-                rows_user.append(user)
-                rows_items.append(np.asarray(page, dtype=np.int64))
-                rows_sampler.append(s)
-    n = len(rows_user)
-    return RealPages(
-        np.asarray(rows_user, dtype=np.int64),
-        np.asarray(rows_items, dtype=np.int64).reshape(-1, page_size),
-        np.full(n, page_size, dtype=np.int64),
-        np.asarray(rows_sampler, dtype=np.int64),
-    )
+    rows = [(user, np.asarray(negatives[p], dtype=np.int64), page_size, s)
+            for s, user, positives, negatives, _ in _negatives(dataset, real, users, page_size, (seed, 1))
+            for p in positives]  # fmt: skip
+    return _pages(rows, page_size)
 
 
 def real_watch_loss(
@@ -153,11 +143,10 @@ def real_watch_loss(
 
 
 def watch_probability(scores: np.ndarray, threshold: np.ndarray, temperature: float) -> np.ndarray:
-    """Per page, the probability that something is watched under the choice model with ``threshold`` (per page)."""
-    z = np.concatenate([scores, threshold[:, None]], axis=1) / temperature
-    z = z - z.max(axis=1, keepdims=True)
-    p = np.exp(z)
-    return 1.0 - p[:, -1] / p.sum(axis=1)
+    """Per page, the probability that something is watched under the choice model with ``threshold`` (per page):
+    one minus the "watch nothing" option's :func:`choice_probability`."""
+    with_nothing = np.concatenate([scores, threshold[:, None]], axis=1)
+    return 1.0 - choice_probability(with_nothing, np.full(len(scores), scores.shape[1]), temperature)
 
 
 def real_loss(scores: torch.Tensor, label: torch.Tensor, temperature: float) -> torch.Tensor:

@@ -80,6 +80,10 @@ class EfficiencyRun:
     peak_rss_mb: float = math.nan
     cpu_floor_s: float = math.nan
     """Mean seconds per round of the same point at zero latency (``--cpu-floor``)."""
+    texts_embedded: int = 0
+    embed_cpu_s: float = math.nan
+    """Texts the memory embedder embedded over the whole simulation and the CPU seconds of its calls (MiniLM: the
+    calling threads' time; NaN for embedders that do not count it)."""
 
     @property
     def seconds(self) -> list[float]:
@@ -127,6 +131,8 @@ class EfficiencyResult:
                     "agent_chain_mean": _ratio(sum(run.agent_chains), len(run.agent_chains), 1),
                     "agent_chain_max": max(run.agent_chains, default=0),
                     "cpu_floor_s_per_round": round(run.cpu_floor_s, 3),
+                    "texts_embedded_per_round": round(run.texts_embedded / n, 1),
+                    "embed_cpu_s_per_round": round(run.embed_cpu_s / n, 3),
                     "checkpoint_s": round(sum(run.checkpoint_s) / max(len(run.checkpoint_s), 1), 3),
                     "peak_rss_mb": round(run.peak_rss_mb, 1),
                 }
@@ -281,6 +287,7 @@ def run_point(
     from recagent_gym.llm.protocol import Usage
     from recagent_gym.runs.simulator import runner
 
+    texts_before, cpu_before = getattr(embedder, "texts_embedded", 0), getattr(embedder, "cpu_s", math.nan)
     sim = runner.start(config, out, llm=llm, embedder=embedder)
     try:
         sim.run()
@@ -305,6 +312,8 @@ def run_point(
         checkpoint_s=list(sim.checkpoint_seconds),
         agent_chains=agent_chains(events, llm_choice),
         peak_rss_mb=peak_rss_mb(),
+        texts_embedded=getattr(embedder, "texts_embedded", 0) - texts_before,
+        embed_cpu_s=getattr(embedder, "cpu_s", math.nan) - cpu_before,
     )
 
 

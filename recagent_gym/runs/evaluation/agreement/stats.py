@@ -54,17 +54,19 @@ def rank_agreement(
         t, r = _corr(real_m[:, idx].mean(axis=1), sim_m[:, idx].mean(axis=1))
         taus.append(t)
         rhos.append(r)
+    (tau_low, _, tau_high), (rho_low, _, rho_high) = _central(taus, confidence), _central(rhos, confidence)
+    return Agreement(tau, tau_low, tau_high, rho, rho_low, rho_high, len(names), n)
+
+
+def _central(values: list[float], confidence: float) -> tuple[float, float, float]:
+    """``(low, median, high)`` of the finite ``values``: the central ``confidence`` share and its middle."""
+    kept = np.asarray(values, dtype=np.float64)
+    kept = kept[np.isfinite(kept)]
+    if not len(kept):
+        return float("nan"), float("nan"), float("nan")
     alpha = (1.0 - confidence) / 2
-
-    def interval(values: list[float]) -> tuple[float, float]:
-        kept = np.asarray(values, dtype=np.float64)
-        kept = kept[np.isfinite(kept)]
-        if not len(kept):
-            return float("nan"), float("nan")
-        low, high = np.quantile(kept, [alpha, 1 - alpha])
-        return float(low), float(high)
-
-    return Agreement(tau, *interval(taus), rho, *interval(rhos), len(names), n)
+    low, mid, high = np.quantile(kept, [alpha, 0.5, 1 - alpha])
+    return float(low), float(mid), float(high)
 
 
 def split_half(
@@ -87,17 +89,8 @@ def split_half(
         t, r = _corr(real_m[:, a].mean(axis=1), real_m[:, b].mean(axis=1))
         taus.append(t)
         rhos.append(r)
-    alpha = (1.0 - confidence) / 2
-
-    def summary(values: list[float]) -> tuple[float, float, float]:
-        kept = np.asarray(values, dtype=np.float64)
-        kept = kept[np.isfinite(kept)]
-        if not len(kept):
-            return float("nan"), float("nan"), float("nan")
-        low, mid, high = np.quantile(kept, [alpha, 0.5, 1 - alpha])
-        return float(mid), float(low), float(high)
-
-    return Agreement(*summary(taus), *summary(rhos), len(names), n // 2)
+    (tau_low, tau, tau_high), (rho_low, rho, rho_high) = _central(taus, confidence), _central(rhos, confidence)
+    return Agreement(tau, tau_low, tau_high, rho, rho_low, rho_high, len(names), n // 2)
 
 
 @dataclass(frozen=True)
