@@ -167,6 +167,27 @@ def test_agreement_is_deterministic(tiny_ml, tmp_path):  # noqa: F811
 
 
 @pytest.mark.slow
+def test_simulated_users_play_several_sessions_the_real_replay_one(tiny_ml, tmp_path):  # noqa: F811
+    runs = {}
+    for sessions in (1, 3):
+        config = _config(agreement_user_models="[recsim]", agreement_recommenders="[random,popularity,oracle]",
+                         negatives="uniform", agreement_sessions=sessions)  # fmt: skip
+        runs[sessions] = run_agreement(config, tiny_ml, out=tmp_path / str(sessions),
+                                       resources=_resources(tiny_ml, config), progress=False)  # fmt: skip
+    for recommender in ("random", "popularity", "oracle"):
+        one, three = (runs[n].arm("uniform", REAL, recommender) for n in (1, 3))
+        assert np.array_equal(one.returns, three.returns) and np.array_equal(one.hit, three.hit)
+        sim_one, sim_three = (runs[n].arm("uniform", "recsim", recommender) for n in (1, 3))
+        # three sessions' doses: three times the pages (at most; a RecSim user may leave early)
+        assert len(sim_one.dose) < len(sim_three.dose) <= 3 * 2 * len(runs[1].users)
+        assert np.array_equal(sim_one.recall, sim_three.recall) or recommender == "random"
+    one, three = (np.concatenate([runs[n].arm("uniform", "recsim", r).returns for r in ("popularity", "oracle")])
+                  for n in (1, 3))  # fmt: skip
+    assert not np.array_equal(one, three)  # the mean of three sessions, not the first alone
+    assert "the mean of 3 sessions per user" in Report(runs[3], n_boot=50).markdown()
+
+
+@pytest.mark.slow
 def test_swapped_rows_read_another_users_history(tiny_ml, tmp_path):  # noqa: F811
     config = _config(agreement_user_models="[recsim]", agreement_recommenders="[random,itemknn,mf]",
                      agreement_swapped="[itemknn,mf]", negatives="uniform", agreement_users=12)  # fmt: skip
@@ -190,13 +211,15 @@ def test_agreement_cli(movielens_dir, tmp_path, capsys):  # noqa: F811
     out = tmp_path / "agreement"
     cmd = [sys.executable, "-m", "recagent_gym.runs.cli", "evaluate", "agreement", "--dataset", str(movielens_dir),
            "--users", "6", "--user-model", "recsim", "--recommender", "random", "--recommender", "oracle",
-           "--recommender", "popularity", "--negatives", "uniform", "--out", str(out), "--no-progress",
+           "--recommender", "popularity", "--negatives", "uniform", "--sessions", "2", "--out", str(out),
+           "--no-progress",
            "--set", "evaluation.embedder=hashing", "--set", "evaluation.agreement_pool=20",
            "--set", "evaluation.agreement_future=4"]  # fmt: skip
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env={"HF_HUB_OFFLINE": "1",
                           **__import__("os").environ})  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
-    assert "What this shows:" in done.stdout
+    assert "What this shows:" in done.stdout and "the mean of 2 sessions per user" in done.stdout
+    assert "agreement_sessions: 2" in (out / "config.yaml").read_text()
     assert {p.name for p in out.iterdir()} >= {"agreement.md", "agreement.csv", "rank_agreement.csv",
                                                "agreement.png", "config.yaml"}  # fmt: skip
     capsys.readouterr()

@@ -48,6 +48,8 @@ def add_evaluate_agreement(evaluate_subparsers: Any) -> None:
     parser.add_argument("--negatives", choices=("uniform", "popularity-matched", "both"), default=None,
                         help="how the pools' negatives are drawn (default both)")  # fmt: skip
     parser.add_argument("--seed", type=int, default=None, help="seed of every draw (default 0)")
+    parser.add_argument("--sessions", type=int, default=None, help="sessions per user and recommender, each "
+                        "simulated user model (its mean return; evaluation.agreement_sessions, default 1)")  # fmt: skip
     parser.add_argument("--out", default="runs/evaluate/agreement", help="output folder")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.set_defaults(func=run_agreement_command)
@@ -74,6 +76,7 @@ def run_agreement_command(args: argparse.Namespace) -> int:
     policies = parse_policies(args.policy)
     pairs: dict[str, Any] = {
         "agreement_users": args.users, "seed": args.seed, "negatives": args.negatives,
+        "agreement_sessions": args.sessions,
         "agreement_user_models": f"[{','.join(args.user_models)}]" if args.user_models else None,
         "agreement_recommenders": f"[{','.join(args.recommenders)}]" if args.recommenders else None,
     }  # fmt: skip

@@ -139,7 +139,7 @@ class EvaluationConfig(Section):
     """Social study: genre entropy at round r is over the items a user watched in rounds ``r - window + 1 .. r``."""
 
     agreement_users: int = Field(200, ge=2, le=100_000)
-    """Agreement: held-out users (each plays one session per recommender and user model)."""
+    """Agreement: held-out users (each plays ``agreement_sessions`` sessions per recommender and user model)."""
 
     agreement_pool: int = Field(50, ge=2, le=10_000)
     """Agreement: candidates per user (RecAgent-v1's K): the user's real future items among never-seen negatives."""
@@ -153,6 +153,12 @@ class EvaluationConfig(Section):
     agreement_pages: int = Field(4, ge=1, le=1000)
     """Agreement: pages per session. A session shows at most ``pages x page_size`` of the pool (20 of 50 by
     default), so what a recommender puts first matters; with the whole pool shown every ranking would look alike."""
+
+    agreement_sessions: int = Field(1, ge=1, le=1000)
+    """Agreement: sessions each held-out user of a simulated user model plays per recommender (its return is their
+    mean; the first starts in the same seeded state for every recommender). A simulated user draws its watches,
+    patience and noise, so with one session its ranking of recommenders carries that sampling noise on top of the
+    users'; the replayed real users are deterministic and always play one."""
 
     agreement_user_models: list[
         Literal[

@@ -164,7 +164,7 @@ def run_agreement(
                 for name, (model, state) in built.items()}  # fmt: skip
         played, extra = run_arms(envs, zoo, users, future, sampler=sampler, seed=ev.seed, k=config.env.page_size,
                                  pages=ev.agreement_pages, prefetch=every_item if s == 0 else None,
-                                 progress=progress)  # fmt: skip
+                                 progress=progress, sessions=ev.agreement_sessions)  # fmt: skip
         arms += played
         for name, seconds in extra.items():
             prefetch_seconds[name] = prefetch_seconds.get(name, 0.0) + seconds
@@ -183,6 +183,7 @@ def run_agreement(
         notes.append(usage.rstrip("."))
     settings = {
         "pool": ev.agreement_pool, "future": ev.agreement_future, "pages": ev.agreement_pages,
+        "sessions": ev.agreement_sessions,
         "page_size": config.env.page_size, "min_history": ev.agreement_min_history, "seed": ev.seed,
         "real_metric": ev.agreement_real_metric, "item_features": features[1],
         "llm": (f"{config.llm.backend}" + (f" {config.llm.model}" if getattr(config.llm, "model", None) else ""))

@@ -72,8 +72,8 @@ class Report:
             f"their future: hit@{k} per page averaged over the session (= their watches per page, the real "
             f"counterpart of a simulated return), NDCG@{k} per page, session NDCG (the session's pages as one list) "
             f"and recall (share of the future shown). The future oracle puts one future item on every page. "
-            f"Simulated side: each user model's mean session return, same pools, same users. Mean [95% bootstrap "
-            f"interval over users].",
+            f"Simulated side: each user model's mean session return ({_sessions_text(st.get('sessions', 1))}), "
+            f"same pools, same users. Mean [95% bootstrap interval over users].",
             "",
             f"Ran with: LLM `{st['llm']}`, embedder `{st['embedder']}`, memory `{st['memory']}`, item features "
             f"`{st['item_features']}`, RecSim users `{st.get('recsim', 'hand-set')}`, seed {st['seed']}; the real "
@@ -315,3 +315,13 @@ def _csv(path: Path, rows: list[dict[str, Any]]) -> None:
         writer.writeheader()
         for row in rows:
             writer.writerow({k: ("" if isinstance(v, float) and math.isnan(v) else v) for k, v in row.items()})
+
+
+def _sessions_text(sessions: int) -> str:
+    if sessions == 1:
+        return "one session per user and recommender"
+    return (
+        f"the mean of {sessions} sessions per user and recommender, the first from the same seeded state for "
+        "every recommender; hit, NDCG and the dose count every session's pages, session NDCG and recall the "
+        "first's"
+    )

@@ -4,7 +4,9 @@ For each sampler, each user model (``real``: :class:`~recagent_gym.users.replay.
 ones) gets a RecAgent-v1 env over the **history** (the training split) whose retrieval stage is the users' fixed
 pools (:class:`~.pools.PoolRetriever`), with ``pages`` pages per session and no social round. Each held-out user
 plays one session per recommender from the same restored state (``reset(seed=seed + k)``), through
-:func:`~recagent_gym.runs.policies.evaluate_policies.run_sessions`, i.e. the session kernel. Per session:
+:func:`~recagent_gym.runs.policies.evaluate_policies.run_sessions`, i.e. the session kernel; a simulated user model
+plays ``evaluation.agreement_sessions`` (its return is their mean; the later ones continue the env's generator).
+Per session:
 
 - the **return** (the env's reward summed);
 - per page, the real future items on it (the dose), **hit@k** (any on the page) and **NDCG@k** (their positions,
@@ -70,8 +72,12 @@ class PageScorer:
     ndcgs: list[list[float]] = field(default_factory=list)
     shown: list[list[int]] = field(default_factory=list)
     dose: list[tuple[int, int, float]] = field(default_factory=list)
+    ended: list[int] = field(default_factory=list)
+    """Sessions each user has ended: hit@k, NDCG@k and the dose count every session's pages, session NDCG and
+    recall the first session's."""
 
     def __post_init__(self) -> None:
+        self.ended = [0 for _ in self.users]
         self.hits = [[] for _ in self.users]
         self.ndcgs = [[] for _ in self.users]
         self.shown = [[] for _ in self.users]
@@ -84,7 +90,9 @@ class PageScorer:
         ideal = float(self._discount[: min(self.k, len(future))].sum())
         self.hits[index].append(float(relevant.any()))
         self.ndcgs[index].append(float(relevant @ self._discount[: len(page)]) / ideal if ideal > 0 else 0.0)
-        self.shown[index].extend(page)
+        if not self.ended[index]:
+            self.shown[index].extend(page)
+        self.ended[index] += int(done)
         self.dose.append((index, int(relevant.sum()), reward))
 
     def per_user(self) -> tuple[np.ndarray, ...]:
@@ -112,16 +120,20 @@ def play(
     tick: Callable[[int], None] | None = None,
     first_obs_out: dict[int, Any] | None = None,
     swap_from: Mapping[int, Any] | None = None,
+    sessions: int = 1,
 ) -> tuple[dict[str, np.ndarray], np.ndarray, int, float, float]:
-    """Each recommender (a policy's seeds) on ``users``: per-user ``returns``, ``hit``, ``ndcg``, ``session_ndcg``
-    and ``recall`` (seeds pooled), the dose rows, fallbacks, watches and pages per session. ``first_obs_out``
+    """Each recommender (a policy's seeds) on ``users``, ``sessions`` sessions per user: per-user ``returns`` (the
+    sessions' mean), ``hit``, ``ndcg``, ``session_ndcg`` and ``recall`` (seeds pooled), the dose rows, fallbacks,
+    watches and pages per session. ``first_obs_out``
     receives each user's first observation; with ``swap_from`` (those of an earlier call) every recommender sees
     another user's encoding (a fixed derangement of ``users``), the rest of the session unchanged."""
     from recagent_gym.envs.encoding import ENCODING_KEYS
     from recagent_gym.runs.policies.evaluate_policies import EvalProtocol, run_sessions
     from recagent_gym.runs.policies.protocol import derangement
 
-    protocol = EvalProtocol(users=users, sessions_per_user=1, seed=seed, swapped=False, encoding_keys=ENCODING_KEYS)
+    protocol = EvalProtocol(
+        users=users, sessions_per_user=sessions, seed=seed, swapped=False, encoding_keys=ENCODING_KEYS
+    )
     partners = derangement(len(users), seed) if swap_from is not None else None
     values: dict[str, list[np.ndarray]] = {name: [] for name in METRICS}
     doses: list[np.ndarray] = []
@@ -137,7 +149,7 @@ def play(
         record = run_sessions(recommender, env, protocol, on_step=on_step, swap_from=swap_from, partners=partners)
         if first_obs_out is not None:
             first_obs_out.update(record.first_obs)
-        for name, per_user in zip(METRICS, (record.returns[:, 0], *scorer.per_user()), strict=True):
+        for name, per_user in zip(METRICS, (record.returns.mean(axis=1), *scorer.per_user()), strict=True):
             values[name].append(per_user)
         doses.append(np.asarray(scorer.dose, dtype=np.float64).reshape(-1, 3))
         fallbacks += record.fallbacks
@@ -159,14 +171,17 @@ def run_arms(
     pages: int,
     prefetch: Mapping[int, Sequence[int]] | None = None,
     progress: bool = True,
+    sessions: int = 1,
 ) -> tuple[list[Arm], dict[str, float]]:
     """Every recommender of ``zoo`` on every user model's env (``envs``: name -> builder), one sampler.
 
     ``prefetch[u]``: items a user model that can (the LLM agents with a score cache) scores for user ``u`` in one
     call before the sessions, in the very session context the sessions will have (the same reset seed): every page
     is then answered from the cache (one long batch instead of many page-sized ones). Returns the arms and the
-    seconds each user model spent outside them (the prefetch)."""
-    total = len(envs) * zoo.sessions_per_user() * len(users)
+    seconds each user model spent outside them (the prefetch). ``sessions``: per user and recommender for every
+    simulated user model (the real replay is deterministic: one)."""
+    per_model = {name: 1 if name == REAL else sessions for name in envs}
+    total = sum(per_model.values()) * zoo.sessions_per_user() * len(users)
     arms: list[Arm] = []
     extra: dict[str, float] = {}
     with tqdm(total=total, desc=f"agreement ({sampler})", unit="session", disable=not progress) as bar:
@@ -191,6 +206,7 @@ def run_arms(
                     values, dose, fallbacks, watches, shown = play(
                         env, players, users, future, seed=seed, k=k, pages=pages, tick=bar.update,
                         first_obs_out=first if swap_from is None else None, swap_from=swap_from,
+                        sessions=per_model[model_name],
                     )  # fmt: skip
                     seconds = time.perf_counter() - started
                     arm = Arm(sampler, model_name, name, dose=dose, seconds=seconds, fallbacks=fallbacks,
