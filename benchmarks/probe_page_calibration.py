@@ -1,6 +1,6 @@
 """How far can a user model whose watch follows the page get in ``evaluate agreement``? A probe for #31's next step.
 
-    python benchmarks/probe_page_calibration.py [--dataset bundled] [--users 200] [--boot 300]
+    python benchmarks/probe_page_calibration.py [--dataset bundled] [--distilled-path M] [--seed 0] [--boot 300]
 
 A simulated user whose probability of watching on a page equals the probability that the page holds one of the
 user's real next items (given what it sees of the page) has, on every recommender's pages, an expected watch rate
@@ -137,6 +137,7 @@ def main() -> None:
                         "for it via --distilled-path)")  # fmt: skip
     parser.add_argument("--distilled-path", default=None, help="user.distilled_path (default: the shipped model)")
     parser.add_argument("--boot", type=int, default=300, help="bootstrap resamples of the users")
+    parser.add_argument("--seed", type=int, default=0, help="evaluation.seed: the agreement's users and pools")
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -149,7 +150,7 @@ def main() -> None:
     from recagent_gym.runs.evaluation.subjects import Resources, child_rng
     from recagent_gym.session.tables import SessionTables
 
-    overrides = [f"data.dataset={args.dataset}"]
+    overrides = [f"data.dataset={args.dataset}", f"evaluation.seed={args.seed}"]
     if args.distilled_path:
         overrides.append(f"user.distilled_path={args.distilled_path}")
     config = load_config("agreement", overrides)
