@@ -84,6 +84,17 @@ def test_page_scorer_session_ndcg_rewards_the_future_first():
     assert [d[1] for d in first.dose] == [2, 2, 0]
 
 
+def test_page_scorer_averages_the_user_models_watch_probability_where_it_reports_one():
+    scorer = PageScorer([0, 1], {0: (1,), 1: (2,)}, k=2, pages=2)
+    scorer(0, {"page": (1, 3), "extra": {"p_watch": 0.8}}, 1.0, False)
+    scorer(0, {"page": (4, 5), "extra": {"p_watch": 0.2}}, 0.0, True)
+    scorer(1, {"page": (2, 3), "extra": {"p_watch": 0.6}}, 1.0, True)
+    assert scorer.expected_per_user() == pytest.approx([0.5, 0.6])
+    scorer(1, {"page": (4, 5), "extra": {}}, 0.0, True)  # a page without one: no mean for anyone
+    assert scorer.expected_per_user() is None
+    assert PageScorer([0], {0: (1,)}, k=2, pages=1).expected_per_user() is None  # no pages at all
+
+
 def test_rank_agreement_and_dose_response():
     rng = np.random.default_rng(0)
     real = {f"r{k}": k + rng.normal(0, 0.1, 50) for k in range(6)}
@@ -151,8 +162,14 @@ def test_run_agreement_end_to_end(tiny_ml, tmp_path):  # noqa: F811
     assert "## Response to real items, per recommender" in text and "| uniform | anti-oracle |" in text
     with paths["rank_csv"].open() as handle:
         ranks = list(csv.DictReader(handle))
-    assert len(ranks) == 2 * 4 and all(-1.0 <= float(r["kendall_tau"]) <= 1.0 for r in ranks)
+    assert len(ranks) == 2 * (4 + 1) and all(-1.0 <= float(r["kendall_tau"]) <= 1.0 for r in ranks)
     assert sum(r["user_model"] == "real, split halves" for r in ranks) == 2 and "real, split halves (4 + 4" in text
+    # the LLM agents report their watch probability, the RecSim-style and embedding users and the replay do not
+    expected = {r["user_model"] for r in ranks if r["user_model"].endswith(", expected watch per page")}
+    assert expected == {"llm, expected watch per page"} and "| uniform | llm, expected watch per page |" in text
+    llm_rows = [r for r in rows if r["user_model"] == "llm"]
+    assert all(0.0 <= float(r["expected_watch"]) <= 1.0 for r in llm_rows)
+    assert all(r["expected_watch"] == "" for r in rows if r["user_model"] != "llm")
     assert paths["plot"].stat().st_size > 10_000
 
 

@@ -44,6 +44,8 @@ class Report:
         self.agreement: dict[tuple[str, str], Agreement] = {}
         self.dose: dict[tuple[str, str], DoseResponse] = {}
         self.split_half: dict[str, Agreement] = {}
+        self.expected: dict[tuple[str, str], Agreement] = {}
+        """Per sampler and user model that reports its watch probability: the ranking by its mean over the pages."""
         for s, sampler in enumerate(run.samplers):
             real = {r: getattr(run.arm(sampler, REAL, r), metric) for r in run.recommenders}
             self.split_half[sampler] = split_half(real, n_splits=n_boot, seed=run.settings["seed"] + 101 * s)
@@ -56,6 +58,9 @@ class Report:
                 if model != REAL:
                     sim = {a.recommender: a.returns for a in arms}
                     self.agreement[(sampler, model)] = rank_agreement(real, sim, n_boot=n_boot, seed=seed)
+                    if all(a.expected_watch is not None for a in arms):
+                        watch = {a.recommender: a.expected_watch for a in arms}
+                        self.expected[(sampler, model)] = rank_agreement(real, watch, n_boot=n_boot, seed=seed)
 
     # ----------------------------------------------------------------------------------------------- markdown
     def markdown(self) -> str:
@@ -117,7 +122,11 @@ class Report:
                  "model's sessions per held-out user (all recommenders and samplers). `real, split halves`: how well "
                  "the real ranking reproduces on other users (tau and Spearman between the real means on two "
                  "disjoint random halves of the users: median and central 95% of 1,000 splits), a reference for the "
-                 "user models' taus (each half has half the users, so a user model can exceed it).", "",
+                 "user models' taus (each half has half the users, so a user model can exceed it). `<user model>, "
+                 "expected watch per page`, where the model reports its watch probability (distilled and LLM users): "
+                 "the same user model ranked by that probability averaged over the pages it was shown, a diagnostic "
+                 "of its page preference without its watch draws and session lengths (the replayed users never "
+                 "leave; simulated users do); the headline is the return's row.", "",
                  "| negatives | user model | Kendall tau | Spearman | dose-response slope | "
                  "reward at dose 0 / 1 / 2+ | s per user |", "|---|---|---|---|---|---|---|"]  # fmt: skip
         for sampler in run.samplers:
@@ -134,6 +143,11 @@ class Report:
                     f"{a.rho:.3f} [{a.rho_low:.3f}, {a.rho_high:.3f}] | {d.slope:.3f} [{d.low:.3f}, {d.high:.3f}] | "
                     f"{_by_dose(d)} | {run.seconds_per_user.get(model, math.nan):.2f} |"
                 )
+                e = self.expected.get((sampler, model))
+                if e is not None:
+                    lines.append(f"| {sampler} | {model}, expected watch per page | "
+                                 f"{_interval(e.tau, e.tau_low, e.tau_high)} | "
+                                 f"{_interval(e.rho, e.rho_low, e.rho_high)} | – | – | – |")  # fmt: skip
         return lines
 
     def _response_table(self) -> list[str]:
@@ -224,7 +238,9 @@ class Report:
                 row.update({key: e.mean, f"{key}_ci_low": e.low, f"{key}_ci_high": e.high})
             (r0, n0), (r1, n1) = _dose_means(a.dose)
             row.update(reward_no_real=r0, reward_with_real=r1, pages_no_real=n0, pages_with_real=n1)
-            row.update(watches=a.watches, pages=a.pages, fallbacks=a.fallbacks, seconds=round(a.seconds, 2))
+            expected = math.nan if a.expected_watch is None else float(np.mean(a.expected_watch))
+            row.update(watches=a.watches, pages=a.pages, expected_watch=expected, fallbacks=a.fallbacks,
+                       seconds=round(a.seconds, 2))  # fmt: skip
             rows.append(row)
         _csv(path, rows)
 
@@ -238,6 +254,13 @@ class Report:
                          "recommenders": a.n_recommenders, "users": a.n_users, "dose_slope": d.slope,
                          "dose_ci_low": d.low, "dose_ci_high": d.high,
                          "seconds_per_user": self.run.seconds_per_user.get(model, math.nan)})  # fmt: skip
+        for (sampler, model), e in self.expected.items():
+            rows.append({"dataset": self.run.dataset, "sampler": sampler,
+                         "user_model": f"{model}, expected watch per page", "kendall_tau": e.tau,
+                         "tau_ci_low": e.tau_low, "tau_ci_high": e.tau_high, "spearman": e.rho,
+                         "rho_ci_low": e.rho_low, "rho_ci_high": e.rho_high, "recommenders": e.n_recommenders,
+                         "users": e.n_users, "dose_slope": math.nan, "dose_ci_low": math.nan,
+                         "dose_ci_high": math.nan, "seconds_per_user": math.nan})  # fmt: skip
         for sampler, h in self.split_half.items():
             rows.append({"dataset": self.run.dataset, "sampler": sampler, "user_model": "real, split halves",
                          "kendall_tau": h.tau, "tau_ci_low": h.tau_low, "tau_ci_high": h.tau_high,

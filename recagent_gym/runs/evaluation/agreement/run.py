@@ -58,6 +58,9 @@ class Arm:
     fallbacks: int = 0
     watches: float = 0.0
     pages: float = 0.0
+    expected_watch: np.ndarray | None = None
+    """Per user: the user model's own watch probability (``info["extra"]["p_watch"]``) averaged over the pages it
+    was shown, or None where the model reports none (the real replay, RecSim-style and embedding users)."""
 
 
 @dataclass
@@ -73,11 +76,13 @@ class PageScorer:
     shown: list[list[int]] = field(default_factory=list)
     dose: list[tuple[int, int, float]] = field(default_factory=list)
     ended: list[int] = field(default_factory=list)
+    expected: list[list[float]] = field(default_factory=list)
     """Sessions each user has ended: hit@k, NDCG@k and the dose count every session's pages, session NDCG and
     recall the first session's."""
 
     def __post_init__(self) -> None:
         self.ended = [0 for _ in self.users]
+        self.expected = [[] for _ in self.users]
         self.hits = [[] for _ in self.users]
         self.ndcgs = [[] for _ in self.users]
         self.shown = [[] for _ in self.users]
@@ -93,7 +98,16 @@ class PageScorer:
         if not self.ended[index]:
             self.shown[index].extend(page)
         self.ended[index] += int(done)
+        p_watch = (info.get("extra") or {}).get("p_watch")
+        if isinstance(p_watch, int | float) and math.isfinite(p_watch):
+            self.expected[index].append(float(p_watch))
         self.dose.append((index, int(relevant.sum()), reward))
+
+    def expected_per_user(self) -> np.ndarray | None:
+        """Per user, the mean ``p_watch`` of its pages; None unless every user's every page reported one."""
+        if not all(len(e) == len(h) and e for e, h in zip(self.expected, self.hits, strict=True)):
+            return None
+        return np.array([np.mean(e) for e in self.expected])
 
     def per_user(self) -> tuple[np.ndarray, ...]:
         """Per user: hit@k, NDCG@k (page averages), session NDCG and recall."""
@@ -121,9 +135,10 @@ def play(
     first_obs_out: dict[int, Any] | None = None,
     swap_from: Mapping[int, Any] | None = None,
     sessions: int = 1,
-) -> tuple[dict[str, np.ndarray], np.ndarray, int, float, float]:
+) -> tuple[dict[str, Any], np.ndarray, int, float, float]:
     """Each recommender (a policy's seeds) on ``users``, ``sessions`` sessions per user: per-user ``returns`` (the
-    sessions' mean), ``hit``, ``ndcg``, ``session_ndcg`` and ``recall`` (seeds pooled), the dose rows, fallbacks,
+    sessions' mean), ``hit``, ``ndcg``, ``session_ndcg``, ``recall`` and ``expected_watch`` (or None; seeds pooled),
+    the dose rows, fallbacks,
     watches and pages per session. ``first_obs_out``
     receives each user's first observation; with ``swap_from`` (those of an earlier call) every recommender sees
     another user's encoding (a fixed derangement of ``users``), the rest of the session unchanged."""
@@ -136,6 +151,7 @@ def play(
     )
     partners = derangement(len(users), seed) if swap_from is not None else None
     values: dict[str, list[np.ndarray]] = {name: [] for name in METRICS}
+    expected: list[np.ndarray | None] = []
     doses: list[np.ndarray] = []
     fallbacks, watches, shown_pages = 0, [], []
     for recommender in recommenders:
@@ -151,11 +167,13 @@ def play(
             first_obs_out.update(record.first_obs)
         for name, per_user in zip(METRICS, (record.returns.mean(axis=1), *scorer.per_user()), strict=True):
             values[name].append(per_user)
+        expected.append(scorer.expected_per_user())
         doses.append(np.asarray(scorer.dose, dtype=np.float64).reshape(-1, 3))
         fallbacks += record.fallbacks
         watches += record.watches
         shown_pages += record.pages
-    pooled = {name: np.mean(v, axis=0) for name, v in values.items()}
+    pooled: dict[str, Any] = {name: np.mean(v, axis=0) for name, v in values.items()}
+    pooled["expected_watch"] = None if any(e is None for e in expected) else np.mean(expected, axis=0)
     return pooled, np.vstack(doses), fallbacks, float(np.mean(watches)), float(np.mean(shown_pages))
 
 
