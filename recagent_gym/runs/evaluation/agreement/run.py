@@ -25,6 +25,7 @@ The real ranking is the ``real`` model's real metric; each simulated model's ran
 from __future__ import annotations
 
 import math
+import numbers
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -76,9 +77,10 @@ class PageScorer:
     shown: list[list[int]] = field(default_factory=list)
     dose: list[tuple[int, int, float]] = field(default_factory=list)
     ended: list[int] = field(default_factory=list)
-    expected: list[list[float]] = field(default_factory=list)
     """Sessions each user has ended: hit@k, NDCG@k and the dose count every session's pages, session NDCG and
     recall the first session's."""
+    expected: list[list[float]] = field(default_factory=list)
+    """Per user, the user model's ``p_watch`` of each page that reported one."""
 
     def __post_init__(self) -> None:
         self.ended = [0 for _ in self.users]
@@ -99,7 +101,7 @@ class PageScorer:
             self.shown[index].extend(page)
         self.ended[index] += int(done)
         p_watch = (info.get("extra") or {}).get("p_watch")
-        if isinstance(p_watch, int | float) and math.isfinite(p_watch):
+        if isinstance(p_watch, numbers.Real) and math.isfinite(p_watch):
             self.expected[index].append(float(p_watch))
         self.dose.append((index, int(relevant.sum()), reward))
 
@@ -138,10 +140,9 @@ def play(
 ) -> tuple[dict[str, Any], np.ndarray, int, float, float]:
     """Each recommender (a policy's seeds) on ``users``, ``sessions`` sessions per user: per-user ``returns`` (the
     sessions' mean), ``hit``, ``ndcg``, ``session_ndcg``, ``recall`` and ``expected_watch`` (or None; seeds pooled),
-    the dose rows, fallbacks,
-    watches and pages per session. ``first_obs_out``
-    receives each user's first observation; with ``swap_from`` (those of an earlier call) every recommender sees
-    another user's encoding (a fixed derangement of ``users``), the rest of the session unchanged."""
+    the dose rows, fallbacks, watches and pages per session. ``first_obs_out`` receives each user's first
+    observation; with ``swap_from`` (those of an earlier call) every recommender sees another user's encoding (a
+    fixed derangement of ``users``), the rest of the session unchanged."""
     from recagent_gym.envs.encoding import ENCODING_KEYS
     from recagent_gym.runs.policies.evaluate_policies import EvalProtocol, run_sessions
     from recagent_gym.runs.policies.protocol import derangement
