@@ -34,7 +34,6 @@ from types import SimpleNamespace
 
 import numpy as np
 
-DAY = 86_400
 FEATURE_SETS = {"score": ["s"], "score+pop": ["s", "pop"], "score+pop+time": ["s", "pop", "time"],
                 "score+pop+time+mf": ["s", "pop", "time", "mf"], "pop+time+mf": ["pop", "time", "mf"]}  # fmt: skip
 SAMPLERS = ("uniform", "popularity-matched")
@@ -42,65 +41,50 @@ NON_PERSONAL = ("random", "popularity", "quality")
 
 
 def replay_pages(dataset, config, history, split, users, future, item_features):
-    """``[(sampler, recommender, user, page items, hit)]`` of the real replay, every recommender and swapped row."""
-    from recagent_gym.envs.encoding import ENCODING_KEYS
+    """``[(sampler, recommender, user, page items, hit)]`` of the real replay, every recommender and swapped row,
+    played by the agreement's own loop (:func:`~recagent_gym.runs.evaluation.agreement.run.run_arms`)."""
     from recagent_gym.runs.evaluation.agreement.pools import PoolRetriever, build_pools
-    from recagent_gym.runs.evaluation.agreement.zoo import SWAPPED, Zoo
+    from recagent_gym.runs.evaluation.agreement.run import REAL, run_arms
+    from recagent_gym.runs.evaluation.agreement.zoo import Zoo
     from recagent_gym.runs.make_env import candidates_env
-    from recagent_gym.runs.policies.evaluate_policies import EvalProtocol, run_sessions
-    from recagent_gym.runs.policies.protocol import derangement
     from recagent_gym.users.replay import ReplayUser
 
     ev = config.evaluation
     zoo = Zoo(ev.agreement_recommenders, history, future, seed=ev.seed, swapped=("itemknn", "mf", "lightgcn"))
-    protocol = EvalProtocol(users=users, sessions_per_user=1, seed=ev.seed, swapped=False, encoding_keys=ENCODING_KEYS)
-    partners = derangement(len(users), ev.seed)
     rows = []
     for sampler in SAMPLERS:
         pools = build_pools(dataset, split, users, sampler=sampler, size=ev.agreement_pool, seed=ev.seed,
                             n_bands=ev.popularity_bands)  # fmt: skip
-        env = candidates_env(history, ReplayUser(future), config.env.page_size, ev.agreement_pages, False, config,
-                             n_candidates=ev.agreement_pool, users=users,
-                             retriever=PoolRetriever(pools, ev.agreement_pool, history.n_users),
-                             item_features=item_features)  # fmt: skip
-        for name, recommenders in zoo.for_env(env).items():
-            first: dict = {}
-            plays = [(name, recommenders[0], None)]
-            if name in zoo.swapped:
-                plays.append((name + SWAPPED, zoo.swapped_for_env(env, name)[0], first))
-            for row_name, recommender, swap_from in plays:
+        retriever = PoolRetriever(pools, ev.agreement_pool, history.n_users)
 
-                def on_step(k, info, reward, done, row_name=row_name, sampler=sampler):
-                    rows.append((sampler, row_name, int(users[k]), [int(i) for i in info["page"]], reward > 0))
+        def build(retriever=retriever):
+            return candidates_env(history, ReplayUser(future), config.env.page_size, ev.agreement_pages, False,
+                                  config, n_candidates=ev.agreement_pool, users=users, retriever=retriever,
+                                  item_features=item_features)  # fmt: skip
 
-                record = run_sessions(recommender, env, protocol, on_step=on_step, swap_from=swap_from,
-                                      partners=partners if swap_from is not None else None)  # fmt: skip
-                first.update(record.first_obs)
-        env.close()
+        def on_page(model, recommender, k, info, reward, sampler=sampler):
+            rows.append((sampler, recommender, int(users[k]), [int(i) for i in info["page"]], reward > 0))
+
+        run_arms({REAL: build}, zoo, users, future, sampler=sampler, seed=ev.seed, k=config.env.page_size,
+                 pages=ev.agreement_pages, on_page=on_page)  # fmt: skip
     return rows
 
 
 def item_features(history, distilled, users):
-    """Per user, an ``(n_items, 4)`` table: distilled score - threshold, log popularity, log time popularity, MF z."""
-    from recagent_gym.recommenders.history_scorers import SVDScores
+    """Per user, an ``(n_items, 4)`` table: distilled score - threshold, log popularity, log ratings in the year
+    before the user's last history rating, MF z-score."""
+    from recagent_gym.recommenders.history_scorers import RecentPopularity, SVDScores
 
-    inter = history.interactions
-    popularity = np.log1p(np.bincount(inter["item_id"], minlength=history.n_items).astype(np.float64))
-    stamps = inter["timestamp"].to_numpy(np.int64)
-    items = inter["item_id"].to_numpy(np.int64)
-    order = np.argsort(stamps, kind="stable")
-    stamps, items = stamps[order], items[order]
-    now = inter.groupby("user_id")["timestamp"].max()
+    popularity = np.log1p(np.bincount(history.interactions["item_id"], minlength=history.n_items).astype(np.float64))
+    recent = RecentPopularity(history, days=365)
     mf = SVDScores(history)
     every = np.arange(history.n_items)
     out = {}
     for user in users:
-        lo, hi = np.searchsorted(stamps, now[user] - 365 * DAY, "left"), np.searchsorted(stamps, now[user], "right")
-        recent = np.log1p(np.bincount(items[lo:hi], minlength=history.n_items).astype(np.float64))
         affinity = mf.scores(int(user), every)
         affinity = (affinity - affinity.mean()) / (affinity.std() + 1e-9)
         score = distilled.score_table[user].astype(np.float64) - distilled.thresholds[user]
-        out[int(user)] = np.stack([score, popularity, recent, affinity], axis=1)
+        out[int(user)] = np.stack([score, popularity, np.log1p(recent.counts(int(user))), affinity], axis=1)
     return out
 
 
@@ -189,44 +173,57 @@ def main() -> None:
           f"{', '.join(NON_PERSONAL)}); scored on the agreement's {len(eval_users)} held-out users, "
           f"{len(names)} recommenders\n")  # fmt: skip
 
-    def tau_of(p: np.ndarray, sampler: str) -> str:
-        return " / ".join(tau_over(p, sampler, rows_) for rows_ in (base, names))
-
-    def tau_over(p: np.ndarray, sampler: str, over: list[str]) -> str:
-        keep = scored & (sampler_of == sampler)
-        real, sim = {}, {}
-        for name in over:
-            rows_ = keep & (rec_of == name)
-            index = {u: k for k, u in enumerate(eval_users)}
-            sums, counts, sums_p = (np.zeros(len(eval_users)) for _ in range(3))
-            np.add.at(sums, [index[u] for u in user_of[rows_]], hit[rows_])
-            np.add.at(sums_p, [index[u] for u in user_of[rows_]], p[rows_])
-            np.add.at(counts, [index[u] for u in user_of[rows_]], 1.0)
-            real[name], sim[name] = sums / np.maximum(counts, 1), sums_p / np.maximum(counts, 1)
-        a = rank_agreement(real, sim, n_boot=args.boot, seed=ev.seed)
-        return f"{a.tau:.2f} [{a.tau_low:.2f}, {a.tau_high:.2f}]"
-
+    index = {u: k for k, u in enumerate(eval_users)}
     base = [name for name in names if "~" not in name]
-    print(
-        f"Kendall tau [95% CI over users], over the {len(base)} recommenders / with the {len(names) - len(base)} "
-        "swapped rows\n"
-    )
-    print("| page model | fitted on pools | tau uniform | tau popularity-matched |")
-    print("|---|---|---|---|")
+
+    def per_user(values: np.ndarray, sampler: str, name: str) -> np.ndarray:
+        """Each evaluated user's mean of ``values`` over its pages of ``name`` under ``sampler``."""
+        keep = scored & (sampler_of == sampler) & (rec_of == name)
+        at = [index[u] for u in user_of[keep]]
+        sums, counts = np.zeros(len(eval_users)), np.zeros(len(eval_users))
+        np.add.at(sums, at, values[keep])
+        np.add.at(counts, at, 1.0)
+        return sums / np.maximum(counts, 1)
+
+    def cells(p: np.ndarray, sampler: str) -> tuple[str, str]:
+        """Tau over the 8 / with the swapped rows, and the recommenders ranked at or above the future oracle."""
+        real = {name: per_user(hit, sampler, name) for name in names}
+        sim = {name: per_user(p, sampler, name) for name in names}
+        taus = []
+        for over in (base, names):
+            a = rank_agreement({n: real[n] for n in over}, {n: sim[n] for n in over}, n_boot=args.boot, seed=ev.seed)
+            taus.append(f"{a.tau:.2f} [{a.tau_low:.2f}, {a.tau_high:.2f}]")
+        oracle = sim["oracle"].mean() if "oracle" in sim else np.inf
+        above = [n for n in base if n != "oracle" and sim[n].mean() >= oracle]
+        return " / ".join(taus), ", ".join(above) or "none"
+
+    print(f"Kendall tau [95% CI over users], over the {len(base)} recommenders / with the {len(names) - len(base)} "
+          "swapped rows; the last columns: the recommenders a model ranks at or above the future oracle (real hit "
+          "1.0), each above it costing a pair\n")  # fmt: skip
+    print("| page model | fitted on pools | tau uniform | tau popularity-matched | at or above the oracle, uniform | "
+          "at or above the oracle, popularity-matched |")  # fmt: skip
+    print("|---|---|---|---|---|---|")
+
+    def row(label: str, pools: str, probabilities: dict[str, np.ndarray]) -> None:
+        (tau_u, above_u), (tau_p, above_p) = (cells(probabilities[s], s) for s in SAMPLERS)
+        print(f"| {label} | {pools} | {tau_u} | {tau_p} | {above_u} | {above_p} |", flush=True)
+
     shipped = 1 / (1 + np.exp(-x_all[:, :, 0].max(axis=1) / distilled.temperature))
-    print(f"| shipped rule's expected watch | – | {tau_of(shipped, SAMPLERS[0])} | {tau_of(shipped, SAMPLERS[1])} |")
+    row("shipped rule's expected watch", "–", dict.fromkeys(SAMPLERS, shipped))
     for label, wanted in FEATURE_SETS.items():
         x = x_all[:, :, [columns[c] for c in wanted]]
         mean, std = x[train].reshape(-1, x.shape[2]).mean(0), x[train].reshape(-1, x.shape[2]).std(0) + 1e-9
         x = (x - mean) / std
-        for pools in ("uniform", "both", "per sampler"):
-            cells = []
-            for sampler in SAMPLERS:
-                on = train & (sampler_of == sampler if pools == "per sampler" else
-                              sampler_of == "uniform" if pools == "uniform" else True)  # fmt: skip
-                w = fit_page_model(x[on], hit[on])
-                cells.append(tau_of(page_probability(x, w).numpy(), sampler))
-            print(f"| {label} | {pools} | {cells[0]} | {cells[1]} |", flush=True)
+        fit_on = {"uniform": train & (sampler_of == SAMPLERS[0]), "both": train}
+        shared = {pools: page_probability(x, fit_page_model(x[on], hit[on])).numpy() for pools, on in fit_on.items()}
+        for pools, p in shared.items():
+            row(label, pools, dict.fromkeys(SAMPLERS, p))
+        matched = train & (sampler_of == SAMPLERS[1])  # the uniform pools' own fit is the "uniform" row's
+        own = {
+            SAMPLERS[0]: shared["uniform"],
+            SAMPLERS[1]: page_probability(x, fit_page_model(x[matched], hit[matched])).numpy(),
+        }
+        row(label, "per sampler", own)
 
 
 if __name__ == "__main__":

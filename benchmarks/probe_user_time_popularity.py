@@ -19,10 +19,9 @@ import argparse
 import numpy as np
 
 from recagent_gym.data.load import load_dataset
+from recagent_gym.recommenders.history_scorers import RecentPopularity
 from recagent_gym.runs.distill.real_choices import SAMPLERS, real_pages, temporal_split, top_hit
 from recagent_gym.runs.metrics import summarize
-
-DAY = 86_400
 
 
 def main() -> None:
@@ -34,15 +33,10 @@ def main() -> None:
 
     dataset = load_dataset(args.dataset)
     history, real = temporal_split(dataset)
-    inter = history.interactions
-    stamps = inter["timestamp"].to_numpy(dtype=np.int64)
-    items = inter["item_id"].to_numpy(dtype=np.int64)
-    order = np.argsort(stamps, kind="stable")
-    stamps, items = stamps[order], items[order]
-    now = inter.groupby("user_id")["timestamp"].max()
-    users = sorted(u for u in real if u in now.index)
+    rated = set(history.interactions["user_id"].tolist())
+    users = sorted(u for u in real if u in rated)
     pages = real_pages(dataset, real, users, page_size=5, seed=args.seed)
-    popularity = np.bincount(items, minlength=dataset.n_items).astype(np.float64)
+    popularity = np.bincount(history.interactions["item_id"], minlength=dataset.n_items).astype(np.float64)
     tie = popularity / (popularity.max() + 1.0)  # < 1: breaks ties among equal counts only
 
     def report(name: str, scores: np.ndarray) -> None:
@@ -58,13 +52,11 @@ def main() -> None:
     print(f"{dataset.name}: {len(users)} users, {len(pages)} pages of 5 (chance 0.200)")
     report("global popularity of the history", popularity[pages.items])
     for days in (int(d) for d in args.windows.split(",")):
+        recent = RecentPopularity(history, days)
         scores = np.zeros(pages.items.shape)
         for u in users:
-            t = int(now[u])
-            lo, hi = np.searchsorted(stamps, t - days * DAY, "left"), np.searchsorted(stamps, t, "right")
-            counts = np.bincount(items[lo:hi], minlength=dataset.n_items).astype(np.float64)
             rows = pages.user == u
-            scores[rows] = counts[pages.items[rows]] + tie[pages.items[rows]]
+            scores[rows] = recent.scores(u, pages.items[rows]) + tie[pages.items[rows]]
         report(f"ratings in the {days} days before the user's last", scores)
 
 

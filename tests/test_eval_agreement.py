@@ -95,6 +95,54 @@ def test_page_scorer_averages_the_user_models_watch_probability_where_it_reports
     assert PageScorer([0], {0: (1,)}, k=2, pages=1).expected_per_user() is None  # no pages at all
 
 
+def test_recent_popularity_counts_only_the_users_window(tiny_ml):  # noqa: F811
+    from recagent_gym.recommenders.history_scorers import RecentPopularity
+
+    inter = tiny_ml.interactions
+    days = 0.1  # 2.4 hours: the fixture rates an item an hour
+    recent = RecentPopularity(tiny_ml, days=days)
+    before = after = 0
+    for user in inter.groupby("user_id")["timestamp"].max().sort_values().index[:5]:  # the earliest users
+        last = inter.loc[inter["user_id"] == user, "timestamp"].max()
+        window = inter[(inter["timestamp"] >= last - days * 86_400) & (inter["timestamp"] <= last)]
+        assert np.array_equal(recent.counts(user), np.bincount(window["item_id"], minlength=tiny_ml.n_items))
+        before += int((inter["timestamp"] < last - days * 86_400).sum())  # ratings too early to count
+        after += int((inter["timestamp"] > last).sum())  # ratings after the user's time, never read
+    assert before > 0 and after > 0 and len(window) > 0
+    assert not recent.counts(10**6).any()  # a user without history
+
+
+def test_run_arms_shows_every_page_to_on_page(tiny_ml):  # noqa: F811
+    from recagent_gym.runs.evaluation.agreement.run import run_arms
+    from recagent_gym.runs.evaluation.agreement.zoo import Zoo
+    from recagent_gym.runs.make_env import candidates_env
+
+    config = _config()
+    split = temporal_split(tiny_ml, 4, 10)
+    users = np.array(sorted(split.held_out)[:6], dtype=np.int64)
+    future = {int(u): tuple(dict.fromkeys(split.held_out[int(u)])) for u in users}
+    pools = build_pools(tiny_ml, split, users, sampler="uniform", size=20, seed=0)
+    retriever = PoolRetriever(pools, 20, split.train.n_users)
+
+    def build():
+        return candidates_env(split.train, ReplayUser(future), 5, 2, False, config, n_candidates=20, users=users,
+                              retriever=retriever)  # fmt: skip
+
+    seen: list[tuple[str, str, int, bool]] = []
+    zoo = Zoo(["random", "oracle"], split.train, future, seed=0)
+
+    def on_page(model: str, rec: str, k: int, info: dict, reward: float) -> None:
+        seen.append((model, rec, k, reward > 0))
+
+    arms, _ = run_arms({REAL: build}, zoo, users, future, sampler="uniform", seed=0, k=5, pages=2, progress=False,
+                       on_page=on_page)  # fmt: skip
+    for arm in arms:
+        pages = [(k, hit) for model, rec, k, hit in seen if (model, rec) == (REAL, arm.recommender)]
+        assert len(pages) == 2 * len(users)
+        per_user = [np.mean([hit for k, hit in pages if k == index]) for index in range(len(users))]
+        assert np.allclose(per_user, arm.hit)
+
+
 def test_rank_agreement_and_dose_response():
     rng = np.random.default_rng(0)
     real = {f"r{k}": k + rng.normal(0, 0.1, 50) for k in range(6)}

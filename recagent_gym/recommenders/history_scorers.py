@@ -50,6 +50,33 @@ class ItemKNN:
         return np.asarray(sub @ per_user).reshape(-1) * self._inv_norm[items]
 
 
+class RecentPopularity:
+    """``score(u, j)``: ratings item ``j`` got, from anyone, in the ``days`` before user ``u``'s last rating of the
+    history (nothing later is read): what was being watched at the user's time (``benchmarks/
+    probe_user_time_popularity.py``, ``benchmarks/probe_page_calibration.py``)."""
+
+    def __init__(self, dataset: Dataset, days: float = 365.0) -> None:
+        inter = dataset.interactions
+        stamps = inter["timestamp"].to_numpy(np.int64)
+        order = np.argsort(stamps, kind="stable")
+        self._stamps, self._items = stamps[order], inter["item_id"].to_numpy(np.int64)[order]
+        self._last = inter.groupby("user_id")["timestamp"].max()
+        self._window = int(days * 86_400)
+        self.n_items = dataset.n_items
+
+    def counts(self, user: int) -> np.ndarray:
+        """``(n_items,)`` rating counts in the user's window (zeros for a user without history)."""
+        if user not in self._last.index:
+            return np.zeros(self.n_items)
+        now = int(self._last[user])
+        lo = np.searchsorted(self._stamps, now - self._window, "left")
+        hi = np.searchsorted(self._stamps, now, "right")
+        return np.bincount(self._items[lo:hi], minlength=self.n_items).astype(np.float64)
+
+    def scores(self, user: int, items: np.ndarray) -> np.ndarray:
+        return self.counts(user)[items]
+
+
 class SVDScores:
     def __init__(self, dataset: Dataset, dim: int = 32) -> None:
         from recagent_gym.recommenders.svd import svd_factors

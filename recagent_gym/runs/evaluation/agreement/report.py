@@ -139,8 +139,8 @@ class Report:
                 a = self.agreement[(sampler, model)]
                 d = self.dose[(sampler, model)]
                 lines.append(
-                    f"| {sampler} | {model} | {a.tau:.3f} [{a.tau_low:.3f}, {a.tau_high:.3f}] | "
-                    f"{a.rho:.3f} [{a.rho_low:.3f}, {a.rho_high:.3f}] | {d.slope:.3f} [{d.low:.3f}, {d.high:.3f}] | "
+                    f"| {sampler} | {model} | {_interval(a.tau, a.tau_low, a.tau_high)} | "
+                    f"{_interval(a.rho, a.rho_low, a.rho_high)} | {_interval(d.slope, d.low, d.high)} | "
                     f"{_by_dose(d)} | {run.seconds_per_user.get(model, math.nan):.2f} |"
                 )
                 e = self.expected.get((sampler, model))
@@ -245,29 +245,24 @@ class Report:
         _csv(path, rows)
 
     def _write_ranks(self, path: Path) -> None:
-        rows = []
-        for (sampler, model), a in self.agreement.items():
-            d = self.dose[(sampler, model)]
-            rows.append({"dataset": self.run.dataset, "sampler": sampler, "user_model": model,
-                         "kendall_tau": a.tau, "tau_ci_low": a.tau_low, "tau_ci_high": a.tau_high,
-                         "spearman": a.rho, "rho_ci_low": a.rho_low, "rho_ci_high": a.rho_high,
-                         "recommenders": a.n_recommenders, "users": a.n_users, "dose_slope": d.slope,
-                         "dose_ci_low": d.low, "dose_ci_high": d.high,
-                         "seconds_per_user": self.run.seconds_per_user.get(model, math.nan)})  # fmt: skip
-        for (sampler, model), e in self.expected.items():
-            rows.append({"dataset": self.run.dataset, "sampler": sampler,
-                         "user_model": f"{model}, expected watch per page", "kendall_tau": e.tau,
-                         "tau_ci_low": e.tau_low, "tau_ci_high": e.tau_high, "spearman": e.rho,
-                         "rho_ci_low": e.rho_low, "rho_ci_high": e.rho_high, "recommenders": e.n_recommenders,
-                         "users": e.n_users, "dose_slope": math.nan, "dose_ci_low": math.nan,
-                         "dose_ci_high": math.nan, "seconds_per_user": math.nan})  # fmt: skip
-        for sampler, h in self.split_half.items():
-            rows.append({"dataset": self.run.dataset, "sampler": sampler, "user_model": "real, split halves",
-                         "kendall_tau": h.tau, "tau_ci_low": h.tau_low, "tau_ci_high": h.tau_high,
-                         "spearman": h.rho, "rho_ci_low": h.rho_low, "rho_ci_high": h.rho_high,
-                         "recommenders": h.n_recommenders, "users": h.n_users, "dose_slope": math.nan,
-                         "dose_ci_low": math.nan, "dose_ci_high": math.nan, "seconds_per_user": math.nan})  # fmt: skip
+        run = self.run
+        rows = [self._rank_row(sampler, model, a, self.dose[(sampler, model)], run.seconds_per_user.get(model))
+                for (sampler, model), a in self.agreement.items()]  # fmt: skip
+        rows += [self._rank_row(sampler, f"{model}, expected watch per page", e)
+                 for (sampler, model), e in self.expected.items()]  # fmt: skip
+        rows += [self._rank_row(sampler, "real, split halves", h) for sampler, h in self.split_half.items()]
         _csv(path, rows)
+
+    def _rank_row(
+        self, sampler: str, model: str, a: Agreement, d: DoseResponse | None = None, seconds: float | None = None
+    ) -> dict[str, Any]:
+        nan = math.nan
+        return {"dataset": self.run.dataset, "sampler": sampler, "user_model": model, "kendall_tau": a.tau,
+                "tau_ci_low": a.tau_low, "tau_ci_high": a.tau_high, "spearman": a.rho, "rho_ci_low": a.rho_low,
+                "rho_ci_high": a.rho_high, "recommenders": a.n_recommenders, "users": a.n_users,
+                "dose_slope": nan if d is None else d.slope, "dose_ci_low": nan if d is None else d.low,
+                "dose_ci_high": nan if d is None else d.high,
+                "seconds_per_user": nan if seconds is None else seconds}  # fmt: skip
 
     def _plot(self, path: Path) -> None:
         import matplotlib

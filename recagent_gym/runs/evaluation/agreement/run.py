@@ -29,6 +29,7 @@ import numbers
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -137,12 +138,14 @@ def play(
     first_obs_out: dict[int, Any] | None = None,
     swap_from: Mapping[int, Any] | None = None,
     sessions: int = 1,
+    on_page: Callable[[int, dict[str, Any], float], None] | None = None,
 ) -> tuple[dict[str, Any], np.ndarray, int, float, float]:
     """Each recommender (a policy's seeds) on ``users``, ``sessions`` sessions per user: per-user ``returns`` (the
     sessions' mean), ``hit``, ``ndcg``, ``session_ndcg``, ``recall`` and ``expected_watch`` (or None; seeds pooled),
     the dose rows, fallbacks, watches and pages per session. ``first_obs_out`` receives each user's first
     observation; with ``swap_from`` (those of an earlier call) every recommender sees another user's encoding (a
-    fixed derangement of ``users``), the rest of the session unchanged."""
+    fixed derangement of ``users``), the rest of the session unchanged. ``on_page(user index, info, reward)`` sees
+    every page."""
     from recagent_gym.envs.encoding import ENCODING_KEYS
     from recagent_gym.runs.policies.evaluate_policies import EvalProtocol, run_sessions
     from recagent_gym.runs.policies.protocol import derangement
@@ -160,6 +163,8 @@ def play(
 
         def on_step(index: int, info: dict[str, Any], reward: float, done: bool, scorer: PageScorer = scorer) -> None:
             scorer(index, info, reward, done)
+            if on_page is not None:
+                on_page(index, info, reward)
             if done and tick is not None:
                 tick(1)
 
@@ -191,6 +196,7 @@ def run_arms(
     prefetch: Mapping[int, Sequence[int]] | None = None,
     progress: bool = True,
     sessions: int = 1,
+    on_page: Callable[[str, str, int, dict[str, Any], float], None] | None = None,
 ) -> tuple[list[Arm], dict[str, float]]:
     """Every recommender of ``zoo`` on every user model's env (``envs``: name -> builder), one sampler.
 
@@ -198,7 +204,9 @@ def run_arms(
     call before the sessions, in the very session context the sessions will have (the same reset seed): every page
     is then answered from the cache (one long batch instead of many page-sized ones). Returns the arms and the
     seconds each user model spent outside them (the prefetch). ``sessions``: per user and recommender for every
-    simulated user model (the real replay is deterministic: one)."""
+    simulated user model (the real replay is deterministic: one). ``on_page(user model, recommender row, user
+    index, info, reward)`` sees every page of every session (``benchmarks/probe_page_calibration.py`` records the
+    real replay's pages with it)."""
     per_model = {name: 1 if name == REAL else sessions for name in envs}
     total = sum(per_model.values()) * zoo.sessions_per_user() * len(users)
     arms: list[Arm] = []
@@ -226,6 +234,7 @@ def run_arms(
                         env, players, users, future, seed=seed, k=k, pages=pages, tick=bar.update,
                         first_obs_out=first if swap_from is None else None, swap_from=swap_from,
                         sessions=per_model[model_name],
+                        on_page=None if on_page is None else partial(on_page, model_name, name),
                     )  # fmt: skip
                     seconds = time.perf_counter() - started
                     arm = Arm(sampler, model_name, name, dose=dose, seconds=seconds, fallbacks=fallbacks,
