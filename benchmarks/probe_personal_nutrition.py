@@ -1,6 +1,7 @@
 """Which share of the RecSim-style users' nutrition should be personal? Chosen on training users against real choices.
 
     python benchmarks/probe_personal_nutrition.py [--shares 0,0.25,0.5,0.75,1] [--users 200] [--env-seeds 0,1,2]
+        [--set user.recsim_allure=0 ...]
 
 Per env seed ``s`` (``user.recsim_seed = train.split_seed = s``, as ``evaluate rl-comparison --env-seeds`` sets them)
 it takes the first ``--users`` TRAINING users of ``rl_recsim``'s split (never the held-out users the RL table
@@ -8,7 +9,8 @@ evaluates) and measures six arms: random, popularity, MF and item-kNN among the 
 reading another user's encoding (a fixed derangement). Real side: the same users' real hit@5 in pools of 50 with
 popularity-matched negatives, as popular as the env's candidates (``evaluate agreement``'s real side,
 ``evaluation.agreement_swapped``). Simulated side, per share ``p`` (``user.recsim_personal_nutrition``): each arm's
-mean session return with ``rl_recsim``'s users. It prints Kendall tau between the two over the six arms, per seed and
+mean session return with ``rl_recsim``'s users (``--set KEY=VALUE``, repeatable: further overrides of those users'
+config, the same at every share and seed). It prints Kendall tau between the two over the six arms, per seed and
 on average, and the candidates' popularity beside the two samplers' negatives. A probe, not a timed benchmark: about
 15 minutes on 2 cores at the defaults.
 """
@@ -51,9 +53,9 @@ def real_hits(config, dataset, users: np.ndarray) -> tuple[np.ndarray, dict[str,
     return np.asarray(run.users), {arm: float(run.arm(SAMPLER, REAL, arm).hit.mean()) for arm in ARMS}
 
 
-def simulated(dataset, users: np.ndarray, share: str, seed: int) -> dict[str, float]:
+def simulated(dataset, users: np.ndarray, share: str, seed: int, overrides: list[str]) -> dict[str, float]:
     config = load_config("rl_recsim", [f"user.recsim_personal_nutrition={share}", f"user.recsim_seed={seed}",
-                                       f"train.split_seed={seed}"])  # fmt: skip
+                                       f"train.split_seed={seed}", *overrides])  # fmt: skip
     env = make_candidate_env(config, dataset, users)
     recommenders = {"random": RandomCandidates(env, seed=0), "popularity": PopularCandidates(env),
                     "mf": MFCandidates(env), "itemknn": ItemKNNCandidates(env)}  # fmt: skip
@@ -90,7 +92,17 @@ def main() -> None:
     parser.add_argument("--shares", default="0,0.25,0.5,0.75,1")
     parser.add_argument("--users", type=int, default=200)
     parser.add_argument("--env-seeds", default="0,1,2")
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override of the simulated users' config (rl_recsim's), repeatable",
+    )
     args = parser.parse_args()
+    if args.overrides:
+        print("simulated users: rl_recsim with " + ", ".join(args.overrides))
     base = load_config("rl_recsim", [])
     dataset = load_dataset_from_config(base.data)
     shares = args.shares.split(",")
@@ -104,7 +116,7 @@ def main() -> None:
         print(f"env seed {seed}: {len(users)} training users; real hit@5 ({SAMPLER}): "
               + ", ".join(f"{a} {real[a]:.3f}" for a in ARMS), flush=True)  # fmt: skip
         for share in shares:
-            sim = simulated(dataset, users, share, seed)
+            sim = simulated(dataset, users, share, seed, args.overrides)
             tau = float(kendalltau([real[a] for a in ARMS], [sim[a] for a in ARMS]).statistic)
             taus[share].append(tau)
             print(f"  p={share}: tau {tau:+.2f}; " + ", ".join(f"{a} {sim[a]:.2f}" for a in ARMS), flush=True)

@@ -101,8 +101,38 @@ def test_cli_passes_the_real_weight_and_target_and_defaults_to_the_settings_ones
     monkeypatch.setattr(commands, "_config_and_dataset", lambda args: (make_config(), tiny_dataset()))
     monkeypatch.setattr(fit_module, "distill", lambda *a, settings, **k: seen.append(settings) or "ok")
     assert (
-        main(["users", "distill", "--logs", "x", "--out", "y", "--real-weight", "0.5", "--real-target", "watch"]) == 0
-    )
+        main(["users", "distill", "--logs", "x", "--out", "y", "--real-weight", "0.5", "--real-target", "watch",
+              "--real-users", "7"]) == 0
+    )  # fmt: skip
     assert main(["users", "distill", "--logs", "x", "--out", "y"]) == 0
     assert seen[0].real_weight == 0.5 and seen[1].real_weight == FitSettings().real_weight == 0.3  # as --help says
     assert seen[0].real_target == "watch" and seen[1].real_target == FitSettings().real_target == "order"
+    assert seen[0].real_users == 7 and seen[1].real_users == FitSettings().real_users == 0
+
+
+def test_real_users_beyond_the_logged_ones_are_fitted_and_counted_as_fitted_users(tmp_path):
+    from recagent_gym.runs.distill import logs
+    from recagent_gym.users.distilled.errors import DistillError
+
+    logs_dir = tiny_logs(tmp_path / "logs", sessions=3)
+    logged = set(logs.read_logs(logs_dir)["user_id"].tolist())
+    pool = sorted(set(range(tiny_dataset().n_users)) - logged)
+    assert pool, "the tiny logs must leave users unlogged for this test"
+    base = _fit(tmp_path, "base", logs_dir, real_weight=1.0)
+    more = _fit(tmp_path, "more", logs_dir, real_weight=1.0, real_users=len(pool))
+    # the unlogged users' real choices are fitted, and every evaluation leaves them out as fitted users
+    assert set(more.meta["train_users"]) == set(base.meta["train_users"]) | set(pool)
+    assert more.meta["real_only_users"] == len(pool) and base.meta["real_only_users"] == 0
+    assert more.meta["test_users"] == base.meta["test_users"]
+    per_user = base.meta["metrics"]["real_train_pages"] / len(base.meta["train_users"])
+    assert more.meta["metrics"]["real_train_pages"] == base.meta["metrics"]["real_train_pages"] + per_user * len(pool)
+    assert not np.array_equal(np.asarray(more.arrays["item_offset"]), np.asarray(base.arrays["item_offset"]))
+    # a seeded draw: the same users again, and never a logged or held-out one
+    settings = FitSettings(**{**TINY, "real_users": 1})
+    drawn = fit_module.real_only_users(tiny_dataset(), settings, exclude=logged)
+    assert len(drawn) == 1 and int(drawn[0]) in pool
+    assert np.array_equal(drawn, fit_module.real_only_users(tiny_dataset(), settings, exclude=logged))
+    with pytest.raises(DistillError, match="only"):
+        _fit(tmp_path, "too-many", logs_dir, real_users=len(pool) + 1)
+    with pytest.raises(DistillError, match=">= 0"):
+        _fit(tmp_path, "negative", logs_dir, real_users=-1)

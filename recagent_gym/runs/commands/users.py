@@ -56,6 +56,13 @@ def register(subparsers: Any) -> None:
         " recorded in model.json",
     )
     distill.add_argument(
+        "--real-users",
+        type=int,
+        default=None,
+        help="users beyond the logged ones whose real next items the real-choice objective also fits (a seeded draw"
+        " among users neither logged nor held out; they are left out of every evaluation); default 0",
+    )
+    distill.add_argument(
         "--collab-dims",
         type=int,
         default=None,
@@ -166,6 +173,8 @@ def run_distill(args: argparse.Namespace) -> int:
     real = {} if args.real_weight is None else {"real_weight": args.real_weight}
     if args.collab_dims is not None:
         real["collab_dims"] = args.collab_dims
+    if args.real_users is not None:
+        real["real_users"] = args.real_users
     if args.real_target is not None:
         real["real_target"] = args.real_target
     settings = FitSettings(

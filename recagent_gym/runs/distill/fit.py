@@ -85,6 +85,24 @@ def collab_vectors(dataset: Dataset, settings: FitSettings) -> np.ndarray | None
     return collaborative_item_latents(history, settings.collab_dims, settings.seed)
 
 
+def real_only_users(dataset: Dataset, settings: FitSettings, exclude: set[int]) -> np.ndarray:
+    """``settings.real_users`` users with real next items, none in ``exclude`` (the logged and the held-out users),
+    drawn with ``settings.seed``: the real-choice objective fits their real items too (sorted; empty with 0)."""
+    if settings.real_users < 0:
+        raise DistillError(f"real_users must be >= 0, got {settings.real_users}")
+    if settings.real_users == 0:
+        return np.zeros(0, dtype=np.int64)
+    _, real = temporal_split(dataset, settings.real_choices, settings.real_min_history)
+    pool = np.array(sorted(set(real) - exclude), dtype=np.int64)
+    if settings.real_users > len(pool):
+        raise DistillError(
+            f"real_users={settings.real_users}, but {dataset.name} has only {len(pool)} users with real next items"
+            " that are neither logged nor held out"
+        )
+    drawn = np.random.default_rng([settings.seed, 31]).choice(pool, size=settings.real_users, replace=False)
+    return np.sort(drawn)
+
+
 def item_rows(frame: pd.DataFrame) -> pd.DataFrame:
     """One row per (decision, eligible shown item): ``user_id item_id score position`` and the decision's index."""
     records = []
@@ -184,7 +202,9 @@ def distill(
         measured |= set(rl_split(dataset.n_users, test_fraction=config.train.test_fraction,
                                  seed=config.train.split_seed).test.tolist())  # fmt: skip
     measured_users = np.array(sorted(measured - set(train_users.tolist())), dtype=np.int64)
-    real = RealTarget.build(dataset, config, vectors, train_users, measured_users, settings, collab)
+    real_only = real_only_users(dataset, settings, exclude=set(train_users.tolist()) | measured)
+    real = RealTarget.build(dataset, config, vectors, np.union1d(train_users, real_only), measured_users, settings,
+                            collab)  # fmt: skip
 
     torch.set_num_threads(1)  # a net this small is fastest on one thread (measured in the project's notes)
     torch.manual_seed(settings.seed)
@@ -271,7 +291,9 @@ def distill(
             "rating_slope": rating_b,
         },
         "interest_queries": queries,
-        "train_users": train_users.tolist(),
+        # every user the model was fitted on (logged, and the real-choice objective's own): no evaluation meets them
+        "train_users": np.union1d(train_users, real_only).tolist(),
+        "real_only_users": len(real_only),
         "test_users": test_users.tolist(),
         "metrics": metrics,
     }

@@ -56,6 +56,11 @@ class FitSettings:
     """Real next items per user (each user's last ones; the agreement test's future)."""
     real_min_history: int = 10
     """Interactions a user keeps before its real items at least (fewer: no real pages for that user)."""
+    real_users: int = 0
+    """Users beyond the logged training users whose real next items the real-choice objective also fits (a seeded
+    draw among the users with real items that are neither logged nor held out: not the model's held-out users, nor
+    the RL split's); 0: the logged training users only. They count as users the model was fitted on (``model.json``'s
+    ``train_users``), so no evaluation meets them."""
     collab_dims: int = 8
     """Collaborative item vectors (a truncated SVD of the history before the real items) in both towers' features
     and a direct ``beta * <collab_u, collab_i>`` term (:mod:`~recagent_gym.runs.distill.features`); 0: none. The
