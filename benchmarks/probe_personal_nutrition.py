@@ -92,14 +92,8 @@ def main() -> None:
     parser.add_argument("--shares", default="0,0.25,0.5,0.75,1")
     parser.add_argument("--users", type=int, default=200)
     parser.add_argument("--env-seeds", default="0,1,2")
-    parser.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override of the simulated users' config (rl_recsim's), repeatable",
-    )
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="override of the simulated users' config (rl_recsim's), repeatable")  # fmt: skip
     args = parser.parse_args()
     if args.overrides:
         print("simulated users: rl_recsim with " + ", ".join(args.overrides))
