@@ -99,6 +99,7 @@ def real_only_users(dataset: Dataset, settings: FitSettings, exclude: set[int]) 
             f"real_users={settings.real_users}, but {dataset.name} has only {len(pool)} users with real next items"
             " that are neither logged nor held out"
         )
+    # a stream of its own ([seed, 31]), as the package seeds its draws (sessions: [seed, 1], pages: [seed, id, ...])
     drawn = np.random.default_rng([settings.seed, 31]).choice(pool, size=settings.real_users, replace=False)
     return np.sort(drawn)
 
