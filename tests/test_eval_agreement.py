@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from scipy.stats import kendalltau
 
 from recagent_gym.data.splits import popularity_bands, seen_items
 from recagent_gym.llm.testing import HashingEmbedder, ScriptedLLM
@@ -18,7 +19,7 @@ from recagent_gym.runs.evaluation.agreement.evaluate import run_agreement
 from recagent_gym.runs.evaluation.agreement.pools import PoolRetriever, build_pools, temporal_split
 from recagent_gym.runs.evaluation.agreement.report import Report
 from recagent_gym.runs.evaluation.agreement.run import REAL, PageScorer
-from recagent_gym.runs.evaluation.agreement.stats import dose_response, rank_agreement, split_half
+from recagent_gym.runs.evaluation.agreement.stats import dose_response, oracle_bound, rank_agreement, split_half
 from recagent_gym.runs.evaluation.subjects import Resources
 from recagent_gym.users.protocol import Action, Context, Page
 from recagent_gym.users.replay import ReplayUser
@@ -160,6 +161,20 @@ def test_rank_agreement_and_dose_response():
     assert flat.low < 0 < flat.high
 
 
+def test_oracle_bound_counts_the_recommenders_a_user_model_ranks_at_or_above_the_future_oracle():
+    real = {"oracle": 1.0, "a": 0.9, "b": 0.8, "c": 0.7, "d": 0.6, "e": 0.5, "f": 0.4, "anti-oracle": 0.0}
+    same = dict(real)
+    assert oracle_bound(real, same).above == () and oracle_bound(real, same).tau_max == pytest.approx(1.0)
+    sim = {**real, "oracle": 0.65}  # below a, b and c (and tied with none)
+    bound = oracle_bound(real, sim)
+    assert bound.above == ("a", "b", "c") and bound.tau_max == pytest.approx(1 - 6 / 28)
+    # the bound holds: no ranking with the oracle there does better
+    assert kendalltau(list(real.values()), list(sim.values())).statistic <= bound.tau_max + 1e-12
+    assert oracle_bound(real, {**real, "oracle": 0.8}).above == ("a", "b")  # a tie counts as at or above
+    assert oracle_bound({**real, "a": 1.0}, sim) is None  # the real ranking does not put the oracle first alone
+    assert oracle_bound({k: v for k, v in real.items() if k != "oracle"}, sim) is None
+
+
 def test_split_half_measures_how_well_the_real_ranking_reproduces_on_other_users():
     rng = np.random.default_rng(1)
     clear = {f"r{k}": k + rng.normal(0, 0.1, 60) for k in range(6)}  # far apart: every half ranks them alike
@@ -212,6 +227,13 @@ def test_run_agreement_end_to_end(tiny_ml, tmp_path):  # noqa: F811
         ranks = list(csv.DictReader(handle))
     assert len(ranks) == 2 * (4 + 1) and all(-1.0 <= float(r["kendall_tau"]) <= 1.0 for r in ranks)
     assert sum(r["user_model"] == "real, split halves" for r in ranks) == 2 and "real, split halves (4 + 4" in text
+    # over the recommenders that read no real future (the oracles left out: 5 of 7), and where the oracle ranks
+    headline = [r for r in ranks if r["user_model"] in {"recsim", "embedding", "llm"}]
+    assert all(-1.0 <= float(r["tau_without_oracles"]) <= 1.0 for r in headline)
+    assert "tau without the oracles" in text and "(5) |" in text and "at or above the future oracle" in text
+    for r in headline:  # the cap is reported where the real ranking puts the oracle first alone, and holds
+        if r["tau_max_given_oracle"]:
+            assert float(r["kendall_tau"]) <= float(r["tau_max_given_oracle"]) + 1e-9
     # the LLM agents report their watch probability, the RecSim-style and embedding users and the replay do not
     expected = {r["user_model"] for r in ranks if r["user_model"].endswith(", expected watch per page")}
     assert expected == {"llm, expected watch per page"} and "| uniform | llm, expected watch per page |" in text

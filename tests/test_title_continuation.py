@@ -68,6 +68,40 @@ def test_the_cache_keeps_candidates_and_references():
     assert np.allclose(first.scores, direct.scores)
 
 
+PRIOR = {" Aliens (1986)\n": -9.0, " Heat (1995)\n": -7.0, " Ref A\n": -15.0, " Ref B\n": -10.0}
+
+
+def _with_prior(prompt: str, options: list[str]) -> list[float]:
+    if "- Alien (1979)" in prompt:
+        return [LIKED[o] for o in options]
+    assert prompt == "Movies Ann loved, one per line, oldest first:\n-"  # the same header, an empty list
+    return [PRIOR[o] for o in options]
+
+
+def test_pmi_scores_subtract_each_titles_log_likelihood_after_an_empty_list():
+    llm = ScriptedLLM(chooser=_with_prior)
+    [result] = score_requests(llm, [_request()], calibrate=True, seed=0, mode="continuation_pmi")
+    scale = title_continuation.SCALE
+    # what the list adds: Aliens -6 - (-9) = +3, Heat -20 - (-7) = -13; references -16 + 15 = -1, -12 + 10 = -2
+    assert np.allclose(result.raw, np.array([3.0, -13.0]) / scale)
+    assert result.baseline == -1.5 / scale and np.allclose(result.scores, np.array([4.5, -11.5]) / scale)
+    assert result.fallbacks == 0 and result.prompts == 2 and llm.calls == 2  # the list and the empty list
+    cached = cached_score_requests(ScoreCache(), llm, [_request()], calibrate=True, seed=0, mode="continuation_pmi")
+    assert np.allclose(cached[0].scores, result.scores)
+    # the plain continuation score of the same request ranks by the list alone
+    [plain] = score_requests(llm, [_request()], calibrate=True, seed=0, mode="continuation")
+    assert np.allclose(plain.raw, np.array([-6.0, -20.0]) / scale)
+
+
+def test_pmi_falls_back_when_either_prompt_has_no_scores():
+    def no_prior(prompt: str, options: list[str]):
+        return [LIKED[o] for o in options] if "- Alien (1979)" in prompt else 0  # the empty list: no scores
+
+    [result] = score_requests(ScriptedLLM(chooser=no_prior), [_request()], calibrate=True, seed=0,
+                              mode="continuation_pmi")  # fmt: skip
+    assert result.fallbacks == 2 and np.all(result.scores == title_continuation.FALLBACK_SCORE)
+
+
 def test_llm_users_in_continuation_mode_score_their_list(tiny_ml):  # noqa: F811
     from recagent_gym.llm.testing import HashingEmbedder
     from recagent_gym.runs.config import load_config

@@ -11,6 +11,12 @@ random) after the same list is subtracted, so a score says how much more likely 
 candidate is for this user; without calibration the raw log-likelihood, divided by :data:`SCALE` in both cases.
 Fallback: score ``0.0`` (no opinion), counted.
 
+``continuation_pmi`` (pointwise mutual information): each title's log-likelihood after an empty list under the same
+header (:func:`build_prior`: the model's prior for the title, its length and how well the model knows it) is
+subtracted from its log-likelihood after the user's list, so the score reads what the user's own list adds; the
+references are treated the same way, so the calibrated score is how much more the list raises the candidate than
+an arbitrary unseen title. Holtzman et al. (2021), "Surface form competition", score multiple-choice options so.
+
 Why: a Yes/No answer after twenty example titles barely carries signal in a small base model (its LLM-only
 discrimination is near chance); the likelihood of a title continuing the user's list reads what the model knows
 of the titles and of which films go together.
@@ -28,6 +34,13 @@ SCALE = 4.0
 """Nats per unit of score: log-likelihood differences between titles span about -20..+20 nats, the Yes/No score
 about -5..+5, so that ``score_llm_weight`` means about the same in both modes."""
 FALLBACK_SCORE = 0.0
+MODES: tuple[str, ...] = ("continuation", "continuation_pmi")
+"""The ``user.llm_item_score`` values this contract scores."""
+
+
+def reads_the_list(mode: str) -> bool:
+    """Whether ``mode`` (``user.llm_item_score``) is one of this contract's."""
+    return mode in MODES
 
 
 def build_shots(titles: Sequence[str]) -> str:
@@ -37,6 +50,11 @@ def build_shots(titles: Sequence[str]) -> str:
 
 def build(*, name: str, shots: str) -> str:
     return load_template("title_continuation").render(name=name, shots=shots)
+
+
+def build_prior(*, name: str) -> str:
+    """The same header with an empty list: the prompt whose continuation is the model's prior for a title."""
+    return build(name=name, shots="").replace("\n\n-", "\n-")
 
 
 def option(candidate: str) -> str:

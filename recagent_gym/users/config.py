@@ -70,11 +70,13 @@ class UserConfig(Section):
     """Subtract the score of a content-free candidate (same prefix, same call) from every item's LLM score; with
     ``llm_item_score: continuation`` the mean score of the session's negative examples."""
 
-    llm_item_score: Literal["yes_no", "continuation"] = "yes_no"
+    llm_item_score: Literal["yes_no", "continuation", "continuation_pmi"] = "yes_no"
     """What the LLM's item score reads (few-shot strategy). ``yes_no``: ``logp(Yes) - logp(No)`` after Yes/No
     examples (``templates/item_scoring.txt``). ``continuation``: the log-likelihood of the candidate's title as the
     next line of the user's own watch list (``templates/title_continuation.txt``), which needs a backend that
-    scores options (the embedded model); see ``prompts/title_continuation.py``."""
+    scores options (the embedded model); ``continuation_pmi``: the same minus the title's log-likelihood after an
+    empty list (what the user's list adds to the model's prior for the title); see
+    ``prompts/title_continuation.py``."""
 
     watch_threshold: float = Field(1.5, ge=-20.0, le=20.0)
     """Item score at which the best item on the page is watched with probability 1/2 (before behaviour offsets).

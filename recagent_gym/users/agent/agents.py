@@ -214,7 +214,7 @@ class Agents:
 
     def shots(self, positives: Sequence[int], negatives: Sequence[int], rng: np.random.Generator) -> str:
         """The scoring prompt's examples: Yes/No lines, or the user's list (``llm_item_score: continuation``)."""
-        if self.config.llm_item_score == "continuation":
+        if title_continuation.reads_the_list(self.config.llm_item_score):
             return title_continuation.build_shots([self.scoring_line(i) for i in positives])
         return item_scoring.build_shots(
             [self.scoring_line(i) for i in positives], [self.scoring_line(i) for i in negatives], rng
@@ -222,7 +222,7 @@ class Agents:
 
     def references(self, negatives: Sequence[int]) -> tuple[str, ...]:
         """The lines calibrating a ``continuation`` score (the negative examples); none in ``yes_no`` mode."""
-        if self.config.llm_item_score != "continuation":
+        if not title_continuation.reads_the_list(self.config.llm_item_score):
             return ()
         return tuple(self.scoring_line(i) for i in negatives)
 

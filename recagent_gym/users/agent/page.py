@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from recagent_gym.llm.protocol import LanguageModel, Usage, prefix_hint
-from recagent_gym.prompts import memory_notes, page_decision, search_query
+from recagent_gym.prompts import memory_notes, page_decision, search_query, title_continuation
 from recagent_gym.prompts.checked import choose_checked, generate_checked
 from recagent_gym.users.agent.clock import clock_text
 from recagent_gym.users.agent.items import ItemTexts, ItemVectors, combine_scores, relevance
@@ -193,7 +193,7 @@ class PageDecider:
 
     def _references(self, negatives: Sequence[int]) -> tuple[str, ...]:
         """The lines calibrating a ``continuation`` score (the session's negative examples); none for Yes/No."""
-        if self.config.llm_item_score != "continuation":
+        if not title_continuation.reads_the_list(self.config.llm_item_score):
             return ()
         return tuple(self.items.scoring_line(int(i)) for i in negatives)
 

@@ -55,9 +55,9 @@ def score_requests(
     llm: LanguageModel, requests: Sequence[ScoringRequest], *, calibrate: bool, seed: int, mode: str = "yes_no"
 ) -> list[ScoringResult]:
     """Scores for every request's candidates, from one batched ``choose`` (plus one re-ask batch if needed).
-    ``mode``: ``yes_no`` or ``continuation`` (``user.llm_item_score``)."""
-    if mode == "continuation":
-        return score_continuations(llm, requests, calibrate=calibrate, seed=seed)
+    ``mode``: ``yes_no``, ``continuation`` or ``continuation_pmi`` (``user.llm_item_score``)."""
+    if title_continuation.reads_the_list(mode):
+        return score_continuations(llm, requests, calibrate=calibrate, seed=seed, pmi=mode == "continuation_pmi")
     prompts: list[str] = []
     spans: list[tuple[int, int]] = []
     for req in requests:
@@ -95,27 +95,38 @@ def score_requests(
 
 
 def score_continuations(
-    llm: LanguageModel, requests: Sequence[ScoringRequest], *, calibrate: bool, seed: int
+    llm: LanguageModel, requests: Sequence[ScoringRequest], *, calibrate: bool, seed: int, pmi: bool = False
 ) -> list[ScoringResult]:
     """``continuation`` scores: one prompt per request (the user's list), its candidates and references as the
-    options of one ``choose`` call (``prompts/title_continuation.py``)."""
+    options of one ``choose`` call (``prompts/title_continuation.py``). ``pmi``: a second prompt per request, the
+    header with an empty list and the same options, whose log-likelihoods are subtracted (``continuation_pmi``)."""
     prompts, options = [], []
     for req in requests:
         lines = list(req.candidates) + (list(req.references) if calibrate else [])
         prompts.append(title_continuation.build(name=req.name, shots=req.shots))
         options.append([title_continuation.option(line) for line in lines])
+    per_request = 2 if pmi else 1
+    if pmi:
+        prompts = [p for req, own in zip(requests, prompts, strict=True)
+                   for p in (own, title_continuation.build_prior(name=req.name))]  # fmt: skip
+        options = [o for o in options for _ in range(2)]
     checked = choose_checked(llm, prompts, options, title_continuation.parse, seed=seed)
     results = []
-    for req, check, sent in zip(requests, checked, options, strict=True):
+    for k, req in enumerate(requests):
+        parts, sent = checked[k * per_request : (k + 1) * per_request], options[k * per_request]
         n = len(req.candidates)
-        if check.value is None or len(check.value) != len(sent):  # no scores, or not one per option: fall back
+        usage, reasked = sum((c.usage for c in parts), Usage()), sum(int(c.reasked) for c in parts)
+        if any(c.value is None or len(c.value) != len(sent) for c in parts):  # no scores, or not one per option
             values = np.full(n, title_continuation.FALLBACK_SCORE)
-            results.append(ScoringResult(values, values.copy(), 0.0, check.usage, 1, int(check.reasked), n))
+            results.append(ScoringResult(values, values.copy(), 0.0, usage, per_request, reasked, n))
             continue
-        raw = np.asarray(check.value[:n], dtype=float) / title_continuation.SCALE
-        refs = np.asarray(check.value[n:], dtype=float) / title_continuation.SCALE
+        loglik = np.asarray(parts[0].value, dtype=float)
+        if pmi:
+            loglik = loglik - np.asarray(parts[1].value, dtype=float)
+        raw = loglik[:n] / title_continuation.SCALE
+        refs = loglik[n:] / title_continuation.SCALE
         baseline = float(refs.mean()) if calibrate and len(refs) else 0.0
-        results.append(ScoringResult(raw - baseline, raw, baseline, check.usage, 1, int(check.reasked), 0))
+        results.append(ScoringResult(raw - baseline, raw, baseline, usage, per_request, reasked, 0))
     return results
 
 
@@ -169,7 +180,7 @@ def cached_score_requests(
     ``continuation`` mode the references are cached like candidates and the baseline is their mean."""
     if cache is None:
         return score_requests(llm, requests, calibrate=calibrate, seed=seed, mode=mode)
-    continuation = mode == "continuation"
+    continuation = title_continuation.reads_the_list(mode)
     stores = [cache.entries(r) for r in requests]
     reduced: list[ScoringRequest] = []
     owners: list[int] = []

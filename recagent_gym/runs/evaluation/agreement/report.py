@@ -14,9 +14,12 @@ import numpy as np
 from recagent_gym.runs.evaluation.agreement.evaluate import AgreementRun
 from recagent_gym.runs.evaluation.agreement.run import METRICS, REAL
 from recagent_gym.runs.evaluation.agreement.stats import (
+    ORACLE_ROWS,
     Agreement,
     DoseResponse,
+    OracleBound,
     dose_response,
+    oracle_bound,
     rank_agreement,
     split_half,
 )
@@ -46,6 +49,13 @@ class Report:
         self.split_half: dict[str, Agreement] = {}
         self.expected: dict[tuple[str, str], Agreement] = {}
         """Per sampler and user model that reports its watch probability: the ranking by its mean over the pages."""
+        self.without_oracles: dict[tuple[str, str], Agreement] = {}
+        """The rank agreement over the recommenders that read no real future (where the run has oracles and at least
+        three others): how the users rank what a benchmark compares."""
+        self.oracle: dict[tuple[str, str], OracleBound] = {}
+        """Where each user model puts the future oracle and the tau that caps (where the real ranking puts it first)."""
+        history_rows = [r for r in run.recommenders if r not in ORACLE_ROWS]
+        with_oracles = len(history_rows) < len(run.recommenders) and len(history_rows) >= 3
         for s, sampler in enumerate(run.samplers):
             real = {r: getattr(run.arm(sampler, REAL, r), metric) for r in run.recommenders}
             self.split_half[sampler] = split_half(real, n_splits=n_boot, seed=run.settings["seed"] + 101 * s)
@@ -58,6 +68,14 @@ class Report:
                 if model != REAL:
                     sim = {a.recommender: a.returns for a in arms}
                     self.agreement[(sampler, model)] = rank_agreement(real, sim, n_boot=n_boot, seed=seed)
+                    if with_oracles:
+                        self.without_oracles[(sampler, model)] = rank_agreement(
+                            {r: real[r] for r in history_rows}, sim, n_boot=n_boot, seed=seed
+                        )
+                    bound = oracle_bound({r: float(np.mean(v)) for r, v in real.items()},
+                                         {r: float(np.mean(v)) for r, v in sim.items()})  # fmt: skip
+                    if bound is not None:
+                        self.oracle[(sampler, model)] = bound
                     if all(a.expected_watch is not None for a in arms):
                         watch = {a.recommender: a.expected_watch for a in arms}
                         self.expected[(sampler, model)] = rank_agreement(real, watch, n_boot=n_boot, seed=seed)
@@ -126,14 +144,22 @@ class Report:
                  "expected watch per page`, where the model reports its watch probability (distilled and LLM users): "
                  "the same user model ranked by that probability averaged over the pages it was shown, a diagnostic "
                  "of its page preference without its watch draws and session lengths (the replayed users never "
-                 "leave; simulated users do); the headline is the return's row.", "",
+                 "leave; simulated users do); the headline is the return's row. `tau without the oracles`: the same "
+                 "over the recommenders that read no real future (the oracle and anti-oracle left out). `at or above "
+                 "the future oracle`: the recommenders the user model ranks at or above the future oracle, which the "
+                 "real ranking puts first; each is a discordant pair, so they cap the model's tau at the value in "
+                 "brackets (no ties): a user model that knows only the history can put the oracle's pages first only "
+                 "by telling the user's real next item from a recommender's best guesses better than that "
+                 "recommender does.", "",
                  "| negatives | user model | Kendall tau | Spearman | dose-response slope | "
-                 "reward at dose 0 / 1 / 2+ | s per user |", "|---|---|---|---|---|---|---|"]  # fmt: skip
+                 "reward at dose 0 / 1 / 2+ | s per user | tau without the oracles | at or above the future oracle "
+                 "(tau at most) |", "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
         for sampler in run.samplers:
             h = self.split_half[sampler]
             tau, rho = _interval(h.tau, h.tau_low, h.tau_high), _interval(h.rho, h.rho_low, h.rho_high)
             lines.append(
-                f"| {sampler} | real, split halves ({h.n_users} + {h.n_users} users) | {tau} | {rho} | – | – | – |"
+                f"| {sampler} | real, split halves ({h.n_users} + {h.n_users} users) | {tau} | {rho} | – | – | – | – "
+                "| – |"
             )
             for model in self.simulated:
                 a = self.agreement[(sampler, model)]
@@ -141,14 +167,25 @@ class Report:
                 lines.append(
                     f"| {sampler} | {model} | {_interval(a.tau, a.tau_low, a.tau_high)} | "
                     f"{_interval(a.rho, a.rho_low, a.rho_high)} | {_interval(d.slope, d.low, d.high)} | "
-                    f"{_by_dose(d)} | {run.seconds_per_user.get(model, math.nan):.2f} |"
+                    f"{_by_dose(d)} | {run.seconds_per_user.get(model, math.nan):.2f} | "
+                    f"{self._without_oracles_cell(sampler, model)} | {self._oracle_cell(sampler, model)} |"
                 )
                 e = self.expected.get((sampler, model))
                 if e is not None:
                     lines.append(f"| {sampler} | {model}, expected watch per page | "
                                  f"{_interval(e.tau, e.tau_low, e.tau_high)} | "
-                                 f"{_interval(e.rho, e.rho_low, e.rho_high)} | – | – | – |")  # fmt: skip
+                                 f"{_interval(e.rho, e.rho_low, e.rho_high)} | – | – | – | – | – |")  # fmt: skip
         return lines
+
+    def _without_oracles_cell(self, sampler: str, model: str) -> str:
+        a = self.without_oracles.get((sampler, model))
+        return "–" if a is None else f"{_interval(a.tau, a.tau_low, a.tau_high)} ({a.n_recommenders})"
+
+    def _oracle_cell(self, sampler: str, model: str) -> str:
+        b = self.oracle.get((sampler, model))
+        if b is None:
+            return "–"
+        return f"{len(b.above)}: {', '.join(b.above) or 'none'} ({b.tau_max:.2f})"
 
     def _response_table(self) -> list[str]:
         """Per recommender, each user model's mean reward on pages without a real future item and on pages with one:
@@ -246,12 +283,20 @@ class Report:
 
     def _write_ranks(self, path: Path) -> None:
         run = self.run
-        rows = [self._rank_row(sampler, model, a, self.dose[(sampler, model)], run.seconds_per_user.get(model))
-                for (sampler, model), a in self.agreement.items()]  # fmt: skip
+        rows = [{**self._rank_row(sampler, model, a, self.dose[(sampler, model)], run.seconds_per_user.get(model)),
+                 **self._oracle_fields(sampler, model)} for (sampler, model), a in self.agreement.items()]  # fmt: skip
         rows += [self._rank_row(sampler, f"{model}, expected watch per page", e)
                  for (sampler, model), e in self.expected.items()]  # fmt: skip
         rows += [self._rank_row(sampler, "real, split halves", h) for sampler, h in self.split_half.items()]
         _csv(path, rows)
+
+    def _oracle_fields(self, sampler: str, model: str) -> dict[str, Any]:
+        a, b = self.without_oracles.get((sampler, model)), self.oracle.get((sampler, model))
+        return {"tau_without_oracles": math.nan if a is None else a.tau,
+                "tau_without_oracles_ci_low": math.nan if a is None else a.tau_low,
+                "tau_without_oracles_ci_high": math.nan if a is None else a.tau_high,
+                "at_or_above_oracle": "" if b is None else " ".join(b.above),
+                "tau_max_given_oracle": math.nan if b is None else b.tau_max}  # fmt: skip
 
     def _rank_row(
         self, sampler: str, model: str, a: Agreement, d: DoseResponse | None = None, seconds: float | None = None

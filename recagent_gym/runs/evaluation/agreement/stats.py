@@ -93,6 +93,37 @@ def split_half(
     return Agreement(tau, tau_low, tau_high, rho, rho_low, rho_high, len(names), n // 2)
 
 
+ORACLE_ROWS: tuple[str, ...] = ("oracle", "anti-oracle")
+"""The zoo's rows that read the user's real future: sanity anchors rather than recommenders anyone could run."""
+
+
+@dataclass(frozen=True)
+class OracleBound:
+    """Where a simulated ranking puts the future oracle that the real ranking puts first.
+
+    A user model knows only the history. To rank the future oracle's pages (one of the user's real next items, the
+    rest popular candidates) above a history recommender's, it must tell the user's real next item from that
+    recommender's best guesses better than the recommender does. Each recommender it ranks at or above the oracle
+    is a discordant (or tied) pair, so with ``n`` recommenders and no ties its Kendall tau is at most
+    ``1 - 2 k / (n (n - 1) / 2)``: three such recommenders among 8 already cap it at 0.79."""
+
+    above: tuple[str, ...]
+    """The recommenders the simulated ranking puts at or above the oracle."""
+    tau_max: float
+    """The largest Kendall tau (tau-a, no ties) a ranking with ``above`` where it is can reach."""
+
+
+def oracle_bound(real: Mapping[str, float], sim: Mapping[str, float], oracle: str = "oracle") -> OracleBound | None:
+    """``real`` / ``sim``: mean per recommender. ``None`` unless ``oracle`` is a row the real ranking puts strictly
+    first."""
+    names = [r for r in real if r in sim]
+    if oracle not in names or any(real[r] >= real[oracle] for r in names if r != oracle):
+        return None
+    above = tuple(r for r in names if r != oracle and sim[r] >= sim[oracle])
+    pairs = len(names) * (len(names) - 1) / 2
+    return OracleBound(above, 1.0 - 2.0 * len(above) / pairs)
+
+
 @dataclass(frozen=True)
 class DoseResponse:
     """Least-squares slope of a step's reward on the real future items on its page, with a bootstrap interval over
