@@ -147,10 +147,10 @@ class Report:
                  "leave; simulated users do); the headline is the return's row. `tau without the oracles`: the same "
                  "over the recommenders that read no real future (the oracle and anti-oracle left out). `at or above "
                  "the future oracle`: the recommenders the user model ranks at or above the future oracle, which the "
-                 "real ranking puts first; each is a discordant pair, so they cap the model's tau at the value in "
-                 "brackets (no ties): a user model that knows only the history can put the oracle's pages first only "
-                 "by telling the user's real next item from a recommender's best guesses better than that "
-                 "recommender does.", "",
+                 "real ranking puts first; each is a discordant (or tied) pair, so they cap the model's tau at the "
+                 "value in brackets (unless the real means tie): a user model that knows only the history can put "
+                 "the oracle's pages first only by telling the user's real next item from a recommender's best "
+                 "guesses better than that recommender does.", "",
                  "| negatives | user model | Kendall tau | Spearman | dose-response slope | "
                  "reward at dose 0 / 1 / 2+ | s per user | tau without the oracles | at or above the future oracle "
                  "(tau at most) |", "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
@@ -185,7 +185,8 @@ class Report:
         b = self.oracle.get((sampler, model))
         if b is None:
             return "–"
-        return f"{len(b.above)}: {', '.join(b.above) or 'none'} ({b.tau_max:.2f})"
+        at = [*b.above, *(f"{r} (tied)" for r in b.tied)]
+        return f"{len(at)}: {', '.join(at) or 'none'} ({b.tau_max:.2f})"
 
     def _response_table(self) -> list[str]:
         """Per recommender, each user model's mean reward on pages without a real future item and on pages with one:
@@ -295,7 +296,8 @@ class Report:
         return {"tau_without_oracles": math.nan if a is None else a.tau,
                 "tau_without_oracles_ci_low": math.nan if a is None else a.tau_low,
                 "tau_without_oracles_ci_high": math.nan if a is None else a.tau_high,
-                "at_or_above_oracle": "" if b is None else " ".join(b.above),
+                "above_oracle": "" if b is None else " ".join(b.above),
+                "tied_with_oracle": "" if b is None else " ".join(b.tied),
                 "tau_max_given_oracle": math.nan if b is None else b.tau_max}  # fmt: skip
 
     def _rank_row(

@@ -6,6 +6,7 @@ simulated side (the same users, so the two rankings stay paired), and the statis
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -103,14 +104,17 @@ class OracleBound:
 
     A user model knows only the history. To rank the future oracle's pages (one of the user's real next items, the
     rest popular candidates) above a history recommender's, it must tell the user's real next item from that
-    recommender's best guesses better than the recommender does. Each recommender it ranks at or above the oracle
-    is a discordant (or tied) pair, so with ``n`` recommenders and no ties its Kendall tau is at most
-    ``1 - 2 k / (n (n - 1) / 2)``: three such recommenders among 8 already cap it at 0.79."""
+    recommender's best guesses better than the recommender does. Each recommender it ranks above the oracle is a
+    discordant pair, each it ties with it a tied one, so with ``P = n (n - 1) / 2`` pairs its Kendall tau-b is at most
+    ``(P - 2 above - tied) / sqrt(P (P - tied))`` (three above among 8 cap it at 0.79), provided the real means have
+    no ties (simulated ties elsewhere only lower it)."""
 
     above: tuple[str, ...]
-    """The recommenders the simulated ranking puts at or above the oracle."""
+    """The recommenders the simulated ranking puts strictly above the oracle."""
+    tied: tuple[str, ...]
+    """The recommenders whose simulated mean equals the oracle's."""
     tau_max: float
-    """The largest Kendall tau (tau-a, no ties) a ranking with ``above`` where it is can reach."""
+    """The largest Kendall tau-b a ranking with the oracle where this one has it can reach (real means untied)."""
 
 
 def oracle_bound(real: Mapping[str, float], sim: Mapping[str, float], oracle: str = "oracle") -> OracleBound | None:
@@ -119,9 +123,10 @@ def oracle_bound(real: Mapping[str, float], sim: Mapping[str, float], oracle: st
     names = [r for r in real if r in sim]
     if oracle not in names or any(real[r] >= real[oracle] for r in names if r != oracle):
         return None
-    above = tuple(r for r in names if r != oracle and sim[r] >= sim[oracle])
+    above = tuple(r for r in names if r != oracle and sim[r] > sim[oracle])
+    tied = tuple(r for r in names if r != oracle and sim[r] == sim[oracle])
     pairs = len(names) * (len(names) - 1) / 2
-    return OracleBound(above, 1.0 - 2.0 * len(above) / pairs)
+    return OracleBound(above, tied, (pairs - 2.0 * len(above) - len(tied)) / math.sqrt(pairs * (pairs - len(tied))))
 
 
 @dataclass(frozen=True)
