@@ -12,9 +12,26 @@ and out-of-range values are rejected; :func:`recagent_gym.runs.config.load_confi
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationInfo, field_validator
 
 from recagent_gym.errors import RecAgentError
+
+SEED_LIMIT = 2**32
+"""Seeds are below this (numpy's legacy and SB3's seeding refuse larger ones) and not negative."""
+
+
+def is_seed_key(name: str) -> bool:
+    """Whether a setting named ``name`` is a seed or a list of seeds (``seed``, ``split_seed``, ``seeds``, ...)."""
+    return name in ("seed", "seeds") or name.endswith(("_seed", "_seeds"))
+
+
+def check_seed(value: int, what: str) -> int:
+    """``value`` if it is a valid seed (``0 <= value < 2**32``); a :class:`ValueError` naming ``what`` if not."""
+    if not 0 <= value < SEED_LIMIT:
+        raise ValueError(f"{what} must be a whole number from 0 to {SEED_LIMIT - 1}, got {value}")
+    return value
 
 
 class Section(BaseModel):
@@ -33,6 +50,17 @@ class Section(BaseModel):
         use_attribute_docstrings=True,
         frozen=False,
     )
+
+    @field_validator("*")
+    @classmethod
+    def _seeds_in_range(cls, value: Any, info: ValidationInfo) -> Any:
+        """Every seed of every section, however spelled (``-1``, ``0x100000000``), before any work is done."""
+        name = info.field_name or ""
+        if is_seed_key(name):
+            for seed in value if isinstance(value, list | tuple) else [value]:
+                if isinstance(seed, int) and not isinstance(seed, bool):
+                    check_seed(seed, "a seed")
+        return value
 
 
 class ConfigError(RecAgentError, ValueError):

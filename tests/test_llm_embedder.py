@@ -42,10 +42,10 @@ def test_embed_items_uses_and_invalidates_the_cache(tmp_path) -> None:  # type: 
     data = _dataset(["Heat", "Alien", "Toy Story"])
     first = embed_items(data, emb, tmp_path, progress=False)
     assert first.shape == (3, 16) and emb.texts_seen == 3
-    files = list(tmp_path.glob("items-tiny_set-*.npy"))
+    files = list(tmp_path.glob("items-tiny_set-*.npz"))
     assert len(files) == 1
     again = embed_items(data, emb, tmp_path, progress=False)
-    assert emb.texts_seen == 3  # served from the .npy file
+    assert emb.texts_seen == 3  # served from the .npz file
     np.testing.assert_array_equal(first, again)
     changed = embed_items(_dataset(["Heat", "Alien", "Toy Story 2"]), emb, tmp_path, progress=False)
     assert emb.texts_seen == 6  # a changed catalogue gets a new key
@@ -57,8 +57,9 @@ def test_corrupt_cache_file_is_recomputed(tmp_path) -> None:  # type: ignore[no-
     emb = HashingEmbedder(dim=16)
     data = _dataset(["Heat", "Alien"])
     embed_items(data, emb, tmp_path, progress=False)
-    (path,) = tmp_path.glob("*.npy")
-    np.save(path, np.zeros((5, 2), dtype=np.float32))
+    (path,) = tmp_path.glob("*.npz")
+    with path.open("wb") as handle:  # a plain array, not a checked cache file
+        np.save(handle, np.zeros((5, 2), dtype=np.float32))
     vectors = embed_items(data, emb, tmp_path, progress=False)
     assert vectors.shape == (2, 16) and emb.texts_seen == 4
 

@@ -233,23 +233,27 @@ def embed_texts_cached(
     batch_size: int = 256,
     progress: bool = True,
 ) -> np.ndarray:
-    """Embed ``texts`` (in chunks, with a progress bar), reusing ``<cache_dir>/<prefix>-<hash>.npy`` when present.
+    """Embed ``texts`` (in chunks, with a progress bar), reusing ``<cache_dir>/<prefix>-<hash>.npz`` when present.
 
     The file name hashes the embedder's name and every text, so a changed catalogue or model never hits a stale
-    file. A cached file of the wrong shape is reported and recomputed. Without ``cache_dir``, a model embedder's
-    texts go through the machine's text-vector store (``llm/vector_store.py``): each text is embedded once per
-    machine, and read back bitwise.
+    file; the file also records what made it, and a damaged or foreign one is reported, recomputed and replaced
+    (:mod:`~recagent_gym.llm.embedding_files`). A relative ``cache_dir`` lies under the cache folder, not the
+    working directory. Without ``cache_dir``, a model embedder's texts go through the machine's text-vector store
+    (``llm/vector_store.py``): each text is embedded once per machine, and read back bitwise.
     """
+    from recagent_gym.llm import embedding_files
+    from recagent_gym.llm.vector_store import store_identity
+
     texts = list(texts)
     path: Path | None = None
-    if cache_dir is not None:
-        path = Path(cache_dir) / f"{prefix}-{_texts_key(embedder_name(embedder), texts)}.npy"
-        if path.is_file():
-            cached = np.load(path)
-            if cached.ndim == 2 and cached.shape[0] == len(texts) and cached.dtype == np.float32:
-                log.debug("embeddings loaded from %s", path)
-                return cached
-            log.warning("ignoring cached embeddings %s: shape %s does not fit %d texts", path, cached.shape, len(texts))
+    made_by = f"{embedder_name(embedder)} ({store_identity(embedder) or 'no store identity'})"
+    key = _texts_key(embedder_name(embedder), texts)
+    folder = None if cache_dir is None else embedding_files.resolve_folder(cache_dir)
+    if folder is not None:
+        path = folder / f"{prefix}-{key}{embedding_files.SUFFIX}"
+        cached = embedding_files.read(path, made_by, key, len(texts))
+        if cached is not None:
+            return cached
     if cache_dir is None:  # a model embedder's texts through the machine's store (no-op for a stand-in)
         embedder = stored(embedder)
     from tqdm.auto import tqdm
@@ -262,10 +266,7 @@ def embed_texts_cached(
             bar.update(len(chunk))
     vectors = np.concatenate(chunks, axis=0) if chunks else np.zeros((0, _dim_of(embedder)), dtype=np.float32)
     if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp.npy")  # one per process: parallel writers never share it
-        np.save(tmp, vectors)
-        os.replace(tmp, path)  # atomic: a crash never leaves a truncated cache file
+        embedding_files.write(path, vectors, made_by, key)
     return vectors
 
 

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import os
+import tempfile
 from pathlib import Path
 
+from recagent_gym.errors import RecAgentError
 from recagent_gym.llm.protocol import LLMError
 
 log = logging.getLogger(__name__)
@@ -14,12 +17,49 @@ log = logging.getLogger(__name__)
 CACHE_ENV = "RECAGENT_GYM_CACHE"
 
 
+class CacheFolderError(RecAgentError):
+    """The cache folder (``$RECAGENT_GYM_CACHE`` or ``~/.cache/recagent-gym``) cannot be created or written."""
+
+    label = "cache folder error"
+
+
 def cache_dir() -> Path:
-    """``$RECAGENT_GYM_CACHE`` or ``~/.cache/recagent-gym`` (created on demand)."""
+    """``$RECAGENT_GYM_CACHE`` or ``~/.cache/recagent-gym``, created on demand and checked writable once per process;
+    :class:`CacheFolderError` (one line) if it cannot be (``RECAGENT_GYM_CACHE=/etc/passwd``, ``/proc/nope``)."""
     base = os.environ.get(CACHE_ENV)
     path = Path(base).expanduser() if base else Path.home() / ".cache" / "recagent-gym"
-    path.mkdir(parents=True, exist_ok=True)
+    return _usable(path, f"{CACHE_ENV}={base}" if base else "the cache folder")
+
+
+@functools.cache
+def _usable(path: Path, what: str) -> Path:
+    """``path`` once it exists and a probe folder can be made in it (a failure is not remembered: raised each time)."""
+    if not str(path).strip():
+        raise CacheFolderError(f"{what}: an empty path; point {CACHE_ENV} at a folder you can write")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        os.rmdir(tempfile.mkdtemp(prefix=".recagent-gym-probe-", dir=path))
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise CacheFolderError(
+            f"{what}: cannot use {path} as the cache folder ({reason}); point {CACHE_ENV} at a folder you can write"
+        ) from None
     return path
+
+
+_warned: set[str] = set()
+
+
+def optional_cache_dir(what: str) -> Path | None:
+    """:func:`cache_dir` for a cache a run can do without (``what``: text vectors, item embeddings): None when the
+    folder is unusable, with one warning per process and cache."""
+    try:
+        return cache_dir()
+    except CacheFolderError as exc:
+        if what not in _warned:
+            _warned.add(what)
+            log.warning("%s; running without the %s cache", exc, what)
+        return None
 
 
 def sha256_file(path: Path) -> str:

@@ -7,8 +7,11 @@ a RecAgent-v1 step's CPU. :class:`VectorStore` keeps ``text -> vector`` in a fol
 
 - a call that embedded new texts writes one small ``seg-<pid>-<ns>.npz`` (the new rows only), atomically, so a
   crash loses at most that call's rows and parallel processes never write the same file;
-- loading reads every segment (a segment that cannot be read is reported and skipped: its texts are embedded again);
-  beyond :data:`MAX_SEGMENTS` they are merged into one.
+- loading reads every segment; beyond :data:`MAX_SEGMENTS` they are merged into one;
+- each segment records the identity of the embedder that made it (``made_by``) and is checked on read: a segment
+  that cannot be read (cut, emptied, not an ``.npz``, non-finite vectors) or that another embedder made (another
+  identity, none recorded, another width) is a miss: reported once, deleted, and its texts embedded again and
+  written as a new segment. A damaged store heals in one run instead of failing every later one.
 
 Stored vectors are the embedder's own: :class:`~recagent_gym.llm.embedder.SentenceEmbedder` gives a text the same
 vector bitwise whatever it is batched with, so a stored vector equals a recomputed one. Only embedders that declare a
@@ -97,18 +100,23 @@ def store_for(embedder: Any, root: str | Path | None = None) -> VectorStore | No
     if identity is None:
         return None
     if root is None:
-        from recagent_gym.llm.model_files import cache_dir
+        from recagent_gym.llm.model_files import optional_cache_dir
 
-        root = cache_dir() / "text-vectors"
+        base = optional_cache_dir("text vectors")  # an unusable cache folder: recomputed, logged once
+        if base is None:
+            return None
+        root = base / "text-vectors"
     safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in identity)
-    return VectorStore(Path(root) / safe)
+    return VectorStore(Path(root) / safe, identity=identity)
 
 
 class VectorStore:
-    """``text -> float32 vector`` on disk in ``folder`` (read on first use)."""
+    """``text -> float32 vector`` on disk in ``folder`` (read on first use); with ``identity``, segments are
+    written with it and segments made by anything else are dropped on read."""
 
-    def __init__(self, folder: str | Path) -> None:
+    def __init__(self, folder: str | Path, identity: str | None = None) -> None:
         self.folder = Path(folder)
+        self.identity = identity
         self._vectors: dict[bytes, np.ndarray] | None = None
         self.hits = 0
         self.added = 0
@@ -143,7 +151,8 @@ class VectorStore:
     def _write(self, keys: np.ndarray, vectors: np.ndarray, stem: str) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
         tmp = self.folder / f".{stem}.tmp.npz"
-        np.savez(tmp, keys=keys, vectors=vectors)
+        made_by = {} if self.identity is None else {"made_by": np.array(self.identity)}
+        np.savez(tmp, keys=keys, vectors=vectors, **made_by)
         os.replace(tmp, self.folder / f"{stem}.npz")
 
     def _loaded(self) -> dict[bytes, np.ndarray]:
@@ -159,21 +168,38 @@ class VectorStore:
     def _read(self, path: Path) -> None:
         assert self._vectors is not None
         try:
-            with np.load(path) as data:
+            with np.load(path, allow_pickle=False) as data:
                 keys, vectors = data["keys"], data["vectors"]
+                made_by = str(data["made_by"]) if "made_by" in data.files else None
             if keys.ndim != 2 or keys.shape[1] != KEY_BYTES or vectors.ndim != 2 or len(keys) != len(vectors):
                 raise ValueError(f"keys {keys.shape}, vectors {vectors.shape}")
+            if keys.dtype != np.uint8 or vectors.dtype.kind != "f" or not np.isfinite(vectors).all():
+                raise ValueError(f"keys of {keys.dtype}, vectors of {vectors.dtype} (finite floats expected)")
         except FileNotFoundError:  # merged away by another process meanwhile: its rows are in the merged file
             return
-        except (OSError, ValueError, KeyError) as exc:
-            log.warning("skipping unreadable text-vector segment %s (its texts are embedded again): %s", path, exc)
+        except Exception as exc:
+            self._drop(path, f"skipping unreadable text-vector segment {path} (its texts are embedded again): {exc}")
+            return
+        if self.identity is not None and made_by != self.identity:
+            self._drop(path, f"skipping foreign text-vector segment {path}: made by {made_by or 'an unnamed embedder'}"
+                             f", not {self.identity} (its texts are embedded again)")  # fmt: skip
             return
         widths = {len(v) for v in self._vectors.values()} | {vectors.shape[1]}
         if len(widths) > 1:
-            log.warning("skipping text-vector segment %s: width %d differs from the store's", path, vectors.shape[1])
+            self._drop(path, f"skipping text-vector segment {path}: width {vectors.shape[1]} differs from the store's")
             return
         for key, row in zip(keys, vectors.astype(np.float32, copy=False), strict=True):
             self._vectors[key.tobytes()] = row
+
+    @staticmethod
+    def _drop(path: Path, why: str) -> None:
+        """A segment that is not this store's: reported, and deleted so that the next run does not meet it again
+        (its texts are embedded again and written as a new segment)."""
+        log.warning("%s", why)
+        try:
+            path.unlink(missing_ok=True)
+        except OSError as exc:
+            log.warning("could not delete %s: %s", path, exc)
 
     def _merge(self, segments: list[Path]) -> None:
         assert self._vectors is not None

@@ -128,11 +128,59 @@ def check_outputs(args: argparse.Namespace) -> None:
             check_output_folder(value, option)
 
 
-def dispatch(args: argparse.Namespace) -> int:
-    """Run the parsed command; a typed error becomes one line on stderr and :data:`EXIT_ERROR`."""
+SEED_OPTIONS: dict[str, str] = {"seed": "--seed"}
+SEED_LIST_OPTIONS: dict[str, str] = {"seeds": "--seeds", "env_seeds": "--env-seeds"}
+"""The options giving a seed or a comma-separated list of seeds, checked before the command runs."""
+
+
+def seed_list(text: str, what: str) -> list[int]:
+    """``"0,1,2"`` as distinct seeds (each ``0 <= s < 2**32``); one :class:`ConfigError` naming ``what`` if not."""
+    from recagent_gym.settings_section import ConfigError, check_seed
+
     try:
-        check_outputs(args)
-        return int(args.func(args) or 0)
+        seeds = [int(s) for s in text.split(",") if s.strip()]
+    except ValueError:
+        raise ConfigError(f"{what} wants integers separated by commas, got {text!r}") from None
+    if not seeds or len(set(seeds)) != len(seeds):
+        raise ConfigError(f"{what} wants distinct integers separated by commas, got {text!r}")
+    for seed in seeds:
+        try:
+            check_seed(seed, "each seed")
+        except ValueError as exc:
+            raise ConfigError(f"{what}: {exc}") from None
+    return seeds
+
+
+def check_seeds(args: argparse.Namespace) -> None:
+    """Every seed given on the command line is a valid seed (``0 <= s < 2**32``), before the command runs: a
+    negative one used to fail deep inside numpy, after a folder or ``collect.json`` had been written with it."""
+    from recagent_gym.settings_section import ConfigError, check_seed
+
+    for dest, option in SEED_OPTIONS.items():
+        value = getattr(args, dest, None)
+        if isinstance(value, int):
+            try:
+                check_seed(value, option)
+            except ValueError as exc:
+                raise ConfigError(str(exc)) from None
+    for dest, option in SEED_LIST_OPTIONS.items():
+        value = getattr(args, dest, None)
+        if isinstance(value, str):
+            seed_list(value, option)
+
+
+def dispatch(args: argparse.Namespace) -> int:
+    """Run the parsed command; a typed error becomes one line on stderr and :data:`EXIT_ERROR`.
+
+    Every output folder the command checks is locked for it until it ends (one writer per folder:
+    :func:`~recagent_gym.runs.output_folder.one_writer`)."""
+    from recagent_gym.runs.output_folder import one_writer
+
+    try:
+        with one_writer():
+            check_seeds(args)
+            check_outputs(args)
+            return int(args.func(args) or 0)
     except RecAgentError as exc:
         if args.verbose:
             traceback.print_exc()

@@ -72,8 +72,12 @@ def run_agreement_command(args: argparse.Namespace) -> int:
     from recagent_gym.runs.config import dump_config, load_config
     from recagent_gym.runs.evaluation.agreement.evaluate import run_agreement
     from recagent_gym.runs.evaluation.agreement.report import Report
+    from recagent_gym.runs.policies.policy_files import check_policy
 
     policies = parse_policies(args.policy)
+    for paths in policies.values():  # a damaged or foreign zip fails now, not after the zoo is fitted
+        for path in paths:
+            check_policy(path)
     pairs: dict[str, Any] = {
         "agreement_users": args.users, "seed": args.seed, "negatives": args.negatives,
         "agreement_sessions": args.sessions,

@@ -146,18 +146,12 @@ def add_evaluate_policies(evaluate_subparsers: Any) -> None:
 
 
 def run_rl_comparison(args: argparse.Namespace) -> int:
-    from recagent_gym.runs.comparisons.rl_comparison import run_comparison
-    from recagent_gym.settings_section import ConfigError
+    from recagent_gym.runs.cli import seed_list
+    from recagent_gym.runs.comparisons.rl_comparison import check_compare, run_comparison
 
     config = _config(args, _user_model_override(args))
-    seeds = None
-    if args.env_seeds is not None:
-        try:
-            seeds = [int(s) for s in args.env_seeds.split(",") if s.strip()]
-        except ValueError as error:
-            raise ConfigError(f"--env-seeds wants integers separated by commas, got {args.env_seeds!r}") from error
-        if not seeds or len(set(seeds)) != len(seeds):
-            raise ConfigError(f"--env-seeds wants distinct integers separated by commas, got {args.env_seeds!r}")
+    seeds = None if args.env_seeds is None else seed_list(args.env_seeds, "--env-seeds")
+    check_compare(config, env_seeds=seeds is not None)  # before any seed runs or any folder is made
     out = check_output_folder(args.output_dir or Path(config.train.output_dir) / "comparison", "train.output_dir")
     if seeds is None:
         run_comparison(config.in_run_folder(out), output_dir=out)

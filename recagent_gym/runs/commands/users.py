@@ -137,9 +137,9 @@ def run_collect(args: argparse.Namespace) -> int:
     from recagent_gym.users.prior_default import prior_note
 
     if args.policy is not None:  # a damaged or foreign zip fails before the LLM users are built
-        from recagent_gym.runs.policies.policy_files import check_zip
+        from recagent_gym.runs.policies.policy_files import check_policy
 
-        check_zip(args.policy)
+        check_policy(args.policy)
     config, dataset = _config_and_dataset(args)
     model = build_user_model("llm", dataset, **config.user_model_sections())
     sources = [s.strip() for s in args.sources.split(",") if s.strip()]
@@ -200,13 +200,15 @@ def run_fidelity(args: argparse.Namespace) -> int:
 def run_transfer_command(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from recagent_gym.runs.cli import seed_list
     from recagent_gym.runs.comparisons.transfer import markdown, ranking, run_transfer, verdict
     from recagent_gym.runs.config import load_config
+    from recagent_gym.runs.output_folder import check_output_folder
 
     config = load_config(args.config, args.overrides)
-    out = Path(args.out or config.train.output_dir)
+    out = check_output_folder(args.out or config.train.output_dir, "--out" if args.out else "train.output_dir")
     config = config.in_run_folder(out)
-    seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else [config.train.seed]
+    seeds = seed_list(args.seeds, "--seeds") if args.seeds else [config.train.seed]
     models = [m.strip() for m in args.user_models.split(",") if m.strip()]
     users = config.train.eval_users if args.users is None else args.users
     rows = run_transfer(

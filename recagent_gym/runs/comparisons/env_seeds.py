@@ -84,6 +84,15 @@ def run_env_seeds(
     config: Config, seeds: Sequence[int], *, output_dir: str | Path, dataset: Dataset | None = None
 ) -> list[dict[str, Any]]:
     """One comparison per env seed, then ``env_seeds.md`` / ``env_seeds.csv`` in ``output_dir``."""
+    from recagent_gym.runs.comparisons.rl_comparison import check_compare
+    from recagent_gym.settings_section import ConfigError, check_seed
+
+    check_compare(config, env_seeds=True)
+    for seed in seeds:
+        try:
+            check_seed(int(seed), "an env seed")
+        except ValueError as exc:
+            raise ConfigError(f"--env-seeds: {exc}") from None
     out = Path(output_dir)
     rows = []
     for seed in seeds:

@@ -119,16 +119,39 @@ def run_comparison(
         return _run_comparison(config, output_dir=output_dir, dataset=dataset, per_user=per_user)
 
 
+def check_compare(config: Config, *, env_seeds: bool = False) -> None:
+    """``train.compare`` and ``train.learner_timesteps`` name known recommenders, once each, and not none; with
+    ``env_seeds`` (the comparison at several env seeds, whose table pits the best learner against the best
+    baseline) at least one learner and one non-learning baseline. Checked when the command reads its configuration,
+    before any seed runs."""
+    from recagent_gym.settings_section import ConfigError
+
+    compare = list(config.train.compare)
+    if not compare:
+        raise ConfigError(f"train.compare is empty: name the recommenders to compare among {', '.join(KNOWN)}")
+    unknown = sorted(set(compare) - set(KNOWN))
+    if unknown:
+        raise ConfigError(f"train.compare: unknown recommenders {unknown}; expected among {', '.join(KNOWN)}")
+    twice = sorted({n for n in compare if compare.count(n) > 1})
+    if twice:
+        raise ConfigError(f"train.compare names {', '.join(twice)} more than once")
+    unknown = sorted(set(config.train.learner_timesteps) - set(LEARNERS))
+    if unknown:
+        raise ConfigError(f"train.learner_timesteps: unknown learners {unknown}; expected among {', '.join(LEARNERS)}")
+    learners = [n for n in compare if n in LEARNERS]
+    baselines = [n for n in compare if n not in (*LEARNERS, *ORACLES)]
+    if env_seeds and not (learners and baselines):
+        raise ConfigError(
+            f"--env-seeds compares the best learner ({', '.join(LEARNERS)}) with the best non-learning baseline: "
+            f"train.compare={compare} needs at least one of each"
+        )
+
+
 def _run_comparison(
     config: Config, *, output_dir: str | Path, dataset: Dataset | None, per_user: dict[str, np.ndarray] | None = None
 ) -> list[PolicyMetrics]:
     train = config.train
-    unknown = sorted(set(train.compare) - set(KNOWN))
-    if unknown:
-        raise ValueError(f"train.compare: unknown recommenders {unknown}; expected among {', '.join(KNOWN)}")
-    unknown = sorted(set(train.learner_timesteps) - set(LEARNERS))
-    if unknown:
-        raise ValueError(f"train.learner_timesteps: unknown learners {unknown}; expected among {', '.join(LEARNERS)}")
+    check_compare(config)
     torch.set_num_threads(train.torch_threads)  # small nets: one thread is fastest (measured, see README)
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)

@@ -150,7 +150,7 @@ def _v0_arena(config: Config, dataset: Dataset, policies: Sequence[Path], user_m
 def check_policies(policies: Sequence[Path], transfer_env: str) -> None:
     """Each given policy's ``policy.json`` (trained on this transfer's env) and zip, before anything is built; the
     spaces are checked against the env where it is loaded."""
-    from recagent_gym.runs.policies.policy_files import PolicyError, check_zip, read_meta, trained_env
+    from recagent_gym.runs.policies.policy_files import PolicyError, check_policy, read_meta, trained_env
 
     expected = "RecAgent-v1" if transfer_env == "v1" else "RecAgent-v0"
     for path in policies:
@@ -161,7 +161,7 @@ def check_policies(policies: Sequence[Path], transfer_env: str) -> None:
                 f"{path}: trained on {trained}, but this transfer runs {expected} (train.transfer_env={transfer_env});"
                 f" give a policy trained on {expected}, or set train.transfer_env={other}"
             )
-        check_zip(path)
+        check_policy(path)  # loaded once: a damaged network fails before anything is built or written
 
 
 def evaluate_on(
@@ -391,8 +391,6 @@ def run_transfer(
     check_policies(policies, config.train.transfer_env)
     dataset = resolve_dataset(dataset, config)
     users = held_out_users(dataset, config, n_users)
-    if "llm" in user_models and keep_weights(config, dataset, out) is not None:
-        say(f"LLM users: {prior_note(config, dataset)} (copied to {out / 'prior.json'})")
     if len(users) == 0:
         raise ValueError("users transfer: no held-out user left (the distilled model or the prior was fitted on all)")
     shared = None
@@ -404,6 +402,8 @@ def run_transfer(
         shared = SharedCandidates(config, dataset, users)
         for path in policies:  # each given policy's spaces checked before anything runs or is written
             load_v1(path, shared.env)
+    if "llm" in user_models and keep_weights(config, dataset, out) is not None:  # written once the policies load
+        say(f"LLM users: {prior_note(config, dataset)} (copied to {out / 'prior.json'})")
     if not policies:
         start = time.perf_counter()
         if shared is None:

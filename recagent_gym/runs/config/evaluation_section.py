@@ -99,7 +99,9 @@ class EvaluationConfig(Section):
     hashing embedder (fast, for tests and smoke runs)."""
 
     embedding_cache_dir: str | None = None
-    """Folder caching the item embeddings (``.npy`` keyed by model and texts); None recomputes them per run."""
+    """Folder caching the item embeddings (``.npz`` keyed by model and texts, checked on read); a relative folder
+    lies under the cache folder (``$RECAGENT_GYM_CACHE`` or ``~/.cache/recagent-gym``); None recomputes them per
+    run."""
 
     efficiency_agents: list[int] = Field(default_factory=lambda: [1, 10, 50, 100])
     """Efficiency (local server): agent counts, one simulation per count and key count (the paper's 1..500; the

@@ -132,7 +132,7 @@ def text_vectors(dataset: Dataset, embedder: Any = None, cache_dir: str | Path |
 
     if embedder is None:
         embedder = SentenceEmbedder()
-        cache_dir = cache_dir or Path.home() / ".cache" / "recagent-gym" / "embeddings"
+        cache_dir = cache_dir or "embeddings"  # under the cache folder (llm/embedding_files.py)
     return embed_items(dataset, embedder, cache_dir, progress=False)
 
 

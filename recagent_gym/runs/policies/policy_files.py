@@ -156,6 +156,14 @@ def load_policy(
     return model
 
 
+def check_policy(path: str | Path) -> Path:
+    """``path``'s policy loaded once (with the algorithm its ``policy.json`` names, else PPO) and dropped: a damaged
+    zip (a flipped bit in its network) fails here, when the command starts, not after minutes of fitting."""
+    algorithm = read_meta(path, required=False).get("algorithm", "ppo")
+    load_policy(path, algorithm if algorithm in ALGORITHMS else "ppo")
+    return policy_file(path)
+
+
 def same_space(a: Any, b: Any) -> bool:
     """Same kind and shape (and, for a dict, the same keys): what a policy's network depends on."""
     if type(a) is not type(b):

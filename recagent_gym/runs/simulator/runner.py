@@ -16,6 +16,7 @@ from recagent_gym.llm.secrets import resolve_api_keys
 from recagent_gym.llm.wrapping import close_model
 from recagent_gym.runs.config import Config, config_from_dict, dump_config
 from recagent_gym.runs.config.loader import apply_overrides
+from recagent_gym.runs.output_folder import check_output_folder
 from recagent_gym.runs.simulator import checkpoint as ckpt
 from recagent_gym.runs.simulator import run_paths
 from recagent_gym.runs.simulator.errors import SimulationError
@@ -83,6 +84,8 @@ def resume(
     source = path.parent.parent
     target = source if out is None else Path(out)
     in_place = target.resolve() == source.resolve()
+    if not dry:  # one writer per run: a second resume of the same run is refused here, before it reads on
+        check_output_folder(target, "--resume" if in_place else "--out")
     if in_place and not dry and ckpt.find_latest(source).resolve() != path.resolve():
         raise SimulationError(
             f"{path} is not the latest checkpoint of {source}; continue an earlier round into a new --out (a branch)"
@@ -109,6 +112,7 @@ def save_intervention(sim: Simulation, spec: str | Path, out: Path | None) -> Pa
     """Save an edited world (loaded with ``resume(..., dry=True)``) in place or as a branch in ``out``."""
     path, payload = ckpt.load_checkpoint(spec)
     source = path.parent.parent
+    check_output_folder(source if out is None else Path(out), "checkpoint" if out is None else "--out")
     if out is None or Path(out).resolve() == source.resolve():
         if ckpt.find_latest(source).resolve() != path.resolve():
             raise SimulationError(

@@ -102,15 +102,17 @@ class Simulation:
         """An agent's id from its name (case-insensitive) or its id (``3`` or ``"#3"``)."""
         text = str(who).strip()
         digits = text[1:] if text.startswith("#") else text
-        if digits.isdigit() and 0 <= int(digits) < len(self.agents):
+        # isdecimal, not isdigit ('²' is a digit int() refuses); a bounded length (int() refuses 4,300+ digits)
+        if digits.isdecimal() and len(digits) <= 18 and int(digits) < len(self.agents):
             return int(digits)
         matches = [u for u, n in enumerate(self.names) if n.lower() == text.lower()]
         if len(matches) == 1:
             return matches[0]
+        shown = repr(text) if len(text) <= 60 else repr(text[:60]) + f"... ({len(text)} characters)"
         if len(matches) > 1:
-            raise SimulationError(f"agent name {text!r} is ambiguous (ids {matches}); pass '#<id>'")
-        shown = ", ".join(self.names[:8])
-        raise SimulationError(f"unknown agent {text!r}; agents are {shown}, ... ({len(self.agents)} in all)")
+            raise SimulationError(f"agent name {shown} is ambiguous (ids {matches}); pass '#<id>'")
+        names = ", ".join(self.names[:8])
+        raise SimulationError(f"unknown agent {shown}; agents are {names}, ... ({len(self.agents)} in all)")
 
     def edit_profile(self, who: str | int, **fields: Any) -> int:
         """Change profile fields of one agent (its prompts use them from now on); recorded in the checkpoint."""
