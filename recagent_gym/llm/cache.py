@@ -4,12 +4,19 @@ The key hashes the inner model's name (backend and model), the kind of call, the
 parameter and the seed. ``read_write`` answers hits from the file and asks the inner model for the misses only (one
 batched call); ``replay`` never asks it and raises :class:`CacheMiss` instead, so a recorded run can be repeated
 offline and bit-identically. Hits are counted in ``Usage.cached_calls`` (latency 0, tokens as first recorded).
+
+A damaged cache heals instead of failing every later run: a file that is not an SQLite database is moved aside
+(``<name>.damaged-<ns>``, logged) and an empty cache started in its place; a row that does not parse, or whose kind
+and request differ from the ones it is looked up for (each row keeps what made it), is a miss, logged once, and
+replaced by the fresh answer (one transaction). In ``replay`` mode a damaged file is one error line.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
+import os
 import sqlite3
 import threading
 import time
@@ -19,12 +26,50 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from recagent_gym.llm.protocol import CacheMiss, Choice, Generation, LanguageModel, Usage, prefix_hint
+from recagent_gym.llm.protocol import CacheMiss, Choice, Generation, LanguageModel, LLMError, Usage, prefix_hint
 from recagent_gym.llm.serialize import choice_from_dict, choice_to_dict, generation_from_dict, generation_to_dict
 from recagent_gym.llm.wrapping import close_model, set_state_of, state_of
 
 R = TypeVar("R", Generation, Choice)
 CacheMode = Literal["read_write", "replay"]
+log = logging.getLogger(__name__)
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    # One connection shared by threads, serialised by a lock (sqlite3's default forbids cross-thread use).
+    db = sqlite3.connect(str(path), check_same_thread=False)
+    try:
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute(
+            "CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, kind TEXT NOT NULL, "
+            "request TEXT NOT NULL, response TEXT NOT NULL, created REAL NOT NULL)"
+        )
+        db.commit()
+    except BaseException:
+        db.close()
+        raise
+    return db
+
+
+def open_cache(path: Path, mode: str) -> sqlite3.Connection:
+    """The cache database at ``path``; a damaged file is moved aside and replaced by an empty cache (``read_write``)
+    or refused in one line (``replay``)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return _connect(path)
+    except sqlite3.OperationalError as exc:  # cannot open or write (a folder, no permission): not damage
+        raise LLMError(f"response cache {path}: cannot open it ({exc})") from None
+    except OSError as exc:
+        raise LLMError(f"response cache {path}: cannot create its folder ({exc.strerror or exc})") from None
+    except sqlite3.DatabaseError as exc:  # "file is not a database", "database disk image is malformed"
+        if mode == "replay" or not path.is_file():
+            raise LLMError(f"response cache {path} is not a readable SQLite cache ({exc})") from None
+    aside = path.with_name(f"{path.name}.damaged-{time.time_ns()}")
+    for side in ("", "-wal", "-shm"):
+        if Path(f"{path}{side}").exists():
+            os.replace(f"{path}{side}", f"{aside}{side}")
+    log.warning("response cache %s was damaged: moved to %s; starting an empty cache", path, aside.name)
+    return _connect(path)
 
 
 def _key(payload: dict[str, Any]) -> str:
@@ -44,35 +89,45 @@ class CachedLLM:
         self.inner = inner
         self.path = Path(path)
         self.mode = mode
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        # One connection shared by threads, serialised by a lock (sqlite3's default forbids cross-thread use).
-        self._db = sqlite3.connect(str(self.path), check_same_thread=False)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute(
-            "CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, kind TEXT NOT NULL, "
-            "request TEXT NOT NULL, response TEXT NOT NULL, created REAL NOT NULL)"
-        )
-        self._db.commit()
+        self._db = open_cache(self.path, mode)
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
+        self.damaged = 0
+        """Rows found damaged or foreign (served as misses)."""
 
     @property
     def name(self) -> str:
         return self.inner.name
 
-    def _lookup(self, key: str) -> dict[str, Any] | None:
-        with self._lock:
-            row = self._db.execute("SELECT response FROM responses WHERE key = ?", (key,)).fetchone()
-        return json.loads(row[0]) if row else None
+    def _lookup(
+        self, key: str, kind: str, request: dict[str, Any], from_dict: Callable[[dict[str, Any]], R]
+    ) -> R | None:
+        """The stored answer, if its row is whole and was made by this very request; else None (a miss)."""
+        try:
+            with self._lock:
+                row = self._db.execute("SELECT response, kind, request FROM responses WHERE key = ?", (key,)).fetchone()
+            if row is None:
+                return None
+            if row[1] != kind or json.loads(row[2]) != json.loads(json.dumps(request, ensure_ascii=False)):
+                raise ValueError("the row was made by another request")
+            return from_dict(json.loads(row[0]))
+        except (sqlite3.DatabaseError, ValueError, TypeError, KeyError, AttributeError) as exc:
+            self.damaged += 1
+            if self.damaged == 1:  # logged once per cache: the row is recomputed and replaced
+                log.warning("response cache %s: a damaged or foreign entry is recomputed (%s)", self.path, exc)
+            return None
 
     def _store(self, rows: list[tuple[str, str, str, str]]) -> None:
-        with self._lock:
-            self._db.executemany(
-                "INSERT OR REPLACE INTO responses (key, kind, request, response, created) VALUES (?, ?, ?, ?, ?)",
-                [(*row, time.time()) for row in rows],
-            )
-            self._db.commit()
+        try:
+            with self._lock:
+                self._db.executemany(
+                    "INSERT OR REPLACE INTO responses (key, kind, request, response, created) VALUES (?, ?, ?, ?, ?)",
+                    [(*row, time.time()) for row in rows],
+                )
+                self._db.commit()
+        except sqlite3.DatabaseError as exc:  # a damaged page: the answers are kept for this run only
+            log.warning("response cache %s: could not store %d answers (%s)", self.path, len(rows), exc)
 
     def _serve(
         self,
@@ -86,11 +141,10 @@ class CachedLLM:
         results: list[R | None] = [None] * len(requests)
         missing: list[int] = []
         for i, key in enumerate(keys):
-            found = self._lookup(key)
-            if found is None:
+            result = self._lookup(key, kind, requests[i], from_dict)
+            if result is None:
                 missing.append(i)
             else:
-                result = from_dict(found)
                 results[i] = replace(result, usage=_as_hit(result.usage))  # type: ignore[type-var]
         self.hits += len(requests) - len(missing)
         if missing and self.mode == "replay":

@@ -90,6 +90,7 @@ def run_simulate(
         out = Path(args.out or DEFAULT_OUT)
         sim = runner.start(config.in_run_folder(out), out, llm=llm, embedder=embedder, human=human)
     try:
+        check_rounds_left(sim, args.rounds)
         sim.run(args.rounds)
     except LLMError as exc:
         raise SimulationError(
@@ -105,6 +106,25 @@ def run_simulate(
         f"{summary['mean_seconds_per_round']:.1f} s per round"
     )
     return 0
+
+
+def check_rounds_left(sim: Any, rounds: int | None) -> None:
+    """``--rounds N`` pauses a run before its ``simulation.rounds``: on a run that has done them all it would do
+    nothing and exit 0, so it is refused with the way to continue; beyond what is left, the run stops at its end."""
+    target, done = sim.config.simulation.rounds, sim.clock.round
+    if rounds is None:
+        return
+    if done >= target:
+        raise ConfigError(
+            f"--rounds {rounds}: {sim.out} has done all its simulation.rounds={target} rounds; to continue it, "
+            f"resume with --set simulation.rounds={done + rounds}"
+        )
+    if rounds > target - done:
+        print(
+            f"--rounds {rounds}: only {target - done} of simulation.rounds={target} are left; the run ends after them"
+            f" (raise it with --set simulation.rounds=N to go further)",
+            file=sys.stderr,
+        )
 
 
 def run_intervene(args: argparse.Namespace, *, llm: Any = None, embedder: Any = None) -> int:
