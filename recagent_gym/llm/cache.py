@@ -5,8 +5,9 @@ parameter and the seed. ``read_write`` answers hits from the file and asks the i
 batched call); ``replay`` never asks it and raises :class:`CacheMiss` instead, so a recorded run can be repeated
 offline and bit-identically. Hits are counted in ``Usage.cached_calls`` (latency 0, tokens as first recorded).
 
-A damaged cache heals instead of failing every later run: a file that is not an SQLite database is moved aside
-(``<name>.damaged-<ns>``, logged) and an empty cache started in its place; a row that does not parse, or whose kind
+A damaged cache heals instead of failing every later run: an SQLite file that cannot be read is moved aside
+(``<name>.damaged-<ns>``, logged) and an empty cache started in its place (a file that is no SQLite file at all is
+refused in one line and never touched); a row that does not parse, or whose kind
 and request differ from the ones it is looked up for (each row keeps what made it), is a miss, logged once, and
 replaced by the fresh answer (one transaction). In ``replay`` mode a damaged file is one error line.
 """
@@ -33,6 +34,8 @@ from recagent_gym.llm.wrapping import close_model, set_state_of, state_of
 R = TypeVar("R", Generation, Choice)
 CacheMode = Literal["read_write", "replay"]
 log = logging.getLogger(__name__)
+SQLITE_HEADER = b"SQLite format 3\x00"
+"""The first bytes of every SQLite database: a file without them is not a cache, however damaged."""
 
 
 def _connect(path: Path) -> sqlite3.Connection:
@@ -64,6 +67,10 @@ def open_cache(path: Path, mode: str) -> sqlite3.Connection:
     except sqlite3.DatabaseError as exc:  # "file is not a database", "database disk image is malformed"
         if mode == "replay" or not path.is_file():
             raise LLMError(f"response cache {path} is not a readable SQLite cache ({exc})") from None
+        with path.open("rb") as handle:
+            ours = handle.read(len(SQLITE_HEADER)) == SQLITE_HEADER
+        if not ours:  # some other file (a typo'd path): never moved, never written
+            raise LLMError(f"llm.cache_path {path} is not an SQLite file; point it at a new or cache file") from None
     aside = path.with_name(f"{path.name}.damaged-{time.time_ns()}")
     for side in ("", "-wal", "-shm"):
         if Path(f"{path}{side}").exists():

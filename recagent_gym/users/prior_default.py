@@ -17,6 +17,7 @@ not apply; ``null`` turns the prior off; a path uses that calibration as it is.
 from __future__ import annotations
 
 import logging
+import os
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -122,8 +123,10 @@ def keep_weights(config: Any, dataset: Any, out: str | Path, llm: Any = None) ->
         return None
     target = Path(out) / "prior.json"
     target.parent.mkdir(parents=True, exist_ok=True)
-    if Path(user.prior_weights).resolve() != target.resolve():
-        target.write_bytes(Path(user.prior_weights).read_bytes())
+    if Path(user.prior_weights).resolve() != target.resolve():  # atomic: a killed copy never leaves half a file
+        tmp = target.with_name(f".prior.json.{os.getpid()}.tmp")
+        tmp.write_bytes(Path(user.prior_weights).read_bytes())
+        os.replace(tmp, target)
     return str(user.prior_weights)
 
 
