@@ -171,7 +171,7 @@ def run_evaluate_policies(args: argparse.Namespace) -> int:
         evaluate_recommenders,
         load_meta,
     )
-    from recagent_gym.runs.policies.policy_files import check_zip
+    from recagent_gym.runs.policies.policy_files import check_policy
     from recagent_gym.runs.policies.protocol import split_users
     from recagent_gym.runs.policies.results_table import markdown_table, summary_line, write_results
 
@@ -184,8 +184,8 @@ def run_evaluate_policies(args: argparse.Namespace) -> int:
     out = check_output_folder(args.output_dir or Path(config.train.output_dir) / "evaluation", "train.output_dir")
     config = config.in_run_folder(out)
     train = config.train
-    for spec in args.policy:  # a missing, damaged or foreign zip fails before the env is built
-        check_zip(spec.rpartition("=")[2])
+    for spec in args.policy:  # a missing, damaged or foreign zip fails before the env is built or MF fitted
+        check_policy(spec.rpartition("=")[2])
     env = catalogue_env(config.data.dataset, config.user.model, config=config)
     seed = train.seed if args.seed is None else args.seed
     recommenders: dict[str, Any] = {}
