@@ -15,8 +15,10 @@ import argparse
 import contextlib
 import importlib
 import io
+import itertools
 import os
 import pkgutil
+import shutil
 import signal
 import threading
 import time
@@ -33,9 +35,11 @@ import recagent_gym
 from recagent_gym.llm.testing import HashingEmbedder, ScriptedLLM
 from recagent_gym.runs.cli import build_parser, main
 from recagent_gym.runs.config.root import Config
+from tests._sim_fixtures import main as sim_main
+from tests._sim_fixtures import settings as sim_settings
 
 EXAMPLE_BUDGET_S = 2.0
-TOTAL_BUDGET_S = float(os.environ.get("RECAGENT_FUZZ_SECONDS", "35"))
+TOTAL_BUDGET_S = float(os.environ.get("RECAGENT_FUZZ_SECONDS", "25"))
 EXAMPLES = int(os.environ.get("RECAGENT_FUZZ_EXAMPLES", "200"))
 RANDOM = os.environ.get("RECAGENT_FUZZ_RANDOM") == "1"
 """CI draws the same examples every run; ``RECAGENT_FUZZ_RANDOM=1`` (with more examples and seconds) hunts."""
@@ -119,6 +123,7 @@ def command_lines(draw: Any, out: Path, inputs: Path) -> list[str]:
     outs = [str(out), str(out / "deep" / "er"), str(inputs / "notes.txt"), "/proc/nope", ""]
     ins = [str(inputs / n) for n in ("garbage.zip", "missing", "folder", "notes.txt", "bad.yaml")]
     ins += ["p=" + str(inputs / "garbage.zip"), "/proc/nope", "", "bundled", "quickstart", "simulate_small"]
+    ins += [str(out / "run")] * 3  # a paused run of its own (resume, intervene, interview get past the file)
     argv = list(path)
     for action in parser._actions:
         if set(action.option_strings) & LEFT_OUT_OPTIONS or isinstance(action, argparse._HelpAction):
@@ -203,18 +208,22 @@ def test_every_command_ends_in_exit_0_or_2_without_traceback_or_stray_files(tmp_
     (inputs / "garbage.zip").write_bytes(bytes(range(256)) * 8)
     (inputs / "notes.txt").write_text("not a folder")
     (inputs / "bad.yaml").write_text("train: [unclosed\n  - : :")
+    sets = [a for s in sim_settings("simulation.rounds=2") for a in ("--set", s)]
+    assert sim_main(["simulate", *sets, "--out", str(inputs / "run"), "--rounds", "1"]) == 0
     monkeypatch.chdir(work)
     start, seen, failures = time.monotonic(), {"0": 0, "2": 0, "budget": 0}, []
     by_command: dict[str, list[str]] = {}
+    counter = itertools.count()
 
     @settings(max_examples=EXAMPLES, deadline=None, database=None, derandomize=not RANDOM, phases=[Phase.generate],
               suppress_health_check=list(HealthCheck))  # fmt: skip
     @given(data=st.data())
     def one(data: Any) -> None:
+        out = outs / str(next(counter))
+        argv = data.draw(command_lines(out, inputs))  # drawn even when out of time: hypothesis wants the same draws
         if time.monotonic() - start > TOTAL_BUDGET_S:
             return
-        out = outs / str(sum(seen.values()))
-        argv = data.draw(command_lines(out, inputs))
+        shutil.copytree(inputs / "run", out / "run")
         before = snapshot(tmp_path, outs)
         codes = dict(seen)
         failure = run_one(argv, work, seen)

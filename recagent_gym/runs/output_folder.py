@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import logging
 import os
 import tempfile
 import threading
@@ -31,6 +32,8 @@ from pathlib import Path
 
 from recagent_gym.errors import RecAgentError
 from recagent_gym.settings_section import ConfigError
+
+log = logging.getLogger(__name__)
 
 LOCK_NAME = ".recagent-gym.lock"
 """The lock file inside a held folder (it holds the writer's process id, for the refusal message)."""
@@ -98,10 +101,14 @@ class FolderLocks:
             except FileNotFoundError:
                 continue
             except OSError as exc:
+                for made in created:  # nothing left behind
+                    with contextlib.suppress(OSError):
+                        made.rmdir()
                 raise ConfigError(f"{what}: cannot lock the output folder {path} ({exc.strerror})") from None
             if self._take(fd, folder, path, what):
-                os.ftruncate(fd, 0)
-                os.write(fd, f"{os.getpid()}\n".encode())
+                with contextlib.suppress(OSError):  # the process id only names the writer in a refusal
+                    os.ftruncate(fd, 0)
+                    os.write(fd, f"{os.getpid()}\n".encode())
                 self.held.append(_Held(folder, fd, created))
                 return
         raise FolderInUseError(f"{what}: {path} is being created or removed by another process; try again")
@@ -121,6 +128,8 @@ class FolderLocks:
                 f"{what}: {path} is being written by another recagent-gym command{owner}; wait for it to end or "
                 "use another folder"
             ) from None
+        except OSError as exc:  # a file system without locks (some network mounts): run, but say so
+            log.warning("cannot lock %s (%s): another command could write it at the same time", path, exc)
         try:
             same = os.path.samestat(os.fstat(fd), os.stat(folder / LOCK_NAME))
         except FileNotFoundError:
