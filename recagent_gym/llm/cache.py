@@ -91,7 +91,7 @@ class CachedLLM:
                 missing.append(i)
             else:
                 result = from_dict(found)
-                results[i] = replace(result, usage=_as_hit(result.usage))  # type: ignore[type-var]
+                results[i] = replace(result, usage=_as_hit(result.usage))
         self.hits += len(requests) - len(missing)
         if missing and self.mode == "replay":
             first = requests[missing[0]]["prompt"]
