@@ -152,7 +152,7 @@ class CachedLLM:
             if result is None:
                 missing.append(i)
             else:
-                results[i] = replace(result, usage=_as_hit(result.usage))  # type: ignore[type-var]
+                results[i] = replace(result, usage=_as_hit(result.usage))
         self.hits += len(requests) - len(missing)
         if missing and self.mode == "replay":
             first = requests[missing[0]]["prompt"]

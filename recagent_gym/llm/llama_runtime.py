@@ -230,7 +230,8 @@ class LlamaRuntime:
 
     def _resident_cells(self) -> int:
         """Upper bound on cells held by the slots (shared prefixes between slots counted once where adjacent)."""
-        total, previous = 0, []
+        total = 0
+        previous: list[int] = []
         for tokens in sorted(self._slots):
             total += len(tokens) - common_prefix(tokens, previous)
             previous = tokens

@@ -181,7 +181,7 @@ def precompress(memory: WritableMemory, observations: Sequence[Observation]) -> 
     tally = _Tally(memory)
     done: list[tuple[str, float | None]] = []
     try:
-        done = list(zip(*_compress([(tally, o) for o in mine], seed, FlushReport()), strict=True))  # type: ignore[misc]
+        done = list(zip(*_compress([(tally, o) for o in mine], seed, FlushReport()), strict=True))
     finally:
         with lock:  # results stored before the claims go, so no other job can take these observations meanwhile
             if done:  # (none when the model call failed: the flush asks again)
@@ -233,7 +233,7 @@ def flush_memories(
             for memory in memories:
                 memory.sensory.pending[:0] = [obs for m, obs in jobs if m is memory]
             raise
-        promotions = []
+        promotions: list[tuple[Any, Any]] = []
         for (memory, obs), content, imp, vec in zip(jobs, contents, importance, vectors, strict=True):
             record = MemoryRecord(content, float(imp), obs.time_h, obs.time_h, kind=obs.kind)
             promotions.extend((memory, p) for p in memory.store(record, vec))

@@ -42,7 +42,7 @@ class PlackettLuceDistribution(Distribution):
     def proba_distribution_net(self, *args: object, **kwargs: object) -> nn.Module:
         raise NotImplementedError("the item-scoring policy builds its own score head")
 
-    def proba_distribution(self, logits: torch.Tensor) -> PlackettLuceDistribution:  # type: ignore[override]
+    def proba_distribution(self, logits: torch.Tensor) -> PlackettLuceDistribution:
         self.logits = logits
         return self
 
@@ -80,10 +80,10 @@ class PlackettLuceDistribution(Distribution):
         page = torch.topk(self.logits, self.page_size, dim=-1, sorted=True).indices
         return encode_page(page, self.logits.shape[-1])
 
-    def actions_from_params(self, logits: torch.Tensor, deterministic: bool = False) -> torch.Tensor:  # type: ignore[override]
+    def actions_from_params(self, logits: torch.Tensor, deterministic: bool = False) -> torch.Tensor:
         self.proba_distribution(logits)
         return self.get_actions(deterministic=deterministic)
 
-    def log_prob_from_params(self, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:  # type: ignore[override]
+    def log_prob_from_params(self, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         actions = self.actions_from_params(logits)
         return actions, self.log_prob(actions)

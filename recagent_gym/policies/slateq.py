@@ -132,7 +132,8 @@ class SlateQ:
 
 class _Replay:
     def __init__(self, capacity: int) -> None:
-        self.capacity, self.items, self.cursor = capacity, [], 0
+        self.capacity, self.cursor = capacity, 0
+        self.items: list[tuple] = []
 
     def add(self, item: tuple) -> None:
         if len(self.items) < self.capacity:

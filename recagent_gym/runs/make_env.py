@@ -116,4 +116,4 @@ for _factory, _face in (
     (catalogue_vector_env, RecAgentVectorEnv),
     (candidates_vector_env, RecAgentCandidateVectorEnv),
 ):
-    _factory.metadata = _face.metadata  # type: ignore[attr-defined]  (Gymnasium reads the creator's render modes)
+    _factory.metadata = _face.metadata  # type: ignore[union-attr]  # Gymnasium reads the creator's render modes

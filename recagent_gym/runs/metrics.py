@@ -6,7 +6,7 @@ standard error, bootstrap confidence interval), so every table carries an interv
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -54,11 +54,45 @@ def summarize(
     stderr = float(x.std(ddof=1) / np.sqrt(n)) if n > 1 else float("nan")
     alpha = 1.0 - confidence
     if rng is not None and bootstrap > 0 and n > 1:
-        means = x[rng.integers(0, n, size=(bootstrap, n))].mean(axis=1)
-        low, high = np.quantile(means, [alpha / 2, 1 - alpha / 2])
-        return Estimate(mean, stderr, float(low), float(high), n)
+        means = bootstrap_replicates(lambda idx: x[idx].mean(axis=1), n, rng, n_boot=bootstrap, batched=True)
+        low, high = percentile_interval(means, confidence)
+        return Estimate(mean, stderr, low, high, n)
     z = float(norm.ppf(1 - alpha / 2))
     return Estimate(mean, stderr, mean - z * stderr, mean + z * stderr, n)
+
+
+def bootstrap_replicates(
+    statistic: Callable[[np.ndarray], float | Sequence[float] | np.ndarray],
+    n: int,
+    rng: np.random.Generator,
+    *,
+    n_boot: int = 1000,
+    batched: bool = False,
+) -> np.ndarray:
+    """The project's one bootstrap: ``statistic`` over ``n_boot`` resamples (with replacement) of ``n`` users.
+
+    The draw is ``rng.integers(0, n, size=(n_boot, n))``, one row of user indices per resample. ``statistic`` gets
+    one row (an index array of length ``n``) and returns a number or a fixed-length tuple of numbers, or with
+    ``batched=True`` it gets the whole ``(n_boot, n)`` array and returns one value (or one row) per resample.
+    Returns ``(n_boot,)`` or ``(n_boot, k)`` replicates; empty when ``n_boot`` or ``n`` is 0.
+    """
+    if n_boot <= 0 or n <= 0:
+        return np.zeros(0, dtype=np.float64)
+    idx = rng.integers(0, n, size=(n_boot, n))
+    if batched:
+        return np.asarray(statistic(idx), dtype=np.float64)
+    return np.asarray([statistic(row) for row in idx], dtype=np.float64)
+
+
+def percentile_interval(replicates: np.ndarray, confidence: float = 0.95) -> tuple[float, float]:
+    """The central ``confidence`` share of the finite ``replicates`` (linear quantiles; NaN, NaN if none)."""
+    kept = np.asarray(replicates, dtype=np.float64).reshape(-1)
+    kept = kept[np.isfinite(kept)]
+    if not len(kept):
+        return float("nan"), float("nan")
+    alpha = (1.0 - confidence) / 2
+    low, high = np.quantile(kept, [alpha, 1 - alpha])
+    return float(low), float(high)
 
 
 def paired_difference(

@@ -57,7 +57,8 @@ def generate_profiles(
         if len(answers) != len(batch):
             raise ValueError(f"generate returned {len(answers)} outputs for {len(batch)} prompts")
         outputs.extend(answers)
-    profiles, problems = [], []
+    profiles: list[Profile] = []
+    problems: list[str] = []
     fallback_profiles = fallback_fields = 0
     for profile, text in zip(base, outputs, strict=True):
         fields, issues = profile_generation.parse(text)

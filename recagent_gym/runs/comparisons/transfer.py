@@ -253,7 +253,7 @@ def _read_intervals(named: Sequence[tuple[str, float, float]], phrases: tuple[st
     above = [n for n, low, _ in named if low > 0]
     below = [n for n, _, high in named if high < 0]
     tied = [n for n, _, _ in named if n not in above + below]
-    words = []
+    words: list[str] = []
     for group, phrase in zip((above, below, tied), phrases, strict=True):
         if group:
             words.append(("and " if words else "") + phrase.format(", ".join(group)))

@@ -23,6 +23,7 @@ from recagent_gym.runs.distill.pages import SOURCES, PageSources
 from recagent_gym.runs.distill.policy_pages import SOURCE as POLICY_SOURCE
 from recagent_gym.runs.distill.sessions import (
     PLAN_VERSION,
+    SessionPlan,
     plan_sessions,
     reward_function,
     run_sessions,
@@ -96,7 +97,8 @@ def collect(
     written = 0
     bar = _bar(len(todo), len(done), progress)
     while todo:
-        chunk, seen = [], set()
+        chunk: list[SessionPlan] = []
+        seen: set[int] = set()
         for plan in todo:  # one session per user in a batch
             if plan.user_id not in seen and len(chunk) < batch:
                 chunk.append(plan)

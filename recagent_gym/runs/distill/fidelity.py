@@ -38,6 +38,7 @@ from recagent_gym.runs.distill.pages import PageSources
 from recagent_gym.runs.distill.real_choices import CHOICES
 from recagent_gym.runs.distill.real_fidelity import held_out_table
 from recagent_gym.runs.distill.sessions import ACTIONS, SessionPlan, reward_function, run_sessions, session_kernel
+from recagent_gym.runs.metrics import bootstrap_replicates, percentile_interval
 from recagent_gym.users.config import UserConfig
 from recagent_gym.users.distilled.errors import DistillError
 from recagent_gym.users.distilled.saved_model import Artefact
@@ -97,10 +98,9 @@ def _bootstrap(returns: pd.DataFrame, n: int, seed: int) -> tuple[float, float, 
     if per_user.empty:
         return math.nan, math.nan, math.nan
     sums, counts = per_user["sum"].to_numpy(), per_user["count"].to_numpy()
-    rng = np.random.default_rng(seed)
-    draws = rng.integers(0, len(sums), size=(n, len(sums)))
-    means = sums[draws].sum(axis=1) / counts[draws].sum(axis=1)
-    return float(sums.sum() / counts.sum()), float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
+    means = bootstrap_replicates(lambda idx: sums[idx].sum(axis=1) / counts[idx].sum(axis=1), len(sums),
+                                 np.random.default_rng(seed), n_boot=n, batched=True)  # fmt: skip
+    return (float(sums.sum() / counts.sum()), *percentile_interval(means, 0.95))
 
 
 _SESSION = ["session_id", "user_id", "source"]

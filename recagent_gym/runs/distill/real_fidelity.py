@@ -18,6 +18,7 @@ from recagent_gym.runs.distill.real_choices import (
     temporal_split,
     top_hit,
 )
+from recagent_gym.runs.metrics import bootstrap_replicates, percentile_interval
 
 
 def held_out_table(
@@ -100,6 +101,6 @@ def _per_user_interval(users: np.ndarray, values: np.ndarray, n: int, seed: int)
     frame = pd.DataFrame({"user": users, "v": values}).groupby("user")["v"].mean().to_numpy()
     if not len(frame):
         return np.nan, np.nan, np.nan
-    draws = np.random.default_rng(seed).integers(0, len(frame), size=(n, len(frame)))
-    means = frame[draws].mean(axis=1)
-    return float(frame.mean()), float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
+    means = bootstrap_replicates(lambda idx: frame[idx].mean(axis=1), len(frame), np.random.default_rng(seed),
+                                 n_boot=n, batched=True)  # fmt: skip
+    return (float(frame.mean()), *percentile_interval(means, 0.95))

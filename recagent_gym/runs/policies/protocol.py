@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from recagent_gym.data.schema import Dataset
-from recagent_gym.runs.metrics import summarize
+from recagent_gym.runs.metrics import bootstrap_replicates, percentile_interval, summarize
 from recagent_gym.settings_section import ConfigError
 
 CONFIDENCE = 0.95
@@ -80,11 +80,13 @@ def bootstrap_ratio(numerator: np.ndarray, denominator: np.ndarray, *, n_boot: i
     n = len(num)
     if n == 0 or den.mean() == 0:
         return Interval(float("nan"), float("nan"), float("nan"), n)
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, n, size=(n_boot, n))
-    ratios = num[idx].mean(axis=1) / np.where(den[idx].mean(axis=1) == 0, np.nan, den[idx].mean(axis=1))
-    alpha = (1.0 - CONFIDENCE) / 2.0
-    low, high = np.nanquantile(ratios, [alpha, 1.0 - alpha])
+
+    def ratio(idx: np.ndarray) -> np.ndarray:
+        den_mean = den[idx].mean(axis=1)
+        return num[idx].mean(axis=1) / np.where(den_mean == 0, np.nan, den_mean)
+
+    ratios = bootstrap_replicates(ratio, n, np.random.default_rng(seed), n_boot=n_boot, batched=True)
+    low, high = percentile_interval(ratios, CONFIDENCE)
     return Interval(float(num.mean() / den.mean()), float(low), float(high), n)
 
 

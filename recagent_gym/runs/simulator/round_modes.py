@@ -91,7 +91,7 @@ def run_page_loops(
         return [], []
     r, t = sim.clock.round, sim.clock.time_h
     human = None if sim.human is None else HumanUser(sim.human)
-    responders = [human if human is not None and u == sim.human.user_id else sim.model for u in users]  # type: ignore[union-attr]
+    responders = [human if human is not None and u == sim.human.user_id else sim.model for u in users]
     seeds = [int(rng.integers(0, SEED_HIGH)) for _ in users]
     slots = open_sessions(sim.kernel, users, responders, seeds, t)  # the simulator's clock: agents live by it
     events = [Event(r, t, "enter", s.user, sim.names[s.user]) for s in slots]

@@ -61,7 +61,7 @@ def real_metrics(
     cfg = config.model_copy(deep=True)
     ev = cfg.evaluation
     ev.agreement_user_models = []
-    ev.agreement_recommenders = list(dict.fromkeys(baselines.values()))  # type: ignore[assignment]
+    ev.agreement_recommenders = list(dict.fromkeys(baselines.values()))  # type: ignore[arg-type]
     zoo_of = {**baselines, **{n: n for n in (policies or {})}, **{n: n for n in (ready or {})}}
     ev.agreement_swapped = list(dict.fromkeys(zoo_of[row] for row in swapped if row in zoo_of))
     sampler = ev.negatives = ev.sim2real_negatives

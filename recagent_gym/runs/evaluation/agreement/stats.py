@@ -13,6 +13,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.stats import kendalltau, spearmanr
 
+from recagent_gym.runs.metrics import bootstrap_replicates, percentile_interval
+
 
 @dataclass(frozen=True)
 class Agreement:
@@ -48,14 +50,11 @@ def rank_agreement(
     sim_m = np.vstack([np.asarray(sim[r], np.float64) for r in names])
     n = real_m.shape[1]
     tau, rho = _corr(real_m.mean(axis=1), sim_m.mean(axis=1))
-    rng = np.random.default_rng(seed)
-    taus, rhos = [], []
-    for _ in range(n_boot if n > 1 else 0):
-        idx = rng.integers(0, n, size=n)
-        t, r = _corr(real_m[:, idx].mean(axis=1), sim_m[:, idx].mean(axis=1))
-        taus.append(t)
-        rhos.append(r)
-    (tau_low, _, tau_high), (rho_low, _, rho_high) = _central(taus, confidence), _central(rhos, confidence)
+    boots = bootstrap_replicates(
+        lambda idx: _corr(real_m[:, idx].mean(axis=1), sim_m[:, idx].mean(axis=1)),
+        n, np.random.default_rng(seed), n_boot=n_boot if n > 1 else 0,
+    ).reshape(-1, 2)  # fmt: skip
+    (tau_low, tau_high), (rho_low, rho_high) = (percentile_interval(boots[:, k], confidence) for k in (0, 1))
     return Agreement(tau, tau_low, tau_high, rho, rho_low, rho_high, len(names), n)
 
 
@@ -155,12 +154,13 @@ def dose_response(rows: np.ndarray, n_users: int, *, n_boot: int = 1000, seed: i
     users, x, y = rows[:, 0].astype(np.int64), rows[:, 1], rows[:, 2]
     slope = _slope(x, y)
     by_user = [np.flatnonzero(users == u) for u in range(n_users)]
+
+    def resampled_slope(idx: np.ndarray) -> float:
+        pick = np.concatenate([by_user[u] for u in idx])  # every step of each drawn user (users are the unit)
+        return _slope(x[pick], y[pick])
+
     rng = np.random.default_rng(seed)
-    boots = []
-    for _ in range(n_boot if n_users > 1 else 0):
-        pick = np.concatenate([by_user[u] for u in rng.integers(0, n_users, size=n_users)])
-        boots.append(_slope(x[pick], y[pick]))
-    kept = np.asarray(boots)[np.isfinite(boots)] if boots else np.zeros(0)
-    low, high = np.quantile(kept, [0.025, 0.975]) if len(kept) else (np.nan, np.nan)
+    boots = bootstrap_replicates(resampled_slope, n_users, rng, n_boot=n_boot if n_users > 1 else 0)
+    low, high = percentile_interval(boots, 0.95)
     by_dose = {int(d): (float(y[x == d].mean()), int((x == d).sum())) for d in np.unique(x)}
     return DoseResponse(slope, float(low), float(high), by_dose)

@@ -1,0 +1,69 @@
+"""Every script in ``benchmarks/`` runs at a tiny size, as a subprocess, so that none rots.
+
+Benchmarks print figures and are not timed tests: this checks only that each one starts, runs its whole path and
+exits 0. A new script must be added to :data:`TINY` (the test below fails on a script without an entry).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCHMARKS = ROOT / "benchmarks"
+
+TINY: dict[str, list[str]] = {
+    "bench_agent.py": ["--decisions", "2", "--batch-decisions", "4", "--users", "4", "--check-users", "2",
+                       "--negatives", "2"],
+    "bench_data_load.py": ["--repeats", "1"],
+    "bench_discrimination.py": ["--users", "2", "--no-personalization-check"],
+    "bench_embed_floor.py": ["--agents", "4", "--rounds", "1", "--repeats", "1"],
+    "bench_env.py": ["--steps", "200"],
+    "bench_env_distilled.py": ["--steps", "200"],
+    "bench_env_llm.py": ["--steps", "4", "--envs", "2", "--scripted"],
+    "bench_env_v1_vector.py": ["--steps", "4", "--envs", "2", "--llm", "scripted", "--embedder", "hashing",
+                               "--item-vectors", "cold"],
+    "bench_llm_embedded.py": ["--repeats", "1", "--memories", "2"],
+    "bench_llm_faults.py": ["--trickle", "1", "--timeout", "0.3", "--reply-mb", "0.05"],
+    "bench_llm_openai.py": ["--n", "4", "--concurrency", "1", "2", "--latency", "0.01"],
+    "bench_memory.py": ["--sizes", "50"],
+    "bench_memory_writes.py": ["--agents", "1"],
+    "bench_ppo.py": ["--steps", "64"],
+    "bench_recsim_user.py": ["--calls", "100", "--repeats", "1"],
+    "bench_rl_v1.py": ["--steps", "64", "--updates", "2"],
+    "bench_simulator.py": ["--agents", "3", "--rounds", "1"],
+    "probe_page_calibration.py": ["--boot", "10"],
+    "probe_personal_nutrition.py": ["--shares", "0,1", "--users", "4", "--env-seeds", "0"],
+    "probe_reshown_pages.py": ["--steps", "64", "--users", "4"],
+    "probe_user_time_popularity.py": ["--windows", "30"],
+    "profile_round.py": ["--agents", "3", "--rounds", "1", "--embedder", "hashing", "--top", "3"],
+    "step_path.py": ["--env", "v1"],
+}  # fmt: skip
+
+
+def test_every_benchmark_has_a_tiny_run():
+    scripts = sorted(p.name for p in BENCHMARKS.glob("*.py"))
+    assert sorted(TINY) == scripts, f"add tiny arguments for {sorted(set(scripts) - set(TINY))} to TINY"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("script", sorted(TINY))
+def test_benchmark_runs_at_a_tiny_size(script: str, tmp_path: Path):
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+        "MPLBACKEND": "Agg",
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+    }  # the cache folder stays the suite's (the embedded model's file is assembled once)
+    run = subprocess.run(
+        [sys.executable, str(BENCHMARKS / script), *TINY[script]],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert run.returncode == 0, f"{script} exited {run.returncode}:\n{run.stdout[-2000:]}\n{run.stderr[-4000:]}"
+    assert run.stdout.strip(), f"{script} printed nothing"
