@@ -7,6 +7,7 @@ L2 norm. :class:`SentenceEmbedder` runs all-MiniLM-L6-v2 from the offline PyPI p
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
@@ -17,7 +18,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
@@ -32,6 +33,37 @@ Embedder = Callable[[Sequence[str]], np.ndarray]
 """What memory, users and evaluations accept: texts in, ``(n, dim)`` float32 unit rows out."""
 
 MINILM_DIM = 384
+
+Precision = Literal["auto", "bf16", "fp32"]
+PRECISIONS: tuple[str, ...] = ("auto", "bf16", "fp32")
+"""What MiniLM computes in: ``bf16`` (torch's CPU autocast: matrix products in bfloat16, layer norms, softmax and
+pooling in float32), ``fp32`` (everything in float32, the reference), or ``auto``: bf16 where torch's oneDNN has
+bfloat16 kernels for this CPU (AVX-512 and later), else fp32. See ``docs/speed.md`` for the retrieval agreement of
+bf16 with fp32 (``benchmarks/bench_embed_agreement.py``)."""
+
+
+def resolve_precision(precision: str) -> str:
+    """``auto`` as ``bf16`` or ``fp32`` on this machine (see :data:`PRECISIONS`); the others as they are."""
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+    if precision != "auto":
+        return precision
+    import torch
+
+    supported = getattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", None)
+    try:
+        return "bf16" if supported is not None and bool(supported()) else "fp32"
+    except RuntimeError:  # a torch build without oneDNN
+        return "fp32"
+
+
+def cpu_capability() -> str:
+    """The instruction set torch's CPU kernels dispatch to here (``AVX512``, ``AVX2``, ``DEFAULT``...): vectors
+    computed on machines with another one can differ in their last bits."""
+    import torch
+
+    get = getattr(getattr(torch.backends, "cpu", None), "get_cpu_capability", None)
+    return str(get()) if get is not None else "unknown"
 
 
 def packaged_minilm_path() -> Path:
@@ -60,6 +92,13 @@ class SentenceEmbedder:
     packed_encoder`; every linear layer once per call) where the model and libraries give bitwise the same as one
     token length at a time (checked at load), else one length at a time; ``exact=False`` is sentence-transformers'
     ``encode`` (padded batches sorted by length). Progress bars always use ``encode``.
+
+    ``precision`` (:data:`PRECISIONS`): ``bf16`` runs the model under torch's CPU autocast (half the time per text
+    on a CPU with bfloat16 instructions; retrieval agrees with fp32 as ``docs/speed.md`` measures), ``fp32`` is the
+    float32 reference (default here; the simulator's agents follow ``llm.embedder_precision``, ``auto``: bf16 where
+    the CPU has bfloat16 kernels). Either way a text's vector does
+    not depend on what it is batched with (the packed path is checked at load against the grouped one, both in the
+    precision chosen).
     """
 
     def __init__(
@@ -70,6 +109,7 @@ class SentenceEmbedder:
         batch_size: int = 64,
         device: str = "cpu",
         exact: bool = True,
+        precision: Precision = "fp32",
     ) -> None:
         # Never reach for the hub: the model is local and the machines may be offline.
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -81,6 +121,8 @@ class SentenceEmbedder:
         if n_threads is not None and n_threads < 1:
             raise ValueError(f"n_threads must be >= 1 or None, got {n_threads}")
         self.n_threads = n_threads
+        self.precision = resolve_precision(precision)
+        """``bf16`` or ``fp32`` (``auto`` resolved on this machine)."""
         self.batch_size = batch_size
         self.exact = exact and hasattr(SentenceTransformer, "preprocess")
         self._apply_threads()
@@ -101,7 +143,8 @@ class SentenceEmbedder:
         if self.exact:
             from recagent_gym.llm.packed_encoder import attach
 
-            self.packed = attach(self._model, self._encode_by_length, self._dim)
+            with self._precision():
+                self.packed = attach(self._model, self._encode_by_length, self._dim)
 
     @property
     def dim(self) -> int:
@@ -109,14 +152,17 @@ class SentenceEmbedder:
 
     @property
     def name(self) -> str:
-        """Identifies the model in cache keys."""
-        return f"sentence-transformers:{self.model_name}:{self._dim}"
+        """Identifies the model in cache keys (with the precision when it is not fp32: bf16 vectors differ)."""
+        suffix = "" if self.precision == "fp32" else f":{self.precision}"
+        return f"sentence-transformers:{self.model_name}:{self._dim}{suffix}"
 
     @property
     def store_identity(self) -> str | None:
         """Names what computes the vectors for the on-disk text-vector store (``llm/vector_store.py``): the model,
-        the libraries' versions and the thread count (each can change the last bits). None (not stored) with
-        ``exact=False``: a padded batch's vectors depend on what else is in it."""
+        the libraries' versions, the thread count, the precision and the CPU instruction set torch dispatches to
+        (:func:`cpu_capability`; each can change the last bits), so a store never serves a vector this machine would
+        not compute. None (not stored) with ``exact=False``: a padded batch's vectors depend on what else is in
+        it."""
         import sentence_transformers
         import torch
 
@@ -124,8 +170,16 @@ class SentenceEmbedder:
             return None
         return (
             f"{self.model_name}-{self._dim}-torch{torch.__version__}-st{sentence_transformers.__version__}"
-            f"-t{self.n_threads}-exact"
+            f"-t{self.n_threads}-{self.precision}-{cpu_capability()}-{'packed' if self.packed else 'grouped'}"
         )
+
+    def _precision(self) -> contextlib.AbstractContextManager[Any]:
+        """torch's CPU autocast to bfloat16 for ``bf16``, nothing for ``fp32``."""
+        if self.precision == "fp32":
+            return contextlib.nullcontext()
+        import torch
+
+        return torch.autocast("cpu", dtype=torch.bfloat16)
 
     def _apply_threads(self) -> None:
         if self.n_threads is None:
@@ -142,7 +196,8 @@ class SentenceEmbedder:
             return np.zeros((0, self._dim), dtype=np.float32)
         started = time.thread_time()  # the calling thread's CPU: torch runs on it (``n_threads`` 1) or beside it
         try:
-            return self._embed(texts, show_progress)
+            with self._precision():
+                return self._embed(texts, show_progress)
         finally:
             spent = time.thread_time() - started
             with self._count_lock:
@@ -187,11 +242,14 @@ class SentenceEmbedder:
                     chunk = members[start : start + self.batch_size]
                     features = {key: torch.tensor([rows[i] for i in chunk]) for key, rows in encoded.items()}
                     vectors = self._model(features)["sentence_embedding"]
-                    out[chunk] = torch.nn.functional.normalize(vectors, p=2, dim=1).numpy()
+                    out[chunk] = torch.nn.functional.normalize(vectors.float(), p=2, dim=1).numpy()
         return out
 
     def __repr__(self) -> str:
-        return f"SentenceEmbedder(model={self.model_name!r}, dim={self._dim}, n_threads={self.n_threads})"
+        return (
+            f"SentenceEmbedder(model={self.model_name!r}, dim={self._dim}, n_threads={self.n_threads}, "
+            f"precision={self.precision!r})"
+        )
 
 
 def _load_quietly(cls: Any, path: str, device: str) -> Any:
