@@ -355,8 +355,11 @@ class CachedEmbedder:
     - **Batching across callers**: a caller finding work waiting and fewer than ``parallel`` model calls running
       runs the model on everything queued, and again until the queue is empty; callers arriving meanwhile queue their
       texts and wait for them. Agents' chains in their own threads thereby share a few model calls instead of
-      making many small ones, and up to ``parallel`` calls (one per core: torch runs each on one thread here and
-      releases the GIL) keep the cores busy.
+      making many small ones. ``parallel`` model calls may run at once (torch runs each on one thread here and
+      releases the GIL); the default is one: the texts arriving during a call then wait for the next one instead of
+      starting a call of a few texts on the other core, which the simulation's own threads need (on 2 cores, 100
+      agents: 20-38 calls per round instead of 33-58, with 8-14% less process CPU; ``docs/speed.md``). A MiniLM
+      call of one text costs about four times a text's share of a call of 24.
 
     Vectors come from the wrapped embedder unchanged (``inner``; :class:`SentenceEmbedder` gives every text the
     vector it gets alone, so what is batched with what never shows). The cache is per process, never saved.
@@ -367,7 +370,7 @@ class CachedEmbedder:
             raise ValueError(f"capacity must be >= 1, got {capacity}")
         self.inner = inner
         self.capacity = capacity
-        self.parallel = parallel if parallel is not None else max(1, min(4, os.cpu_count() or 1))
+        self.parallel = parallel if parallel is not None else 1
         if self.parallel < 1:
             raise ValueError(f"parallel must be >= 1, got {self.parallel}")
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import math
 import tempfile
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -84,6 +85,10 @@ class EfficiencyRun:
     peak_rss_mb: float = math.nan
     cpu_floor_s: float = math.nan
     """Mean seconds per round of the same point at zero latency (``--cpu-floor``)."""
+    process_cpu_s: float = math.nan
+    """CPU seconds of this whole process (every thread: simulation, embedding, the loopback server; checkpoints
+    included) over the simulation's rounds: on a shared machine other processes' load changes it far less than the
+    wall time."""
     texts_embedded: int = 0
     embed_cpu_s: float = math.nan
     """Texts the memory embedder embedded over the whole simulation and the CPU seconds of its calls (MiniLM: the
@@ -138,6 +143,7 @@ class EfficiencyResult:
                     "agent_chain_mean": _ratio(sum(run.agent_chains), len(run.agent_chains), 1),
                     "agent_chain_max": max(run.agent_chains, default=0),
                     "cpu_floor_s_per_round": round(run.cpu_floor_s, 3),
+                    "process_cpu_s_per_round": round(run.process_cpu_s / n, 3),
                     "texts_embedded_per_round": round(run.texts_embedded / n, 1),
                     "embed_cpu_s_per_round": round(run.embed_cpu_s / n, 3),
                     "checkpoint_s": round(sum(run.checkpoint_s) / max(len(run.checkpoint_s), 1), 3),
@@ -199,6 +205,8 @@ class EfficiencyResult:
         pd.DataFrame(self.rows()).to_csv(paths["table.csv"], index=False)
         pd.DataFrame(self.round_rows()).to_csv(paths["rounds.csv"], index=False)
         pd.DataFrame(self.behaviour_rows()).to_csv(paths["behaviour.csv"], index=False)
+        from recagent_gym.runs.evaluation.efficiency_plot import plot_efficiency
+
         plot_efficiency(self, paths["plot.png"])
         paths["config.yaml"].write_text(redacted_yaml(config, evaluation), encoding="utf-8")
         return paths
@@ -304,8 +312,10 @@ def run_point(
 
     texts_before, cpu_before = getattr(embedder, "texts_embedded", 0), getattr(embedder, "cpu_s", math.nan)
     sim = runner.start(config, out, llm=llm, embedder=embedder)
+    cpu_started = time.process_time()
     try:
         sim.run()
+        process_cpu_s = time.process_time() - cpu_started
         events = sim.log.read()
         total: Usage = sim.world.llm.total
     finally:
@@ -327,6 +337,7 @@ def run_point(
         checkpoint_s=list(sim.checkpoint_seconds),
         agent_chains=agent_chains(events, llm_choice),
         peak_rss_mb=peak_rss_mb(),
+        process_cpu_s=process_cpu_s,
         texts_embedded=getattr(embedder, "texts_embedded", 0) - texts_before,
         embed_cpu_s=getattr(embedder, "cpu_s", math.nan) - cpu_before,
     )
@@ -416,45 +427,3 @@ def run_efficiency(
         embedder=embedder_label(evaluation.efficiency_embedder, embedder),
         config_name=config_name,
     )
-
-
-def plot_efficiency(result: EfficiencyResult, path: str | Path) -> None:
-    """Left: seconds per round vs agents, one line per key count. Right: seconds of each round of the simulations
-    with the most agents, one line per key count (every round of every simulation is in ``rounds.csv``)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, (left, right, chain) = plt.subplots(1, 3, figsize=(17, 4.5))
-    for keys in sorted({r.keys for r in result.runs}):
-        runs = sorted((r for r in result.runs if r.keys == keys), key=lambda r: r.agents)
-        label = f"{keys} key{'s' if keys > 1 else ''}" if keys else "embedded model"
-        left.plot([r.agents for r in runs], [r.mean_seconds for r in runs], marker="o", label=label)
-    left.set_xlabel("agents")
-    left.set_ylabel("seconds per round")
-    left.set_title("seconds per round vs agents")
-    left.legend(fontsize=8)
-    largest = max(r.agents for r in result.runs)
-    for run in (r for r in result.runs if r.agents == largest):
-        tag = f"{run.keys} key{'s' if run.keys > 1 else ''}" if run.keys else "embedded model"
-        right.plot(range(1, len(run.rounds) + 1), run.seconds, marker="o", label=tag)
-    right.xaxis.get_major_locator().set_params(integer=True)
-    right.set_xlabel("round")
-    right.set_ylabel("seconds")
-    right.set_title(f"seconds per round as rounds grow ({largest} agents)")
-    right.legend(fontsize=8)
-    for keys in sorted({r.keys for r in result.runs}):
-        runs = sorted((r for r in result.runs if r.keys == keys), key=lambda r: r.agents)
-        rows = {row["agents"]: row for row in result.rows() if row["keys"] == (keys or "-")}
-        xs = [r.agents for r in runs]
-        chain.plot(xs, [rows[x]["waves_per_round"] for x in xs], marker="o", label=f"round chain (keys {keys or '-'})")
-        chain.plot(xs, [rows[x]["requests_per_agent_round"] for x in xs], marker="s", ls="--",
-                   label=f"requests per agent-round (keys {keys or '-'})")  # fmt: skip
-    chain.set_xlabel("agents")
-    chain.set_title("sequential LLM waves per round; requests per agent-round")
-    chain.legend(fontsize=7)
-    fig.suptitle(f"Efficiency on {result.dataset}, config {result.config_name} (latency {result.latency_ms:g} ms)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
