@@ -3,11 +3,11 @@
     python benchmarks/profile_round.py --agents 100 --rounds 3                  # MiniLM, as `simulate` runs
     python benchmarks/profile_round.py --agents 100 --rounds 3 --embedder hashing --top 40
 
-Runs the ``evaluate efficiency`` point (``simulate_paper``, local server at 0 ms, all agents active, one key at per-key concurrency 64)
-with a profiler in each thread (the agents' chains, the work done ahead, the loopback server), merges them and prints
-the functions with the most own CPU time (thread time: waiting costs nothing), the most cumulative time (this
-package's only), and a split by area. Profiling
-slows everything several times over: compare the shares, not the seconds, with the unprofiled ``--cpu-floor``.
+Runs the ``evaluate efficiency`` point (``simulate_paper``, local server at 0 ms, all agents active, one key at
+per-key concurrency 64) with a profiler in each thread (the agents' chains, the work done ahead, the loopback
+server), merges them and prints the functions with the most own CPU time (thread time: waiting costs nothing), the
+most cumulative time (this package's only), and a split by area. Profiling slows everything several times over:
+compare the shares, not the seconds, with the unprofiled ``--cpu-floor``.
 """
 
 from __future__ import annotations
