@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from recagent_gym.runs.evaluation.efficiency import EfficiencyResult
+from typing import Any
 
 
-def plot_efficiency(result: EfficiencyResult, path: str | Path) -> None:
-    """Left: seconds per round vs agents, one line per key count. Right: seconds of each round of the simulations
-    with the most agents, one line per key count (every round of every simulation is in ``rounds.csv``)."""
+def plot_efficiency(result: Any, path: str | Path) -> None:
+    """``result``: an :class:`~.efficiency.EfficiencyResult`. Left: seconds per round vs agents, one line per key
+    count. Right: seconds of each round of the simulations with the most agents, one line per key count (every round
+    of every simulation is in ``rounds.csv``)."""
     import matplotlib
 
     matplotlib.use("Agg")
