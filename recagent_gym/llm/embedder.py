@@ -22,27 +22,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from recagent_gym.llm.embedder_precision import PRECISIONS, Precision, cpu_capability, resolve_precision
+from recagent_gym.llm.embedder_precision import PRECISIONS, Precision, cpu_capability, resolve_precision  # noqa: F401
 from recagent_gym.llm.vector_store import stored
 
 if TYPE_CHECKING:
     from recagent_gym.data.schema import Dataset
 
 log = logging.getLogger(__name__)
-
-__all__ = [
-    "PRECISIONS",
-    "CachedEmbedder",
-    "Embedder",
-    "Precision",
-    "SentenceEmbedder",
-    "cpu_capability",
-    "embed_items",
-    "embed_texts_cached",
-    "embedder_name",
-    "resolve_precision",
-    "shared_embedder",
-]
 
 Embedder = Callable[[Sequence[str]], np.ndarray]
 """What memory, users and evaluations accept: texts in, ``(n, dim)`` float32 unit rows out."""
@@ -80,9 +66,8 @@ class SentenceEmbedder:
     ``precision`` (:data:`PRECISIONS`): ``bf16`` runs the model under torch's CPU autocast (half the time per text
     on a CPU with bfloat16 instructions; retrieval agrees with fp32 as ``docs/speed.md`` measures), ``fp32`` is the
     float32 reference (default here; the simulator's agents follow ``llm.embedder_precision``, ``auto``: bf16 where
-    the CPU has bfloat16 kernels). Either way a text's vector does
-    not depend on what it is batched with (the packed path is checked at load against the grouped one, both in the
-    precision chosen).
+    the CPU has bfloat16 kernels). Either way a text's vector does not depend on what it is batched with (the packed
+    path is checked at load against the grouped one, both in the precision chosen).
     """
 
     def __init__(
