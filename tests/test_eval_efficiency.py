@@ -257,6 +257,7 @@ def test_point_config_can_make_every_agent_active() -> None:
     sim = point.simulation
     assert (sim.activation, sim.active_prob, sim.active_threshold) == ("uniform", 1.0, 120)
     assert point.recommender.model == "mf" and point.recommender.rec_random_k == 2, "the rest is the paper's"
+    assert point.llm.cache_mode == "off", "timed without the paper config's response cache"
     kept = simulation_config(paper, agents=120, rounds=1, backend="embedded").simulation
     assert (kept.activation, kept.active_threshold) == ("pareto", 50)
 

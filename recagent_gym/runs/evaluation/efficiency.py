@@ -296,7 +296,8 @@ def simulation_config(
                     "cache_mode": "off", "cache_path": None, "model": base.llm.model or "latency-server"}
         )  # fmt: skip
     else:
-        llm = base.llm.model_copy(update={"backend": "embedded"})
+        # no response cache (``simulate_paper`` keeps one): a rerun into the same folder would time its look-ups
+        llm = base.llm.model_copy(update={"backend": "embedded", "cache_mode": "off", "cache_path": None})
     # The simulator picks its users itself, so the env's activation weights are unused; ``uniform`` avoids the
     # Pareto fit, which needs two users or more (a 1-agent point would fail in the env's reset otherwise).
     env = base.env.model_copy(update={"activation": "uniform"})
