@@ -1,14 +1,14 @@
 """The least time MiniLM needs for a simulator round's own texts: a lower bound on the round's CPU floor.
 
-    python benchmarks/bench_embed_floor.py --agents 100 --rounds 3 [--repeats 3]
+    python benchmarks/bench_embed_floor.py --agents 100 --rounds 3 [--repeats 3] [--precisions fp32,bf16]
 
-Runs the ``evaluate efficiency`` point at zero latency (local server, all agents active, one key at per-key
-concurrency 64, all-MiniLM-L6-v2 as ``simulate`` runs) and records every text that reached the model (the shared
-cache lets each text through once). Then, with nothing else running in the process, it embeds each round's texts
-again in ONE call (the best batching a round could ever get), with 1 and with 2 torch threads, and prints the wall
-time and process CPU. No round can embed its texts faster than this on the machine, whatever else is optimised, so a
-round's zero-latency time (``evaluate efficiency --cpu-floor``) cannot fall below the 2-thread wall time printed here
-while the model, its precision and the texts stay as they are.
+Runs the ``evaluate efficiency`` point at zero latency (``simulate_paper``, local server, all agents active, one key
+at per-key concurrency 64, all-MiniLM-L6-v2 as ``simulate`` runs) and records every text that reached the model (the
+shared cache lets each text through once). Then, with nothing else running in the process, it embeds each round's
+texts again in ONE call (the best batching a round could ever get), in each precision with 1 and with 2 torch
+threads, and prints the wall time and process CPU. No round can embed its texts faster than this on the machine,
+whatever else is optimised, so a round's zero-latency time (``evaluate efficiency --cpu-floor``) cannot fall below
+the 2-thread wall time printed here while the model, its precision and the texts stay as they are.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def record_round_texts(agents: int, rounds: int) -> tuple[list[list[str]], list[
             return super().__call__(texts, show_progress=show_progress)
 
     server_class = getattr(efficiency, "ActiveAgentServer", LocalServer)
-    config = load_config(None, ["simulation.activation=uniform", "simulation.active_prob=1.0"])
+    config = load_config("simulate_paper", [])  # as `evaluate efficiency` runs, every agent active
     embedder = Recording()
     per_round: list[list[str]] = []
     with (
@@ -56,7 +56,7 @@ def record_round_texts(agents: int, rounds: int) -> tuple[list[list[str]], list[
     ):
         point = efficiency.simulation_config(
             config, agents=agents, rounds=rounds, backend="local-server", base_url=server.base_url, keys=1,
-            concurrency=64,
+            concurrency=64, all_active=True,
         )  # fmt: skip
         sim = runner.start(point, Path(tmp) / "run", embedder=embedder)
         try:
@@ -74,6 +74,7 @@ def main() -> None:
     parser.add_argument("--agents", type=int, default=100)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--precisions", default="fp32,bf16", help="comma-separated MiniLM precisions to time")
     args = parser.parse_args()
 
     from recagent_gym.llm.embedder import SentenceEmbedder
@@ -82,8 +83,8 @@ def main() -> None:
     walls = ", ".join(f"{s:.2f}" for s in seconds)
     print(f"{args.agents} agents, {args.rounds} rounds at zero latency: round wall {walls} s; texts embedded per "
           f"round {', '.join(str(len(t)) for t in per_round)}")  # fmt: skip
-    for threads in (1, 2):
-        embedder = SentenceEmbedder(n_threads=threads, batch_size=100_000)
+    for precision, threads in [(p, t) for p in args.precisions.split(",") for t in (1, 2)]:
+        embedder = SentenceEmbedder(n_threads=threads, batch_size=100_000, precision=precision)  # type: ignore[arg-type]
         tokens = [np.mean([len(ids) for ids in embedder._model.tokenizer(texts)["input_ids"]]) for texts in per_round]
         embedder(per_round[0])  # warm-up
         walls, cpus = [], []
@@ -94,7 +95,8 @@ def main() -> None:
                 walls.append(time.perf_counter() - wall)
                 cpus.append(time.process_time() - cpu)
         n = float(np.mean([len(t) for t in per_round]))
-        print(f"one call per round, {threads} thread(s) (packed path: {embedder.packed}), {n:.0f} texts of "
+        print(f"one call per round, {embedder.precision}, {threads} thread(s) (packed path: {embedder.packed}), "
+              f"{n:.0f} texts of "
               f"{np.mean(tokens):.1f} tokens on average: wall {min(walls):.2f}-{max(walls):.2f} s (median "
               f"{np.median(walls):.2f}), process CPU median {np.median(cpus):.2f} s, {1000 * np.median(cpus) / n:.1f} "
               f"ms per text")  # fmt: skip

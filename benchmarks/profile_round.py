@@ -3,11 +3,11 @@
     python benchmarks/profile_round.py --agents 100 --rounds 3                  # MiniLM, as `simulate` runs
     python benchmarks/profile_round.py --agents 100 --rounds 3 --embedder hashing --top 40
 
-Runs the ``evaluate efficiency`` point (local server at 0 ms, all agents active, one key at per-key concurrency 64)
-with a profiler in each thread (the agents' chains, the work done ahead, the loopback server), merges them and prints
-the functions with the most own CPU time (thread time: waiting costs nothing), the most cumulative time (this
-package's only), and a split by area. Profiling
-slows everything several times over: compare the shares, not the seconds, with the unprofiled ``--cpu-floor``.
+Runs the ``evaluate efficiency`` point (``simulate_paper``, local server at 0 ms, all agents active, one key at
+per-key concurrency 64) with a profiler in each thread (the agents' chains, the work done ahead, the loopback
+server), merges them and prints the functions with the most own CPU time (thread time: waiting costs nothing), the
+most cumulative time (this package's only), and a split by area. Profiling slows everything several times over:
+compare the shares, not the seconds, with the unprofiled ``--cpu-floor``.
 """
 
 from __future__ import annotations
@@ -101,9 +101,8 @@ def main() -> None:
     # as `evaluate efficiency` serves (``--server plain``: the plain random server, an older version's workload)
     server_class = getattr(efficiency, "ActiveAgentServer", LocalServer) if args.server == "active" else LocalServer
 
-    overrides = ["simulation.activation=uniform", "simulation.active_prob=1.0", *args.overrides]
-    config = load_config(None, overrides)
-    embedder = efficiency.make_embedder(args.embedder)
+    config = load_config("simulate_paper", args.overrides)  # as `evaluate efficiency` runs, every agent active
+    embedder = efficiency.make_embedder(args.embedder, config.llm.embedder_precision)
     profiles: list[cProfile.Profile] = []
     _profiled_threads(profiles)
     main_profile = cProfile.Profile(time.thread_time)  # CPU time: waiting threads cost nothing
@@ -114,7 +113,7 @@ def main() -> None:
     ):
         point = efficiency.simulation_config(
             config, agents=args.agents, rounds=args.rounds, backend="local-server", base_url=server.base_url, keys=1,
-            concurrency=64,
+            concurrency=64, all_active=True,
         )  # fmt: skip
         from recagent_gym.runs.simulator import runner
 

@@ -147,7 +147,15 @@ def test_efficiency_command_runs(tmp_path: Path) -> None:
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "seconds_per_round" in done.stdout
-    assert len(pd.read_csv(out / "table.csv")) == 2
+    table = pd.read_csv(out / "table.csv")
+    assert len(table) == 2
+    # the paper's simulator by default, named in every table
+    assert set(table["config"]) == {"simulate_paper"} and set(pd.read_csv(out / "rounds.csv")["config"]) == {
+        "simulate_paper"
+    }
+    assert set(pd.read_csv(out / "behaviour.csv")["config"]) == {"simulate_paper"}
+    assert "configuration `simulate_paper`" in (out / "table.md").read_text()
+    assert (table["active_per_round"] == 2).all(), "every agent active in every round"
 
 
 @pytest.mark.embedded_llm
@@ -201,6 +209,7 @@ def test_efficiency_reports_chains_requests_tokens_and_the_cpu_floor(tmp_path: P
     assert row["agent_chain_max"] >= row["agent_chain_mean"] >= 1
     assert math.isfinite(row["cpu_floor_s_per_round"]) and row["cpu_floor_s_per_round"] > 0  # (timings: benchmarks)
     assert row["peak_rss_mb"] > 50 and row["checkpoint_s"] >= 0
+    assert row["process_cpu_s_per_round"] > 0
     assert (tmp_path / "runs" / "agents3_keys1_latency0" / "events.jsonl").exists()
 
 
@@ -229,8 +238,39 @@ def test_tables_name_the_embedder_and_the_concurrency() -> None:
 
     assert EvaluationConfig().efficiency_embedder == "minilm", "what `simulate` runs"
     run = EfficiencyRun(backend="local-server", agents=2, keys=2, rounds=[{"seconds": 1.0, "active": 2, "calls": 4,
-                        "tokens": 10, "counts": {"idle": 1}}])  # fmt: skip
-    result = EfficiencyResult(dataset="bundled", latency_ms=300, per_key_concurrency=64, runs=[run], embedder="hashing")
+                        "tokens": 10, "counts": {"idle": 1}, "round": 0}])  # fmt: skip
+    result = EfficiencyResult(dataset="bundled", latency_ms=300, per_key_concurrency=64, runs=[run], embedder="hashing",
+                              config_name="simulate_paper")  # fmt: skip
     (row,) = result.rows()
     assert (row["embedder"], row["concurrency"], row["idle_share"]) == ("hashing", 128, 0.5)
     assert "memory embedder: hashing" in result.markdown()
+    assert row["config"] == result.round_rows()[0]["config"] == "simulate_paper"
+    assert result.markdown().lower().count("configuration `simulate_paper`") >= 3
+
+
+def test_point_config_can_make_every_agent_active() -> None:
+    from recagent_gym.runs.config import load_config
+    from recagent_gym.runs.evaluation.efficiency import simulation_config
+
+    paper = load_config("simulate_paper", [])
+    point = simulation_config(paper, agents=120, rounds=1, backend="embedded", all_active=True)
+    sim = point.simulation
+    assert (sim.activation, sim.active_prob, sim.active_threshold) == ("uniform", 1.0, 120)
+    assert point.recommender.model == "mf" and point.recommender.rec_random_k == 2, "the rest is the paper's"
+    assert point.llm.cache_mode == "off", "timed without the paper config's response cache"
+    kept = simulation_config(paper, agents=120, rounds=1, backend="embedded").simulation
+    assert (kept.activation, kept.active_threshold) == ("pareto", 50)
+
+
+def test_peak_memory_covers_the_cpu_floor_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from recagent_gym.runs.evaluation import efficiency
+
+    peaks = iter([300.0, 900.0])  # the measured point, then its zero-latency run
+    monkeypatch.setattr(efficiency, "peak_rss_mb", lambda: next(peaks))
+    config = make_config("recommender.model=popularity", "simulation.action_choice=prior")
+    evaluation = config.evaluation.model_copy(
+        update={"efficiency_agents": [2], "efficiency_keys": [1], "efficiency_rounds": 1,
+                "efficiency_latency_ms": 5.0, "efficiency_embedder": "hashing"}
+    )  # fmt: skip
+    (run,) = run_efficiency(config, evaluation, out=tmp_path, progress=False, cpu_floor=True).runs
+    assert run.peak_rss_mb == 900.0

@@ -350,7 +350,7 @@ def test_one_batched_call_per_stage_for_many_agents():
     assert llm.batches == 4 and report.llm_calls == 4
     assert report.observations == n and report.promoted == 3 and report.reflections == 3
     assert report.prompts == n + (n + 1) + 3 + 3
-    assert embedder.calls == 3  # contents, promotion insights, reflection insights
+    assert embedder.calls == 2  # contents, then the promotion and reflection insights together
     assert all(m.usage.calls > 0 for m in memories)
     assert sum(m.usage.prompt_tokens for m in memories) < report.usage.prompt_tokens  # + the calibration prompt
     assert summary(memories[0]) == [(c.replace("Cid", "Ann"), *rest) for c, *rest in summary(memories[2])]

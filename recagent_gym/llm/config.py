@@ -105,6 +105,14 @@ class LLMConfig(Section):
     model_path: str | None = None
     """A GGUF file to run instead of the packaged Gemma 3 270M."""
 
+    embedder_precision: Literal["auto", "bf16", "fp32"] = "auto"
+    """What the LLM agents' sentence embedder (all-MiniLM-L6-v2: memory writes, retrieval queries, item texts)
+    computes in. ``bf16``: torch's CPU autocast, about half the CPU time per text where the CPU has bfloat16
+    instructions; its memory retrieval agrees with fp32 (top-5 sets, enhancement pairs: ``docs/speed.md``,
+    ``benchmarks/bench_embed_agreement.py``) but its vectors are not fp32's. ``fp32``: the float32 reference.
+    ``auto`` (default): bf16 where torch's oneDNN has bfloat16 kernels for this CPU (AVX-512 and later), else fp32.
+    The text-vector store keeps each precision apart."""
+
     cache_path: str | None = None
     """SQLite response cache; None disables caching. A relative path lies in the run's output folder (``--out``,
     ``train.output_dir``), not in the current directory."""

@@ -7,6 +7,7 @@ L2 norm. :class:`SentenceEmbedder` runs all-MiniLM-L6-v2 from the offline PyPI p
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
@@ -21,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from recagent_gym.llm.embedder_precision import PRECISIONS, Precision, cpu_capability, resolve_precision  # noqa: F401
 from recagent_gym.llm.vector_store import stored
 
 if TYPE_CHECKING:
@@ -60,6 +62,12 @@ class SentenceEmbedder:
     packed_encoder`; every linear layer once per call) where the model and libraries give bitwise the same as one
     token length at a time (checked at load), else one length at a time; ``exact=False`` is sentence-transformers'
     ``encode`` (padded batches sorted by length). Progress bars always use ``encode``.
+
+    ``precision`` (:data:`PRECISIONS`): ``bf16`` runs the model under torch's CPU autocast (half the time per text
+    on a CPU with bfloat16 instructions; retrieval agrees with fp32 as ``docs/speed.md`` measures), ``fp32`` is the
+    float32 reference (default here; the simulator's agents follow ``llm.embedder_precision``, ``auto``: bf16 where
+    the CPU has bfloat16 kernels). Either way a text's vector does not depend on what it is batched with (the packed
+    path is checked at load against the grouped one, both in the precision chosen).
     """
 
     def __init__(
@@ -70,6 +78,7 @@ class SentenceEmbedder:
         batch_size: int = 64,
         device: str = "cpu",
         exact: bool = True,
+        precision: Precision = "fp32",
     ) -> None:
         # Never reach for the hub: the model is local and the machines may be offline.
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -81,6 +90,8 @@ class SentenceEmbedder:
         if n_threads is not None and n_threads < 1:
             raise ValueError(f"n_threads must be >= 1 or None, got {n_threads}")
         self.n_threads = n_threads
+        self.precision = resolve_precision(precision)
+        """``bf16`` or ``fp32`` (``auto`` resolved on this machine)."""
         self.batch_size = batch_size
         self.exact = exact and hasattr(SentenceTransformer, "preprocess")
         self._apply_threads()
@@ -101,7 +112,8 @@ class SentenceEmbedder:
         if self.exact:
             from recagent_gym.llm.packed_encoder import attach
 
-            self.packed = attach(self._model, self._encode_by_length, self._dim)
+            with self._precision():
+                self.packed = attach(self._model, self._encode_by_length, self._dim)
 
     @property
     def dim(self) -> int:
@@ -109,14 +121,17 @@ class SentenceEmbedder:
 
     @property
     def name(self) -> str:
-        """Identifies the model in cache keys."""
-        return f"sentence-transformers:{self.model_name}:{self._dim}"
+        """Identifies the model in cache keys (with the precision when it is not fp32: bf16 vectors differ)."""
+        suffix = "" if self.precision == "fp32" else f":{self.precision}"
+        return f"sentence-transformers:{self.model_name}:{self._dim}{suffix}"
 
     @property
     def store_identity(self) -> str | None:
         """Names what computes the vectors for the on-disk text-vector store (``llm/vector_store.py``): the model,
-        the libraries' versions and the thread count (each can change the last bits). None (not stored) with
-        ``exact=False``: a padded batch's vectors depend on what else is in it."""
+        the libraries' versions, the thread count, the precision and the CPU instruction set torch dispatches to
+        (:func:`cpu_capability`; each can change the last bits), so a store never serves a vector this machine would
+        not compute. None (not stored) with ``exact=False``: a padded batch's vectors depend on what else is in
+        it."""
         import sentence_transformers
         import torch
 
@@ -124,8 +139,16 @@ class SentenceEmbedder:
             return None
         return (
             f"{self.model_name}-{self._dim}-torch{torch.__version__}-st{sentence_transformers.__version__}"
-            f"-t{self.n_threads}-exact"
+            f"-t{self.n_threads}-{self.precision}-{cpu_capability()}-{'packed' if self.packed else 'grouped'}"
         )
+
+    def _precision(self) -> contextlib.AbstractContextManager[Any]:
+        """torch's CPU autocast to bfloat16 for ``bf16``, nothing for ``fp32``."""
+        if self.precision == "fp32":
+            return contextlib.nullcontext()
+        import torch
+
+        return torch.autocast("cpu", dtype=torch.bfloat16)
 
     def _apply_threads(self) -> None:
         if self.n_threads is None:
@@ -142,7 +165,8 @@ class SentenceEmbedder:
             return np.zeros((0, self._dim), dtype=np.float32)
         started = time.thread_time()  # the calling thread's CPU: torch runs on it (``n_threads`` 1) or beside it
         try:
-            return self._embed(texts, show_progress)
+            with self._precision():
+                return self._embed(texts, show_progress)
         finally:
             spent = time.thread_time() - started
             with self._count_lock:
@@ -187,11 +211,14 @@ class SentenceEmbedder:
                     chunk = members[start : start + self.batch_size]
                     features = {key: torch.tensor([rows[i] for i in chunk]) for key, rows in encoded.items()}
                     vectors = self._model(features)["sentence_embedding"]
-                    out[chunk] = torch.nn.functional.normalize(vectors, p=2, dim=1).numpy()
+                    out[chunk] = torch.nn.functional.normalize(vectors.float(), p=2, dim=1).numpy()
         return out
 
     def __repr__(self) -> str:
-        return f"SentenceEmbedder(model={self.model_name!r}, dim={self._dim}, n_threads={self.n_threads})"
+        return (
+            f"SentenceEmbedder(model={self.model_name!r}, dim={self._dim}, n_threads={self.n_threads}, "
+            f"precision={self.precision!r})"
+        )
 
 
 def _load_quietly(cls: Any, path: str, device: str) -> Any:
@@ -298,8 +325,11 @@ class CachedEmbedder:
     - **Batching across callers**: a caller finding work waiting and fewer than ``parallel`` model calls running
       runs the model on everything queued, and again until the queue is empty; callers arriving meanwhile queue their
       texts and wait for them. Agents' chains in their own threads thereby share a few model calls instead of
-      making many small ones, and up to ``parallel`` calls (one per core: torch runs each on one thread here and
-      releases the GIL) keep the cores busy.
+      making many small ones. ``parallel`` model calls may run at once (torch runs each on one thread here and
+      releases the GIL); the default is one: the texts arriving during a call then wait for the next one instead of
+      starting a call of a few texts on the other core, which the simulation's own threads need (on 2 cores, 100
+      agents: 20-38 calls per round instead of 33-58, with 8-14% less process CPU; ``docs/speed.md``). A MiniLM
+      call of one text costs about four times a text's share of a call of 24.
 
     Vectors come from the wrapped embedder unchanged (``inner``; :class:`SentenceEmbedder` gives every text the
     vector it gets alone, so what is batched with what never shows). The cache is per process, never saved.
@@ -310,7 +340,7 @@ class CachedEmbedder:
             raise ValueError(f"capacity must be >= 1, got {capacity}")
         self.inner = inner
         self.capacity = capacity
-        self.parallel = parallel if parallel is not None else max(1, min(4, os.cpu_count() or 1))
+        self.parallel = parallel if parallel is not None else 1
         if self.parallel < 1:
             raise ValueError(f"parallel must be >= 1, got {self.parallel}")
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()

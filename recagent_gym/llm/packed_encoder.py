@@ -99,7 +99,7 @@ def encode_packed(model: Any, texts: Sequence[str], dim: int) -> np.ndarray:
             features = {"token_embeddings": tokens[index], "attention_mask": torch.ones(len(members), length)}
             for module in list(model)[1:]:
                 features = module(features)
-            out[members] = torch.nn.functional.normalize(features["sentence_embedding"], p=2, dim=1).numpy()
+            out[members] = torch.nn.functional.normalize(features["sentence_embedding"].float(), p=2, dim=1).numpy()
     return out
 
 

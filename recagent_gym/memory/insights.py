@@ -42,11 +42,25 @@ def insight_asks(promotions: list[tuple[WritableMemory, Any]]) -> list[Ask]:
     return asks
 
 
-def store_insights(asks: list[Ask], promotions: list[tuple[WritableMemory, Any]], report: FlushReport) -> None:
+def insight_texts(asks: list[Ask]) -> tuple[list[WritableMemory], list[str]]:
+    """The owners and texts of the insights :func:`store_insights` stores (the answered asks), in its order."""
+    done = [a for a in asks if a.value is not None]
+    return [a.memory for a in done], [a.value for a in done]
+
+
+def store_insights(
+    asks: list[Ask],
+    promotions: list[tuple[WritableMemory, Any]],
+    report: FlushReport,
+    vectors: Sequence[np.ndarray] | None = None,
+) -> None:
+    """Store the answered insights in long-term memory; ``vectors``: their embeddings when the caller embedded them
+    with other texts (:func:`insight_texts`' order), else one embedder call here."""
     done = [(ask, promo) for ask, (_, promo) in zip(asks, promotions, strict=True) if ask.value is not None]
     if not done:
         return
-    vectors = embed_for([a.memory for a, _ in done], [a.value for a, _ in done], report)
+    if vectors is None:
+        vectors = embed_for(*insight_texts(asks), report)
     for (ask, promo), vec in zip(done, vectors, strict=True):
         rec = promo.record
         insight = MemoryRecord(ask.value, rec.importance, rec.last_access_h, rec.last_access_h, kind="insight")
@@ -106,20 +120,36 @@ def reflection_asks(memories: Sequence[WritableMemory], *, force: bool) -> tuple
     return asks, windows
 
 
-def store_reflection(asks: list[Ask], windows: list[list[MemoryRecord]], time_h: float, report: FlushReport) -> None:
+def reflection_texts(asks: list[Ask]) -> tuple[list[WritableMemory], list[str]]:
+    """The owners and texts of the insights :func:`store_reflection` stores (answers or the fallback), in its order."""
     owners: list[WritableMemory] = []
-    texts_out: list[str] = []
+    texts: list[str] = []
+    for ask in asks:
+        for text in ask.value or memory_reflection.fallback():
+            owners.append(ask.memory)
+            texts.append(text)
+    return owners, texts
+
+
+def store_reflection(
+    asks: list[Ask],
+    windows: list[list[MemoryRecord]],
+    time_h: float,
+    report: FlushReport,
+    vectors: Sequence[np.ndarray] | None = None,
+) -> None:
+    """Store the reflections' insights (kind ``insight``), then merge near-duplicates; ``vectors``: the insights'
+    embeddings when the caller embedded them with other texts (:func:`reflection_texts`' order)."""
+    owners, texts_out = reflection_texts(asks)
     importances: list[float] = []
     for ask, window in zip(asks, windows, strict=True):
         ask.memory.importance_since_reflection = 0.0
         ask.memory.stats["reflections"] += 1
         report.reflections += 1
         mean_importance = float(np.mean([r.importance for r in window]))
-        for text in ask.value or memory_reflection.fallback():
-            owners.append(ask.memory)
-            texts_out.append(text)
-            importances.append(mean_importance)
-    vectors = embed_for(owners, texts_out, report) if texts_out else []
+        importances += [mean_importance] * len(ask.value or memory_reflection.fallback())
+    if vectors is None:
+        vectors = embed_for(owners, texts_out, report) if texts_out else []
     for memory, text, imp, vec in zip(owners, texts_out, importances, vectors, strict=True):
         assert memory.long_term is not None
         memory.long_term.add([MemoryRecord(text, imp, time_h, time_h, kind="insight")], vec.reshape(1, -1))

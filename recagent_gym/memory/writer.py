@@ -28,8 +28,10 @@ from recagent_gym.llm.protocol import Usage
 from recagent_gym.memory.asking import Ask, FlushReport, ask_all, embed_for, run_both
 from recagent_gym.memory.insights import (
     insight_asks,
+    insight_texts,
     reflect_memories,
     reflection_asks,
+    reflection_texts,
     store_insights,
     store_reflection,
 )
@@ -250,8 +252,13 @@ def flush_memories(
         lambda: ask_all(insights, insight_seed, report, "insight_fallbacks"),
         lambda: ask_all(reflection[0], reflection_seed, reflection_report, "reflection_fallbacks"),
     )
-    store_insights(insights, promotions, report)
-    store_reflection(*reflection, time_h, reflection_report)
+    # Both sets of insights are known now: one embedder call for them all (a text's vector does not depend on its
+    # batch), stored in the same order as before.
+    owners, texts = insight_texts(insights)
+    more_owners, more_texts = reflection_texts(reflection[0])
+    vectors = embed_for(owners + more_owners, texts + more_texts, report) if texts or more_texts else []
+    store_insights(insights, promotions, report, vectors[: len(texts)])
+    store_reflection(*reflection, time_h, reflection_report, vectors[len(texts) :])
     report += reflection_report
     if rng is not None:
         for memory in memories:

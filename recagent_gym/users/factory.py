@@ -65,7 +65,7 @@ def build_user_model(
         if embedder is None:
             from recagent_gym.llm.embedder import SentenceEmbedder
 
-            embedder = SentenceEmbedder()
+            embedder = SentenceEmbedder(precision=llm_config.embedder_precision)
         return build_llm_agents(
             dataset, user, llm, embedder, seed=data.seed, llm_config=llm_config, data=data, social=social, memory=memory
         )

@@ -17,6 +17,9 @@ from recagent_gym.runs.config.evaluation_section import EvaluationConfig
 
 logger = logging.getLogger(__name__)
 
+EFFICIENCY_CONFIG = "simulate_paper"
+"""The configuration ``evaluate efficiency`` runs unless ``--config`` names another: the paper's simulator."""
+
 USER_MODELS = ("llm", "recsim", "embedding", "prior", "llm+prior", "llm+prior-parts", "distilled")
 
 
@@ -162,9 +165,12 @@ def run_sequence_command(args: argparse.Namespace) -> int:
 def add_evaluate_efficiency(evaluate_subparsers: Any) -> None:
     """Add ``evaluate efficiency`` (seconds per round vs agents and API keys) to the ``evaluate`` group."""
     parser = evaluate_subparsers.add_parser(
-        "efficiency", help="seconds per simulated round vs agents and API keys (local latency server or embedded)"
+        "efficiency",
+        help="seconds per simulated round vs agents and API keys (local latency server or embedded); "
+        f"runs the {EFFICIENCY_CONFIG} configuration unless --config names another",
     )
     add_config_arguments(parser)
+    parser.set_defaults(config=EFFICIENCY_CONFIG)
     parser.add_argument("--dataset", default=None, help="'bundled' or a dataset folder (default: data.dataset)")
     parser.add_argument("--agents", default=None,
                         help="comma-separated agent counts (default 1,10,50,100; 500 is opt-in; "
@@ -218,10 +224,12 @@ def run_efficiency_command(args: argparse.Namespace) -> int:
         "efficiency_latency_ms": args.latency_ms,
         "efficiency_rounds": args.rounds,
     }
+    args.config = args.config or EFFICIENCY_CONFIG  # what `simulate --config simulate_paper` runs
     config, evaluation = _study_configs(args, pairs)
     result = run_efficiency(
-        config, evaluation, backend=args.backend, out=args.out, progress=not args.no_progress, cpu_floor=args.cpu_floor
-    )
+        config, evaluation, backend=args.backend, out=args.out, progress=not args.no_progress,
+        cpu_floor=args.cpu_floor, config_name=Path(args.config).stem if args.config.endswith(".yaml") else args.config,
+    )  # fmt: skip
     paths = result.write(args.out, config, evaluation)
     print(result.markdown())
     print("written: " + ", ".join(str(p) for p in paths.values()))

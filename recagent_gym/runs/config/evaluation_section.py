@@ -121,6 +121,11 @@ class EvaluationConfig(Section):
     efficiency_rounds: int = Field(2, ge=1, le=100)
     """Efficiency: rounds simulated per point (seconds per round are reported per round and as a mean)."""
 
+    efficiency_all_active: bool = True
+    """Efficiency: every agent is active in every round (uniform activation with probability 1, the threshold raised
+    to the agent count), as the paper's seconds-per-round figure counts agents; off keeps the configuration's own
+    activation (``simulate_paper``: Pareto, 50 at most)."""
+
     efficiency_embedded_agents: list[int] = Field(default_factory=lambda: [1, 2, 5])
     """Efficiency with ``--backend embedded``: agent counts (small: Gemma 3 270M on CPU)."""
 

@@ -6,9 +6,12 @@ serves at most ``efficiency_per_key_concurrency`` requests per key at once (a pr
 client gets ``k`` fake keys (round-robin) and ``max_concurrency = k x per-key concurrency``, so extra keys buy
 throughput exactly as in the paper. ``embedded`` points run Gemma 3 270M in-process (no keys).
 
-What runs is what ``simulate`` runs: the agents' memory embeds with all-MiniLM-L6-v2 by default
-(``evaluation.efficiency_embedder``; ``hashing`` is the explicit cheap stand-in), with the same memory, prompts
-and shared embedding cache. The server answers like a model that follows the prompts' formats
+What runs is what ``simulate`` runs: ``evaluate efficiency`` reads the ``simulate_paper`` configuration unless
+``--config`` names another (MF retraining, random items and friends as the paper's run), and every table names the
+configuration; every agent is active in every round (``evaluation.efficiency_all_active``), as in the paper's
+seconds-per-round figure. The agents' memory embeds with all-MiniLM-L6-v2 by default
+(``evaluation.efficiency_embedder``, in ``llm.embedder_precision``; ``hashing`` is the explicit cheap stand-in), with
+the same memory, prompts and shared embedding cache. The server answers like a model that follows the prompts' formats
 (:func:`~recagent_gym.llm.local_server.plausible_reply`) and, asked what an agent does with its free time, picks
 "do nothing" with probability :data:`IDLE_ODDS` (:class:`ActiveAgentServer`), so idle agent-rounds are as rare as
 an active agent's model makes them. Every table names the embedder and the client concurrency.
@@ -22,7 +25,8 @@ pipelines the take-action call plus the longest agent chain, :func:`~recagent_gy
 the **chain per agent** (estimated from its events: take action, one decision per page, one query per search, one
 feeling call if it watched, one memory summary; mean and max over agent-rounds), the **CPU floor** (``--cpu-floor``:
 the same point again at zero latency, so what is left is this process's CPU and the loopback server) and the
-process's **peak memory** (max RSS after the point). **Time per behaviour** is the sum of the ``latency_s`` of the
+process's **peak memory** (max RSS after the point, its CPU-floor run included; the process's peak so far, so a
+point run after a larger one shows that one's). **Time per behaviour** is the sum of the ``latency_s`` of the
 events of that kind in the event log, i.e. the LLM latency the agent's usage accounting attributes to the event:
 *page decision* (``watch``, ``next``, ``leave``, ``search``), ``chat``, ``post``. Calls outside events (take-action
 choice, memory writing) appear only in the all-calls row; concurrent calls overlap, so latencies sum to more than
@@ -33,6 +37,7 @@ from __future__ import annotations
 
 import math
 import tempfile
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -80,6 +85,10 @@ class EfficiencyRun:
     peak_rss_mb: float = math.nan
     cpu_floor_s: float = math.nan
     """Mean seconds per round of the same point at zero latency (``--cpu-floor``)."""
+    process_cpu_s: float = math.nan
+    """CPU seconds of this whole process (every thread: simulation, embedding, the loopback server; checkpoints
+    included) over the simulation's rounds: on a shared machine other processes' load changes it far less than the
+    wall time."""
     texts_embedded: int = 0
     embed_cpu_s: float = math.nan
     """Texts the memory embedder embedded over the whole simulation and the CPU seconds of its calls (MiniLM: the
@@ -102,7 +111,9 @@ class EfficiencyResult:
     runs: list[EfficiencyRun]
     embedder: str = "minilm"
     """The agents' memory embedder (``evaluation.efficiency_embedder``): ``minilm``, as ``simulate`` runs, or
-    ``hashing``."""
+    ``hashing`` (with its precision, e.g. ``minilm-bf16``, when the run names it)."""
+    config_name: str = "defaults"
+    """The configuration the points ran (``simulate_paper`` for the command's default), named in every table."""
 
     def rows(self) -> list[dict[str, Any]]:
         """One row per simulation (the main table)."""
@@ -111,6 +122,7 @@ class EfficiencyResult:
             n = max(len(run.rounds), 1)
             out.append(
                 {
+                    "config": self.config_name,
                     "backend": run.backend,
                     "embedder": self.embedder,
                     "concurrency": run.keys * self.per_key_concurrency if run.keys else "-",
@@ -131,6 +143,7 @@ class EfficiencyResult:
                     "agent_chain_mean": _ratio(sum(run.agent_chains), len(run.agent_chains), 1),
                     "agent_chain_max": max(run.agent_chains, default=0),
                     "cpu_floor_s_per_round": round(run.cpu_floor_s, 3),
+                    "process_cpu_s_per_round": round(run.process_cpu_s / n, 3),
                     "texts_embedded_per_round": round(run.texts_embedded / n, 1),
                     "embed_cpu_s_per_round": round(run.embed_cpu_s / n, 3),
                     "checkpoint_s": round(sum(run.checkpoint_s) / max(len(run.checkpoint_s), 1), 3),
@@ -142,7 +155,8 @@ class EfficiencyResult:
     def round_rows(self) -> list[dict[str, Any]]:
         """Seconds of every round of every simulation (seconds per round as rounds grow)."""
         return [
-            {"backend": run.backend, "agents": run.agents, "keys": run.keys, "round": int(r["round"]) + 1,
+            {"config": self.config_name, "backend": run.backend, "agents": run.agents, "keys": run.keys,
+             "round": int(r["round"]) + 1,
              "seconds": float(r["seconds"]), "active": int(r["active"]), "calls": int(r["calls"])}
             for run in self.runs for r in run.rounds
         ]  # fmt: skip
@@ -154,7 +168,8 @@ class EfficiencyResult:
             for name, stats in run.behaviour.items():
                 count = stats.get("events", stats.get("calls", 0.0))
                 out.append(
-                    {"backend": run.backend, "agents": run.agents, "keys": run.keys, "behaviour": name,
+                    {"config": self.config_name, "backend": run.backend, "agents": run.agents, "keys": run.keys,
+                     "behaviour": name,
                      "count": int(count), "latency_s": round(stats["latency_s"], 3),
                      "mean_latency_s": round(stats["latency_s"] / count, 4) if count else math.nan}
                 )  # fmt: skip
@@ -162,16 +177,17 @@ class EfficiencyResult:
 
     def markdown(self) -> str:
         lines = [
-            f"## Efficiency on {self.dataset}",
+            f"## Efficiency on {self.dataset}, configuration `{self.config_name}`",
             "",
-            f"Local server latency {self.latency_ms:g} ms per request, at most {self.per_key_concurrency} requests "
+            f"Configuration `{self.config_name}`, all agents active in every round. Local server latency "
+            f"{self.latency_ms:g} ms per request, at most {self.per_key_concurrency} requests "
             "in service per key (client concurrency: keys x that; see `recagent_gym/runs/evaluation/efficiency.py`); "
             f"memory embedder: {EMBEDDER_NAMES.get(self.embedder, self.embedder)}. Paper (GPT-3.5, one key): about "
             "220 s per round for 10 agents and 1.9 h for 100 agents.",
             "",
             _markdown_table(self.rows()),
             "",
-            "### Time per behaviour (sum of the events' LLM latency)",
+            f"### Time per behaviour (sum of the events' LLM latency), configuration `{self.config_name}`",
             "",
             _markdown_table(self.behaviour_rows()),
         ]
@@ -189,6 +205,8 @@ class EfficiencyResult:
         pd.DataFrame(self.rows()).to_csv(paths["table.csv"], index=False)
         pd.DataFrame(self.round_rows()).to_csv(paths["rounds.csv"], index=False)
         pd.DataFrame(self.behaviour_rows()).to_csv(paths["behaviour.csv"], index=False)
+        from recagent_gym.runs.evaluation.efficiency_plot import plot_efficiency
+
         plot_efficiency(self, paths["plot.png"])
         paths["config.yaml"].write_text(redacted_yaml(config, evaluation), encoding="utf-8")
         return paths
@@ -258,12 +276,17 @@ def behaviour_times(events: Sequence[dict[str, Any]]) -> dict[str, dict[str, flo
 
 def simulation_config(
     base: Config, *, agents: int, rounds: int, backend: Backend, base_url: str | None = None, keys: int = 0,
-    concurrency: int = 1,
+    concurrency: int = 1, all_active: bool = False,
 ) -> Config:  # fmt: skip
-    """``base`` with the simulation size and the LLM backend of one efficiency point (quiet, same seed)."""
+    """``base`` with the simulation size and the LLM backend of one efficiency point (quiet, same seed); with
+    ``all_active`` every agent is active in every round."""
     from pydantic import SecretStr
 
-    sim = base.simulation.model_copy(update={"agents": agents, "rounds": rounds, "progress": False})
+    size: dict[str, Any] = {"agents": agents, "rounds": rounds, "progress": False}
+    if all_active:
+        threshold = max(agents, base.simulation.active_threshold)
+        size.update(activation="uniform", active_prob=1.0, active_threshold=threshold)
+    sim = base.simulation.model_copy(update=size)
     if agents < 2:  # fitting the Pareto shape to the activity counts needs two agents or more
         sim = sim.model_copy(update={"fit_activity": False})
     if backend == "local-server":
@@ -273,7 +296,8 @@ def simulation_config(
                     "cache_mode": "off", "cache_path": None, "model": base.llm.model or "latency-server"}
         )  # fmt: skip
     else:
-        llm = base.llm.model_copy(update={"backend": "embedded"})
+        # no response cache (``simulate_paper`` keeps one): a rerun into the same folder would time its look-ups
+        llm = base.llm.model_copy(update={"backend": "embedded", "cache_mode": "off", "cache_path": None})
     # The simulator picks its users itself, so the env's activation weights are unused; ``uniform`` avoids the
     # Pareto fit, which needs two users or more (a 1-agent point would fail in the env's reset otherwise).
     env = base.env.model_copy(update={"activation": "uniform"})
@@ -289,8 +313,10 @@ def run_point(
 
     texts_before, cpu_before = getattr(embedder, "texts_embedded", 0), getattr(embedder, "cpu_s", math.nan)
     sim = runner.start(config, out, llm=llm, embedder=embedder)
+    cpu_started = time.process_time()
     try:
         sim.run()
+        process_cpu_s = time.process_time() - cpu_started
         events = sim.log.read()
         total: Usage = sim.world.llm.total
     finally:
@@ -312,19 +338,26 @@ def run_point(
         checkpoint_s=list(sim.checkpoint_seconds),
         agent_chains=agent_chains(events, llm_choice),
         peak_rss_mb=peak_rss_mb(),
+        process_cpu_s=process_cpu_s,
         texts_embedded=getattr(embedder, "texts_embedded", 0) - texts_before,
         embed_cpu_s=getattr(embedder, "cpu_s", math.nan) - cpu_before,
     )
 
 
-def make_embedder(kind: str) -> Any:
+def make_embedder(kind: str, precision: str = "fp32") -> Any:
     if kind == "hashing":
         from recagent_gym.llm.testing import HashingEmbedder
 
         return HashingEmbedder()
     from recagent_gym.llm.embedder import SentenceEmbedder
 
-    return SentenceEmbedder()
+    return SentenceEmbedder(precision=precision)  # type: ignore[arg-type]
+
+
+def embedder_label(kind: str, embedder: Any) -> str:
+    """``kind`` with the precision MiniLM runs in (``minilm-bf16``), as the tables name it."""
+    precision = getattr(embedder, "precision", None)
+    return f"{kind}-{precision}" if precision else kind
 
 
 def run_efficiency(
@@ -336,14 +369,17 @@ def run_efficiency(
     progress: bool = True,
     llm_factory: Callable[[], Any] | None = None,
     cpu_floor: bool = False,
+    config_name: str = "defaults",
 ) -> EfficiencyResult:
     """Every (agents, keys) point of ``evaluation`` (``efficiency_*`` fields); simulations go under ``out/runs``.
 
     ``llm_factory`` (embedded backend only) supplies the model, e.g. one shared loaded model in tests.
     ``cpu_floor`` (local server only): each point runs again at zero latency (its mean seconds per round).
+    ``config_name``: what the tables call ``config``.
     """
     runs_root = Path(out) / "runs" if out is not None else Path(tempfile.mkdtemp(prefix="efficiency-"))
-    embedder = make_embedder(evaluation.efficiency_embedder)
+    embedder = make_embedder(evaluation.efficiency_embedder, config.llm.embedder_precision)
+    all_active = evaluation.efficiency_all_active
     if backend == "local-server":
         points = [(n, k) for k in evaluation.efficiency_keys for n in evaluation.efficiency_agents]
     else:
@@ -366,7 +402,7 @@ def run_efficiency(
                 ) as server:
                     point = simulation_config(
                         config, agents=agents, rounds=evaluation.efficiency_rounds, backend=backend,
-                        base_url=server.base_url, keys=keys, concurrency=concurrency,
+                        base_url=server.base_url, keys=keys, concurrency=concurrency, all_active=all_active,
                     )  # fmt: skip
                     where = folder if latency_ms == latencies[0] else folder.with_name(folder.name + "_latency0")
                     measured = run_point(point, where, embedder=embedder, server=server, backend=backend, keys=keys)
@@ -374,8 +410,11 @@ def run_efficiency(
                     run = measured
                 else:
                     run.cpu_floor_s = measured.mean_seconds
+                    run.peak_rss_mb = max(run.peak_rss_mb, measured.peak_rss_mb)
         else:
-            point = simulation_config(config, agents=agents, rounds=evaluation.efficiency_rounds, backend=backend)
+            point = simulation_config(
+                config, agents=agents, rounds=evaluation.efficiency_rounds, backend=backend, all_active=all_active
+            )
             llm = llm_factory() if llm_factory is not None else None
             run = run_point(point, folder, llm=llm, embedder=embedder, backend=backend, keys=0)
         runs.append(run)
@@ -386,47 +425,6 @@ def run_efficiency(
         latency_ms=evaluation.efficiency_latency_ms if backend == "local-server" else 0.0,
         per_key_concurrency=evaluation.efficiency_per_key_concurrency,
         runs=runs,
-        embedder=evaluation.efficiency_embedder,
+        embedder=embedder_label(evaluation.efficiency_embedder, embedder),
+        config_name=config_name,
     )
-
-
-def plot_efficiency(result: EfficiencyResult, path: str | Path) -> None:
-    """Left: seconds per round vs agents, one line per key count. Right: seconds of each round of the simulations
-    with the most agents, one line per key count (every round of every simulation is in ``rounds.csv``)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, (left, right, chain) = plt.subplots(1, 3, figsize=(17, 4.5))
-    for keys in sorted({r.keys for r in result.runs}):
-        runs = sorted((r for r in result.runs if r.keys == keys), key=lambda r: r.agents)
-        label = f"{keys} key{'s' if keys > 1 else ''}" if keys else "embedded model"
-        left.plot([r.agents for r in runs], [r.mean_seconds for r in runs], marker="o", label=label)
-    left.set_xlabel("agents")
-    left.set_ylabel("seconds per round")
-    left.set_title("seconds per round vs agents")
-    left.legend(fontsize=8)
-    largest = max(r.agents for r in result.runs)
-    for run in (r for r in result.runs if r.agents == largest):
-        tag = f"{run.keys} key{'s' if run.keys > 1 else ''}" if run.keys else "embedded model"
-        right.plot(range(1, len(run.rounds) + 1), run.seconds, marker="o", label=tag)
-    right.xaxis.get_major_locator().set_params(integer=True)
-    right.set_xlabel("round")
-    right.set_ylabel("seconds")
-    right.set_title(f"seconds per round as rounds grow ({largest} agents)")
-    right.legend(fontsize=8)
-    for keys in sorted({r.keys for r in result.runs}):
-        runs = sorted((r for r in result.runs if r.keys == keys), key=lambda r: r.agents)
-        rows = {row["agents"]: row for row in result.rows() if row["keys"] == (keys or "-")}
-        xs = [r.agents for r in runs]
-        chain.plot(xs, [rows[x]["waves_per_round"] for x in xs], marker="o", label=f"round chain (keys {keys or '-'})")
-        chain.plot(xs, [rows[x]["requests_per_agent_round"] for x in xs], marker="s", ls="--",
-                   label=f"requests per agent-round (keys {keys or '-'})")  # fmt: skip
-    chain.set_xlabel("agents")
-    chain.set_title("sequential LLM waves per round; requests per agent-round")
-    chain.legend(fontsize=7)
-    fig.suptitle(f"Efficiency on {result.dataset} (latency {result.latency_ms:g} ms)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)

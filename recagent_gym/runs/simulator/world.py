@@ -58,7 +58,9 @@ def build_llm_and_embedder(config: Config, llm: Any = None, embedder: Any = None
     from recagent_gym.llm.factory import build_llm
 
     meter = build_llm(config.llm, backend=llm)
-    return meter, shared_embedder(embedder if embedder is not None else SentenceEmbedder())
+    if embedder is None:
+        embedder = SentenceEmbedder(precision=config.llm.embedder_precision)
+    return meter, shared_embedder(embedder)
 
 
 def build_recommender_for(config: Config, dataset: Dataset, seed: int) -> Any:
