@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,18 +50,19 @@ class RLlibRun:
         return self.timesteps / self.seconds if self.seconds > 0 else float("nan")
 
 
-def start_ray(address: str | None, *, num_cpus: int | None = None, object_store_mb: int = 200) -> Any:
+def start_ray(address: str | None, *, num_cpus: int | None = None, object_store_mb: int = 200) -> bool:
     """Join the cluster at ``address`` (``auto``, ``ray://host:10001``, ``host:6379``) or start a small local
-    instance (no dashboard; ``num_cpus`` caps the local CPUs Ray schedules on)."""
+    instance (no dashboard; ``num_cpus``: the CPUs Ray schedules on). True when this call connected Ray (the caller
+    then shuts it down); False when Ray was already up (a notebook's, a test's)."""
     ray = rllib_env.require_ray()
     if ray.is_initialized():
-        return ray
+        return False
     if address:
         ray.init(address=address, include_dashboard=False, log_to_driver=False)
     else:
         ray.init(num_cpus=num_cpus, include_dashboard=False, object_store_memory=object_store_mb * 2**20,
                  log_to_driver=False)  # fmt: skip
-    return ray
+    return True
 
 
 def ppo_config(config: Config, num_env_runners: int) -> Any:
@@ -132,7 +134,8 @@ def train_rllib(
     out = check_output_folder(output_dir if output_dir is not None else train.output_dir, "train.output_dir")
 
     # Ray: a local instance, or the cluster at ``address``; the env registered with Ray's registry.
-    start_ray(address, num_cpus=num_cpus)
+    # Each env runner asks for one CPU: a local instance offers at least that many, however few cores there are.
+    started = start_ray(address, num_cpus=num_cpus or max(os.cpu_count() or 1, num_env_runners))
     rllib_env.register()
 
     # The users split as in the SB3 path (checked before the folder is made); the driver's env gives the spaces.
@@ -160,6 +163,8 @@ def train_rllib(
     checkpoint = out / CHECKPOINT_DIR
     algo.save(str(checkpoint.resolve()))
     algo.stop()
+    if started:
+        rllib_env.require_ray().shutdown()
     meta = {
         "engine": "rllib",
         "algorithm": "ppo",
