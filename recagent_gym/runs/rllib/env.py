@@ -5,7 +5,8 @@ sent: the run's configuration as plain data (secrets redacted; an API key comes 
 ``llm.api_key_env`` says) and which users it plays (``train``: the training users of the fixed split, the users
 SB3 trains on too). The env is the package's catalogue env (``recagent_gym/RecAgentCatalogue-v0``, built by the same
 factory as ``gymnasium.make``) behind the action wrapper of ``train.action``, exactly what the SB3 path steps; its
-``Dict`` observation is left as it is for RLlib's ``FlattenObservations`` connector (:func:`observation_keys_to_remove`).
+``Dict`` observation is left as it is for RLlib's ``FlattenObservations`` connector
+(:func:`observation_keys_to_remove`).
 """
 
 from __future__ import annotations
