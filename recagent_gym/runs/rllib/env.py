@@ -12,6 +12,7 @@ factory as ``gymnasium.make``) behind the action wrapper of ``train.action``, ex
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import gymnasium as gym
@@ -52,13 +53,37 @@ def env_config(config: Any, users: str = "train") -> dict[str, Any]:
     return {"config": keyless.model_dump(mode="python"), "users": users}
 
 
+@dataclass(frozen=True)
+class StepInfo:
+    """One env's ``info`` kept whole (not a dict, so Gymnasium does not split it by key; picklable for Ray)."""
+
+    info: dict[str, Any]
+
+
+class WholeInfo(gym.Wrapper):
+    """The step's ``info`` under one key, as a :class:`StepInfo`: Gymnasium's ``SyncVectorEnv`` (RLlib's env runners
+    use it) stacks each info key into one array per key, typed after the first env's value, which fails when a key
+    is an int in one env and None in another (``item`` of a page where nothing was watched). Kept whole, the info
+    reaches RLlib's episodes unchanged."""
+
+    KEY = "recagent"
+
+    def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
+        observation, info = self.env.reset(**kwargs)
+        return observation, {self.KEY: StepInfo(info)}
+
+    def step(self, action: Any) -> tuple[Any, Any, bool, bool, dict[str, Any]]:
+        observation, reward, terminated, truncated, info = self.env.step(action)
+        return observation, reward, terminated, truncated, {self.KEY: StepInfo(info)}
+
+
 def build_env(config: Any, dataset: Any) -> gym.Env:
     """The catalogue env over ``dataset`` with ``train.action``'s wrapper: what PPO steps (``Dict`` observation)."""
     from recagent_gym.runs.make_env import catalogue_env
 
     env = catalogue_env(dataset, config.user.model, config=config)
     adapter = page_adapter(config.train.action, env)
-    return env if adapter is None else PageActionWrapper(env, adapter)
+    return WholeInfo(env if adapter is None else PageActionWrapper(env, adapter))
 
 
 def make_env(context: Mapping[str, Any]) -> gym.Env:
