@@ -77,11 +77,12 @@ def run(n_endpoints: int, args: argparse.Namespace, dataset: object, embedder: o
         stats = _stats(llm)
         steps = args.envs * args.steps
         requests = sum(s["requests"] for s in stats)
+        killed = f"; endpoint 1 killed during vector step {killed_at}" if killed_at is not None else ""
         print(f"{n_endpoints} endpoint(s): {steps / wall:6.2f} env steps/s ({steps} steps in {wall:.1f} s after a "
               f"{reset_s:.1f} s reset; this process's CPU {1000 * cpu / steps:.0f} ms/step), "
               f"{requests / steps:.2f} requests/step, per endpoint {[s['requests'] for s in stats]}, "
-              f"failures {[s['failures'] for s in stats]}, fallbacks {fallbacks}, {done}/{args.steps} vector steps done"
-              + (f"; endpoint 1 killed during vector step {killed_at}" if killed_at is not None else ""), flush=True)  # fmt: skip
+              f"failures {[s['failures'] for s in stats]}, fallbacks {fallbacks}, "
+              f"{done}/{args.steps} vector steps done{killed}", flush=True)  # fmt: skip
         close_model(llm)
         venv.close()
         return {"endpoints": n_endpoints, "steps_per_s": steps / wall, "fallbacks": fallbacks}

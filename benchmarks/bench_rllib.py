@@ -103,7 +103,8 @@ def main() -> None:
         config = load_config("quickstart", [*SETTINGS, f"user.model={users}", f"train.total_timesteps={args.steps}"])
         if not args.skip_sb3:
             train, sample = sb3(config, args.steps)
-            print(f"{users:<10} sb3, 1 process     : train {train:7.0f} steps/s, sample {sample:7.0f} steps/s", flush=True)
+            line = f"{users:<10} sb3, 1 process     : train {train:7.0f} steps/s, sample {sample:7.0f} steps/s"
+            print(line, flush=True)
         for runners in (int(r) for r in args.runners.split(",")):
             setup, train, sample = rllib(config, runners, args.steps)
             print(f"{users:<10} rllib, {runners} env runner(s): train {train:7.0f} steps/s, sample {sample:7.0f} "
