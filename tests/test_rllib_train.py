@@ -84,3 +84,24 @@ def test_rllib_settings_mirror_the_sb3_ppo() -> None:
     assert ppo.lambda_ == 0.95 and ppo.clip_param == 0.2 and ppo.gamma == 0.99
     assert ppo.env == "recagent_gym/RecAgentCatalogue-v0"
     assert "api_keys" in ppo.env_config["config"]["llm"] and ppo.env_config["config"]["llm"]["api_keys"] == []
+
+
+def test_the_rllib_env_steps_in_gymnasiums_sync_vector_env_as_env_runners_do() -> None:
+    """RLlib's env runners vectorize the registered env with Gymnasium's ``SyncVectorEnv``, which stacks each info
+    key across envs: the env's info (``item`` an int in one env and None in another) is kept whole for it."""
+    import gymnasium as gym
+
+    from recagent_gym.runs.config import load_config
+    from recagent_gym.runs.rllib.env import StepInfo, env_config, make_env
+
+    context = env_config(load_config("quickstart", SETTINGS))
+    venv = gym.vector.SyncVectorEnv([lambda: make_env(context)] * 3)
+    venv.reset(seed=0)
+    items = set()
+    for _ in range(20):
+        *_, info = venv.step(venv.action_space.sample())
+        steps = [s for s in info["recagent"] if s is not None]
+        assert all(isinstance(s, StepInfo) for s in steps)
+        items |= {s.info.get("item") is None for s in steps}
+    assert items == {True, False}  # an item watched and none watched: the two kinds that failed when stacked
+    venv.close()
