@@ -109,8 +109,8 @@ class EndpointPool:
 
     def pick(self, avoid: Endpoint | None = None) -> Endpoint | None:
         """The available endpoint with a free slot and the fewest requests in flight, other than ``avoid`` (the one
-        that just failed) when another will do; when none is available, the resting one with a free slot whose rest
-        ends first (the caller's retry budget bounds such attempts); None when every slot is taken."""
+        that just failed) when another will do; when none is available and no probe is out, the resting one with a
+        free slot whose rest ends first (the caller's retry budget bounds such attempts); else None (wait)."""
         now = self.clock()
         free = [e for e in self.endpoints if e.load < e.capacity]
         ready = [e for e in free if self.available(e, now)]
@@ -118,9 +118,10 @@ class EndpointPool:
         if others or ready:
             return min(others or ready, key=lambda e: e.load)  # min keeps the first of equals: the order listed
         resting = [e for e in free if e.resting_until > now]
-        if resting and not any(self.available(e, now) for e in self.endpoints):
+        probing = any(e.resting_until <= now and e.streak > 0 and e.load > 0 for e in self.endpoints)
+        if resting and not probing and not any(self.available(e, now) for e in self.endpoints):
             return min(resting, key=lambda e: (e.resting_until, e.load))
-        return None
+        return None  # every slot taken, or a probe is out: wait for it
 
     def has_healthy(self, avoid: Endpoint | None = None) -> bool:
         now = self.clock()
