@@ -125,3 +125,33 @@ def test_an_endpoint_killed_mid_run_loses_no_request() -> None:
     assert len(answers) == 40 and all(g.text for g in answers)
     assert stats[0]["failures"] >= 1 and stats[0]["resting"]
     assert stats[1]["requests"] >= 20
+
+
+def test_the_pool_rests_a_failing_endpoint_longer_each_time_and_probes_one_request_at_a_time() -> None:
+    from recagent_gym.llm.endpoints import EndpointPool
+
+    now = [0.0]
+    pool = EndpointPool.build([None, None], ["a", "b"], lambda url: [object()], max_concurrency=4, cooldown_s=1.0)
+    pool.clock = lambda: now[0]
+    a, b = pool.endpoints
+    assert pool.pick() is a  # equal load: the first listed
+    a.load = 2
+    assert pool.pick() is b  # the least loaded
+    pool.rest(a)
+    pool.rest(a)  # a second request sent before the rest began: the rest is not lengthened
+    assert a.failures == 2 and a.streak == 1 and a.resting_until == 1.0
+    assert pool.pick() is b and pool.pick(avoid=b) is b  # resting: nothing goes to a while b is available
+    now[0] = 1.5
+    a.load = 0
+    assert pool.pick(avoid=b) is a  # the rest is over: a probe
+    a.load = 1
+    assert pool.pick(avoid=b) is b  # one probe at a time
+    pool.rest(a)  # the probe failed: twice as long
+    assert a.resting_until == 1.5 + 2.0
+    b.load = b.capacity
+    assert pool.pick() is None  # b full, a resting with b available later: wait
+    b.load, now[0] = 0, 4.0
+    a.load = 0
+    pool.succeeded(a)
+    a.load = 3
+    assert pool.pick(avoid=b) is a and pool.available(a, now[0])  # in full service: several requests at once
