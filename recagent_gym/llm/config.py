@@ -28,12 +28,18 @@ class LLMConfig(Section):
 
     base_urls: list[str] = Field(default_factory=list)
     """Several OpenAI-compatible endpoints serving the same model (e.g. vLLM replicas on several GPUs or nodes),
-    instead of ``base_url``: each request goes to the least loaded healthy one, each endpoint has its own
-    ``max_concurrency``, and a request whose endpoint fails (refused, timeout, 5xx) is retried on another at once
-    while the failed one rests ``endpoint_cooldown_s`` (``recagent_gym/llm/endpoints.py``)."""
+    instead of ``base_url``: each request goes to the one with the fewest requests in flight, each endpoint has its
+    own ``max_concurrency`` and ``endpoint_rpm``, and a request whose endpoint fails (refused, timeout, 5xx) is
+    retried on another at once while the failed one rests ``endpoint_cooldown_s`` and is then tried again
+    (``recagent_gym/llm/endpoints.py``)."""
 
     endpoint_cooldown_s: float = Field(10.0, gt=0.0, le=3600.0)
-    """With ``base_urls``: how long an endpoint that failed gets no new requests."""
+    """With ``base_urls``: how long an endpoint that failed gets no new requests (doubled for each failure in a row,
+    up to 8 times); then it takes one request at a time until one succeeds."""
+
+    endpoint_rpm: float | None = Field(None, gt=0.0, le=1_000_000.0)
+    """Most requests started per minute at each endpoint (a provider's or a gateway's rate limit), evenly spaced;
+    None: no limit beyond ``max_concurrency``."""
 
     api_keys: list[SecretStr] = Field(default_factory=list)
     """API keys used round-robin (the paper's parallel keys). Prefer ``api_key_env``; keys are never logged."""

@@ -1,26 +1,39 @@
-"""Several OpenAI-compatible endpoints behind one backend (``llm.base_urls``): spread, per-endpoint concurrency,
-failover.
+"""Several OpenAI-compatible endpoints behind one backend (``llm.base_urls``): a pool spread by in-flight load, with
+per-endpoint concurrency and rate limits, and failed endpoints taken out and tried again later.
 
-Each endpoint (e.g. one vLLM replica) has its own clients (one per API key, round-robin) and its own limit of
-``max_concurrency`` requests in flight. A request goes to the healthy endpoint with the fewest requests in flight or
-waiting (ties: the first listed), so replicas fill evenly. An endpoint whose attempt failed in a retryable way
-(connection refused, timeout, 5xx) rests for ``endpoint_cooldown_s`` and the request's retry goes to another one;
-when every endpoint rests, the one that rested longest is tried (the request's retry budget bounds the attempts).
+Each endpoint (e.g. one vLLM replica) has its own clients (one per API key, round-robin), its own limit of
+``max_concurrency`` requests in flight and, with ``endpoint_rpm``, its own pace of request starts (evenly spaced,
+``60 / endpoint_rpm`` seconds apart). Requests wait in one queue for the pool and each takes a free slot at the
+available endpoint with the fewest requests in flight (ties: the first listed), so replicas fill evenly and a slow
+one, whose slots free up later, serves fewer.
+
+An endpoint whose attempt failed in a retryable way (connection refused, timeout, 5xx) rests: no new request goes
+there for ``endpoint_cooldown_s``, doubled for each failure in a row (at most :data:`MAX_BACKOFF` times). When the
+rest is over it is *probing*: it takes one request at a time until one succeeds, which puts it back in full
+service; a failed probe rests it again, longer. Requests still waiting are never sent to an endpoint that failed
+meanwhile (they wait for the pool, not for one endpoint); the request whose attempt failed is retried on another
+endpoint at once. When no endpoint is available, the one whose rest ends first is tried (the
+request's retry budget, ``max_retries``, bounds the attempts). Nothing is dropped: every request ends in an answer
+or, once its retries are spent, in a typed error.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import time
 import urllib.parse
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 from recagent_gym.llm.secrets import redact
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
+MAX_BACKOFF = 8
+"""An endpoint failing again and again rests at most this many times ``endpoint_cooldown_s``."""
 
 
 def server_label(base_url: str | None) -> str:
@@ -39,12 +52,17 @@ class Endpoint:
     label: str
     """The server as logs and errors name it (no user info or query)."""
     clients: list[Any]
-    semaphore: asyncio.Semaphore
+    capacity: int
+    """Most requests in flight here (``max_concurrency``)."""
     keys: Any = None
     """Round-robin over ``clients``."""
     load: int = 0
-    """Requests in flight or waiting for a slot here."""
+    """Requests in flight here."""
     resting_until: float = 0.0
+    streak: int = 0
+    """Failures in a row (0: in full service; more: resting, then probing)."""
+    next_start: float = 0.0
+    """With a rate limit: the earliest time the next request may start."""
     requests: int = 0
     failures: int = 0
 
@@ -62,6 +80,12 @@ class EndpointPool:
     endpoints: list[Endpoint]
     cooldown_s: float
     clock: Callable[[], float] = field(default=time.monotonic)
+    rpm: float | None = None
+    """Most request starts per minute at each endpoint (None: no limit)."""
+    waiting: int = 0
+    """Requests waiting for a free slot anywhere."""
+    freed: asyncio.Condition = field(default_factory=asyncio.Condition)
+    """Notified when a slot frees up (an answer came back, a failure, a rest or a probe ended)."""
 
     @classmethod
     def build(
@@ -72,31 +96,102 @@ class EndpointPool:
         *,
         max_concurrency: int,
         cooldown_s: float,
+        rpm: float | None = None,
     ) -> EndpointPool:
         endpoints = [
-            Endpoint(url, label, make_clients(url), asyncio.Semaphore(max_concurrency))
-            for url, label in zip(urls, labels, strict=True)
+            Endpoint(url, label, make_clients(url), max_concurrency) for url, label in zip(urls, labels, strict=True)
         ]
-        return cls(endpoints, cooldown_s)
+        return cls(endpoints, cooldown_s, rpm=rpm)
 
-    def pick(self, avoid: Endpoint | None = None) -> Endpoint:
-        """The least loaded healthy endpoint, other than ``avoid`` (the one that just failed) when there is one."""
+    def available(self, endpoint: Endpoint, now: float) -> bool:
+        """Not resting, and (if probing after a failure) with no request there yet."""
+        return endpoint.resting_until <= now and (endpoint.streak == 0 or endpoint.load == 0)
+
+    def pick(self, avoid: Endpoint | None = None) -> Endpoint | None:
+        """The available endpoint with a free slot and the fewest requests in flight, other than ``avoid`` (the one
+        that just failed) when another will do; when none is available and no probe is out, the resting one with a
+        free slot whose rest ends first (the caller's retry budget bounds such attempts); else None (wait)."""
         now = self.clock()
-        pool = [e for e in self.endpoints if e is not avoid] or self.endpoints
-        healthy = [e for e in pool if e.resting_until <= now]
-        if not healthy:
-            return min(pool, key=lambda e: e.resting_until)
-        return min(healthy, key=lambda e: e.load)  # min keeps the first of equals: the order listed
+        free = [e for e in self.endpoints if e.load < e.capacity]
+        ready = [e for e in free if self.available(e, now)]
+        others = [e for e in ready if e is not avoid]
+        if others or ready:
+            return min(others or ready, key=lambda e: e.load)  # min keeps the first of equals: the order listed
+        resting = [e for e in free if e.resting_until > now]
+        probing = any(e.resting_until <= now and e.streak > 0 and e.load > 0 for e in self.endpoints)
+        if resting and not probing and not any(self.available(e, now) for e in self.endpoints):
+            return min(resting, key=lambda e: (e.resting_until, e.load))
+        return None  # every slot taken, or a probe is out: wait for it
 
     def has_healthy(self, avoid: Endpoint | None = None) -> bool:
         now = self.clock()
-        return any(e.resting_until <= now for e in self.endpoints if e is not avoid)
+        return any(self.available(e, now) or (e.streak == 0 and e.resting_until <= now)
+                   for e in self.endpoints if e is not avoid)  # fmt: skip
 
     def rest(self, endpoint: Endpoint) -> None:
-        """``endpoint`` failed: send nothing there for ``cooldown_s``."""
+        """``endpoint`` failed: send nothing there for ``cooldown_s``, doubled per failure in a row (failures of
+        requests sent before its rest began do not lengthen it)."""
         endpoint.failures += 1
-        endpoint.resting_until = self.clock() + self.cooldown_s
+        now = self.clock()
+        if endpoint.resting_until > now:
+            return
+        endpoint.streak += 1
+        factor = min(2 ** (endpoint.streak - 1), MAX_BACKOFF)
+        endpoint.resting_until = now + self.cooldown_s * factor
+
+    def succeeded(self, endpoint: Endpoint) -> None:
+        """An answer came back: the endpoint is in full service."""
+        endpoint.streak = 0
+
+    async def _pace(self, endpoint: Endpoint) -> None:
+        """Wait for the endpoint's next start under ``rpm`` (starts evenly spaced)."""
+        if self.rpm is None:
+            return
+        now = self.clock()
+        start = max(now, endpoint.next_start)
+        endpoint.next_start = start + 60.0 / self.rpm
+        if start > now:
+            await asyncio.sleep(start - now)
+
+    async def _take(self, avoid: Endpoint | None) -> Endpoint:
+        """Wait in the pool's one queue for a slot (so a fast endpoint serves more), then take it."""
+        async with self.freed:
+            self.waiting += 1
+            try:
+                while (endpoint := self.pick(avoid)) is None:
+                    now = self.clock()
+                    ends = [e.resting_until - now for e in self.endpoints if e.resting_until > now]
+                    with contextlib.suppress(TimeoutError):  # a slot frees up, or a rest ends
+                        await asyncio.wait_for(self.freed.wait(), timeout=min(ends) if ends else None)
+            finally:
+                self.waiting -= 1
+            endpoint.load += 1
+            return endpoint
+
+    async def _release(self, endpoint: Endpoint) -> None:
+        async with self.freed:
+            endpoint.load -= 1
+            self.freed.notify_all()
+
+    @asynccontextmanager
+    async def slot(self, avoid: Endpoint | None = None) -> AsyncIterator[Endpoint]:
+        """A slot at the least loaded available endpoint, held while the request is sent and answered."""
+        endpoint = await self._take(avoid)
+        try:
+            await self._pace(endpoint)
+            endpoint.requests += 1
+            yield endpoint
+        finally:
+            await asyncio.shield(self._release(endpoint))
 
     @property
     def requests(self) -> list[int]:
         return [e.requests for e in self.endpoints]
+
+    def stats(self) -> list[dict[str, Any]]:
+        """Per endpoint (in ``base_urls`` order): its label, attempts sent, failures, and whether it is resting."""
+        now = self.clock()
+        return [
+            {"endpoint": e.label, "requests": e.requests, "failures": e.failures, "resting": e.resting_until > now}
+            for e in self.endpoints
+        ]

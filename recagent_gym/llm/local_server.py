@@ -280,3 +280,26 @@ class LocalServer:
             handler.send_header(key, value)
         handler.end_headers()
         handler.wfile.write(data)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m recagent_gym.llm.local_server --latency-s 0.3 --per-key-concurrency 8``: serve until killed;
+    the first line printed is the base URL (benchmarks start several and kill one mid-run)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("--latency-s", type=float, default=0.3)
+    parser.add_argument("--per-key-concurrency", type=int, default=None,
+                        help="requests served at once per API key (one key: the server's capacity, as vLLM's "
+                        "--max-num-seqs); default unlimited")  # fmt: skip
+    parser.add_argument("--choice", choices=("first", "random"), default="random")
+    args = parser.parse_args(argv)
+    server = LocalServer(latency_s=args.latency_s, per_key_concurrency=args.per_key_concurrency,
+                         choice=args.choice, reply=None)  # fmt: skip
+    with server:
+        print(server.base_url, flush=True)
+        threading.Event().wait()
+
+
+if __name__ == "__main__":
+    main()

@@ -130,6 +130,7 @@ class OpenAIBackend:
                 clients,
                 max_concurrency=self.config.max_concurrency,
                 cooldown_s=self.config.endpoint_cooldown_s,
+                rpm=self.config.endpoint_rpm,
             )
         return self._pool
 
@@ -137,6 +138,11 @@ class OpenAIBackend:
     def endpoint_requests(self) -> list[int]:
         """HTTP attempts per endpoint of ``llm.base_urls`` (in their order)."""
         return self._pool.requests if self._pool is not None else [0] * len(self._urls)
+
+    @property
+    def endpoint_stats(self) -> list[dict[str, Any]]:
+        """Per endpoint of ``llm.base_urls``: label, attempts, failures, resting now (plain data, no keys)."""
+        return self._pool.stats() if self._pool is not None else []
 
     def close(self) -> None:
         """Close the HTTP clients and stop the background loop."""
@@ -159,23 +165,25 @@ class OpenAIBackend:
         attempts = self.config.max_retries + 1
         failed: Endpoint | None = None
         for attempt in range(attempts):
-            endpoint = pool.pick(avoid=failed)  # a retry goes to another endpoint where there is one
-            client = endpoint.next_client()  # ... and to the next key (a 429 is per key)
             started = time.perf_counter()
-            endpoint.load += 1
+            endpoint: Endpoint | None = None
             try:
-                try:
-                    async with endpoint.semaphore:
-                        self.requests += 1
-                        endpoint.requests += 1
+                # the least loaded available endpoint; a retry goes to another one where there is one
+                async with pool.slot(avoid=failed) as endpoint:
+                    client = endpoint.next_client()  # ... and to the next key (a 429 is per key)
+                    self.requests += 1
+                    try:
                         reply = await self._attempt(client, messages, params)
-                finally:
-                    endpoint.load -= 1
+                    except RetryableFailure as failure:
+                        # a replica down or overloaded rests before its slot frees: the others take its requests
+                        if len(pool.endpoints) > 1 and not failure.reason.startswith("429"):
+                            pool.rest(endpoint)
+                        raise
+                pool.succeeded(endpoint)
                 return reply, time.perf_counter() - started
             except RetryableFailure as failure:
+                assert endpoint is not None  # raised inside the slot
                 failed = endpoint
-                if len(pool.endpoints) > 1 and not failure.reason.startswith("429"):
-                    pool.rest(endpoint)  # a replica down or overloaded: the others take its requests
                 if attempt + 1 >= attempts:
                     raise self._error(f"request failed after {attempts} attempts, last: {failure.reason}") from None
                 # another endpoint is ready: fail over at once; else back off as for a single server

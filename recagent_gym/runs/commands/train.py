@@ -23,8 +23,25 @@ def _config(args: argparse.Namespace, extra: list[str]) -> Config:
 
 def register(subparsers: Any) -> None:
     """Add ``train``."""
-    parser = subparsers.add_parser("train", help="train an RL recommender (SB3 PPO/A2C/DQN) on the env")
+    parser = subparsers.add_parser(
+        "train", help="train an RL recommender (SB3 PPO/A2C/DQN, or PPO on Ray RLlib) on the env"
+    )
     add_config_arguments(parser)
+    parser.add_argument(
+        "--engine",
+        choices=("sb3", "rllib"),
+        default="sb3",
+        help="sb3: stable-baselines3 in this process; rllib: PPO on Ray RLlib (needs the [ray] extra), then the "
+        "held-out evaluation of 'evaluate policies'",
+    )
+    parser.add_argument(
+        "--num-env-runners", type=_runners, default=2, help="--engine rllib: env runners (Ray actors; 0: sample here)"
+    )
+    parser.add_argument(
+        "--address",
+        default=None,
+        help="--engine rllib: an existing Ray cluster ('auto', HOST:6379 or ray://HOST:10001); default: a local one",
+    )
     parser.add_argument(
         "--user-model",
         choices=USER_MODELS,
@@ -78,14 +95,40 @@ def _user_model_override(args: argparse.Namespace) -> list[str]:
     return ["user.model=recsim"]
 
 
+def _runners(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
+
+
 def run_train(args: argparse.Namespace) -> int:
     from recagent_gym.runs.policies.training import train_policy
 
     config = _config(args, train_overrides(args))
     config = config.in_run_folder(config.train.output_dir)
+    if args.engine == "rllib":
+        return _run_train_rllib(args, config)
     result = train_policy(config, progress_bar=not args.no_progress)
     print(f"policy: {result.policy_path}")
     print(f"{result.timesteps} steps in {result.seconds:.1f}s ({result.steps_per_s:.0f} steps/s)")
+    return 0
+
+
+def _run_train_rllib(args: argparse.Namespace, config: Config) -> int:
+    from recagent_gym.runs.rllib.env import require_ray
+
+    if config.train.algorithm != "ppo":
+        raise ConfigError(f"--engine rllib trains PPO; train.algorithm is {config.train.algorithm!r}")
+    require_ray()  # one clear line without the extra, before anything is written
+    from recagent_gym.runs.rllib.report import evaluate_run
+    from recagent_gym.runs.rllib.training import train_rllib
+
+    run = train_rllib(config, num_env_runners=args.num_env_runners, address=args.address)
+    print(f"checkpoint: {run.checkpoint}")
+    print(f"{run.timesteps} steps in {run.seconds:.1f}s ({run.steps_per_s:.0f} steps/s, "
+          f"{run.num_env_runners} env runners)")  # fmt: skip
+    evaluate_run(config, run.output_dir, run.checkpoint)
     return 0
 
 
