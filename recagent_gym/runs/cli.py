@@ -10,6 +10,7 @@ import argparse
 import importlib
 import logging
 import sys
+import time
 import traceback
 from collections.abc import Sequence
 
@@ -110,6 +111,7 @@ def error_message(exc: RecAgentError) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # the command line a results page states
     configure_logging(verbose=args.verbose)
     return dispatch(args)
 
@@ -126,13 +128,33 @@ def check_outputs(args: argparse.Namespace) -> None:
         value = getattr(args, dest, None)
         if value is not None:
             check_output_folder(value, option)
+    page = getattr(args, "results_page", None)
+    if page is not None:
+        from pathlib import Path
+
+        from recagent_gym.settings_section import ConfigError
+
+        if not str(page).strip() or Path(page).is_dir():
+            raise ConfigError(f"--results-page: {page!r} is not a file path")
+        check_output_folder(Path(page).parent, "--results-page")
 
 
 def dispatch(args: argparse.Namespace) -> int:
-    """Run the parsed command; a typed error becomes one line on stderr and :data:`EXIT_ERROR`."""
+    """Run the parsed command; a typed error becomes one line on stderr and :data:`EXIT_ERROR`.
+
+    A command that declared a results report (:func:`~recagent_gym.runs.provenance.declare_report`) gets its
+    provenance header here, with the command's wall time, once it has returned 0."""
     try:
         check_outputs(args)
-        return int(args.func(args) or 0)
+        started = time.perf_counter()
+        status = int(args.func(args) or 0)
+        if status == 0 and getattr(args, "report_facts", None) is not None:
+            from recagent_gym.runs.provenance import stamp_report
+
+            page = stamp_report(args, time.perf_counter() - started)
+            if page is not None:
+                print(f"results page: {page}")
+        return status
     except RecAgentError as exc:
         if args.verbose:
             traceback.print_exc()
