@@ -146,12 +146,17 @@ def dispatch(args: argparse.Namespace) -> int:
     provenance header here, with the command's wall time, once it has returned 0."""
     try:
         check_outputs(args)
+        commit = None
+        if hasattr(args, "results_page"):  # a results command: the commit that runs, not the one at the end
+            from recagent_gym.runs.provenance import git_commit
+
+            commit = git_commit()
         started = time.perf_counter()
         status = int(args.func(args) or 0)
         if status == 0 and getattr(args, "report_facts", None) is not None:
             from recagent_gym.runs.provenance import stamp_report
 
-            page = stamp_report(args, time.perf_counter() - started)
+            page = stamp_report(args, time.perf_counter() - started, commit=commit)
             if page is not None:
                 print(f"results page: {page}")
         return status

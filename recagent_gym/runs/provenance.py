@@ -175,16 +175,25 @@ def with_header(markdown: str, header: str) -> str:
     return header + "\n" + markdown
 
 
-def stamp_report(args: argparse.Namespace, wall_s: float) -> Path | None:
+def stamp_report(args: argparse.Namespace, wall_s: float, *, commit: str | None = None) -> Path | None:
     """Insert the header into the report declared by the command (if any); copy it to ``--results-page``.
 
-    Returns the results page written, if any."""
+    ``commit`` is the checkout's commit when the command started (read now when None). Returns the results page
+    written, if any."""
     facts: ReportFacts | None = getattr(args, "report_facts", None)
     if facts is None or not facts.report.is_file():
         return None
     argv = getattr(args, "argv", None) or []
     header = provenance_header(
-        argv, facts.dataset, facts.user_models, facts.llm, facts.seeds, facts.users, wall_s, extra=facts.extra
+        argv,
+        facts.dataset,
+        facts.user_models,
+        facts.llm,
+        facts.seeds,
+        facts.users,
+        wall_s,
+        commit=commit,
+        extra=facts.extra,
     )
     facts.report.write_text(with_header(facts.report.read_text(encoding="utf-8"), header), encoding="utf-8")
     page = getattr(args, "results_page", None)
