@@ -11,12 +11,22 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import types
 import typing
 from typing import Any
 
 CONFIG_PAGE = "reference/configuration.md"
 CLI_PAGE = "reference/cli.md"
+
+
+_ROLE = re.compile(r":(?:class|func|mod|meth|attr|data|obj|exc):<code>~?")
+
+
+def on_page_content(html: str, **_: Any) -> str:
+    """The docstrings' reStructuredText roles (``:class:`X```), which mkdocstrings leaves in front of the code span,
+    as plain code spans."""
+    return _ROLE.sub("<code>", html)
 
 
 def on_files(files: Any, config: Any) -> Any:
@@ -81,8 +91,6 @@ def _default(value: Any) -> str:
 
 def _text(doc: str | None) -> str:
     """A docstring as Markdown: reStructuredText roles and double backticks become code spans."""
-    import re
-
     text = " ".join((doc or "").split())
     text = re.sub(r":(?:class|func|mod|meth|attr|data|obj):`~?([^`]+)`", r"`\1`", text)
     return text.replace("``", "`")
