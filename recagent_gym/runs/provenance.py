@@ -88,7 +88,8 @@ def _git(folder: str, *args: str) -> str:
 
 
 def machine() -> str:
-    """``N cores, CPU model`` (the cores this process may use, and the CPU's name where the system says it)."""
+    """``N cores, CPU model; load average`` (the cores this process may use, the CPU's name where the system says
+    it, and how busy the machine was: timings on a shared machine are read with it)."""
     try:
         cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
@@ -102,7 +103,11 @@ def machine() -> str:
     except OSError:
         pass
     model = model or platform.processor() or platform.machine() or "unknown CPU"
-    return f"{cores} cores, {model}"
+    try:
+        load = "; load average {:.1f} / {:.1f} / {:.1f} (1 / 5 / 15 min) at the end".format(*os.getloadavg())
+    except (AttributeError, OSError):
+        load = ""
+    return f"{cores} cores, {model}{load}"
 
 
 def command_line(argv: Sequence[str]) -> str:
