@@ -51,12 +51,12 @@ def configuration_page() -> str:
         "",
     ]
     for name, field in Config.model_fields.items():
-        section = field.annotation
+        section: Any = field.annotation  # a Section subclass
         lines += [f"## `{name}`", "", _text(field.description), ""]
         lines += [f"Section class: `{section.__module__}.{section.__qualname__}`", ""]
         lines += ["| key | type | default | description |", "|---|---|---|---|"]
         for key, sub in section.model_fields.items():
-            default = sub.default_factory() if sub.default_factory is not None else sub.default  # type: ignore[call-arg]
+            default = sub.get_default(call_default_factory=True, validated_data={})
             lines.append(
                 f"| `{name}.{key}` | {_cell(_type_name(sub.annotation))} | {_cell(_default(default))} "
                 f"| {_cell(_text(sub.description))} |"
