@@ -10,6 +10,7 @@ import argparse
 import importlib
 import logging
 import sys
+import time
 import traceback
 from collections.abc import Sequence
 
@@ -110,6 +111,7 @@ def error_message(exc: RecAgentError) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # the command line a results page states
     configure_logging(verbose=args.verbose)
     return dispatch(args)
 
@@ -126,6 +128,15 @@ def check_outputs(args: argparse.Namespace) -> None:
         value = getattr(args, dest, None)
         if value is not None:
             check_output_folder(value, option)
+    page = getattr(args, "results_page", None)
+    if page is not None:
+        from pathlib import Path
+
+        from recagent_gym.settings_section import ConfigError
+
+        if not str(page).strip() or Path(page).is_dir():
+            raise ConfigError(f"--results-page: {page!r} is not a file path")
+        check_output_folder(Path(page).parent, "--results-page")
 
 
 SEED_OPTIONS: dict[str, str] = {"seed": "--seed"}
@@ -173,14 +184,29 @@ def dispatch(args: argparse.Namespace) -> int:
     """Run the parsed command; a typed error becomes one line on stderr and :data:`EXIT_ERROR`.
 
     Every output folder the command checks is locked for it until it ends (one writer per folder:
-    :func:`~recagent_gym.runs.output_folder.one_writer`)."""
+    :func:`~recagent_gym.runs.output_folder.one_writer`). A command that declared a results report
+    (:func:`~recagent_gym.runs.provenance.declare_report`) gets its provenance header here, with the command's wall
+    time, once it has returned 0."""
     from recagent_gym.runs.output_folder import one_writer
 
     try:
         with one_writer():
             check_seeds(args)
             check_outputs(args)
-            return int(args.func(args) or 0)
+            commit = None
+            if hasattr(args, "results_page"):  # a results command: the commit that runs, not the one at the end
+                from recagent_gym.runs.provenance import git_commit
+
+                commit = git_commit()
+            started = time.perf_counter()
+            status = int(args.func(args) or 0)
+            if status == 0 and getattr(args, "report_facts", None) is not None:
+                from recagent_gym.runs.provenance import stamp_report
+
+                page = stamp_report(args, time.perf_counter() - started, commit=commit)
+                if page is not None:
+                    print(f"results page: {page}")
+            return status
     except RecAgentError as exc:
         if args.verbose:
             traceback.print_exc()

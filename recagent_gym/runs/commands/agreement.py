@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from recagent_gym.runs.cli import add_config_arguments
+from recagent_gym.runs.provenance import ReportFacts, add_results_page_argument, declare_report, llm_description
 
 USER_MODELS = (
     "recsim",
@@ -52,6 +53,7 @@ def add_evaluate_agreement(evaluate_subparsers: Any) -> None:
                         "simulated user model (its mean return; evaluation.agreement_sessions, default 1)")  # fmt: skip
     parser.add_argument("--out", default="runs/evaluate/agreement", help="output folder")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_results_page_argument(parser)
     parser.set_defaults(func=run_agreement_command)
 
 
@@ -96,4 +98,8 @@ def run_agreement_command(args: argparse.Namespace) -> int:
     (out / "config.yaml").write_text(dump_config(config), encoding="utf-8")
     print(report.markdown())
     print("written: " + ", ".join(str(p) for p in paths.values()))
+    evaluation = config.evaluation
+    facts = ReportFacts(paths["markdown"], str(config.data.dataset), list(evaluation.agreement_user_models),
+                        llm_description(config.llm), [evaluation.seed], evaluation.agreement_users)  # fmt: skip
+    declare_report(args, facts)
     return 0

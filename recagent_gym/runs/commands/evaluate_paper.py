@@ -14,6 +14,7 @@ from typing import Any
 from recagent_gym.runs.cli import add_config_arguments
 from recagent_gym.runs.config import Config, load_config
 from recagent_gym.runs.config.evaluation_section import EvaluationConfig
+from recagent_gym.runs.provenance import ReportFacts, add_results_page_argument, declare_report, llm_description
 
 logger = logging.getLogger(__name__)
 
@@ -34,6 +35,7 @@ def _common_arguments(parser: argparse.ArgumentParser, default_out: str) -> None
     parser.add_argument("--seed", type=int, default=None, help="seed of every draw (default 0)")
     parser.add_argument("--out", default=default_out, help=f"output folder (default {default_out})")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_results_page_argument(parser)
 
 
 def add_evaluate_discrimination(evaluate_subparsers: Any) -> None:
@@ -131,6 +133,10 @@ def _finish(args: argparse.Namespace, resources: Any, result: Any) -> int:
     paths = write_outputs(Path(args.out), result, resources.config, resources.eval)
     print(result.markdown())
     print("written: " + ", ".join(str(p) for p in paths.values()))
+    config, evaluation = resources.config, resources.eval
+    facts = ReportFacts(paths["table.md"], resources.dataset.name, list(evaluation.user_models),
+                        llm_description(config.llm), [evaluation.seed], evaluation.users)  # fmt: skip
+    declare_report(args, facts)
     return 0
 
 
@@ -185,6 +191,7 @@ def add_evaluate_efficiency(evaluate_subparsers: Any) -> None:
                         help="run every point again at zero latency: the CPU floor column")  # fmt: skip
     parser.add_argument("--out", default="runs/evaluate/efficiency", help="output folder")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_results_page_argument(parser)
     parser.set_defaults(func=run_efficiency_command)
 
 
@@ -233,6 +240,11 @@ def run_efficiency_command(args: argparse.Namespace) -> int:
     paths = result.write(args.out, config, evaluation)
     print(result.markdown())
     print("written: " + ", ".join(str(p) for p in paths.values()))
+    llm = "local latency server" if args.backend == "local-server" else llm_description(config.llm)
+    agents = evaluation.efficiency_embedded_agents if args.backend == "embedded" else evaluation.efficiency_agents
+    facts = ReportFacts(paths["table.md"], str(config.data.dataset), ["llm"], llm, [evaluation.seed],
+                        f"agents {', '.join(str(a) for a in agents)}")  # fmt: skip
+    declare_report(args, facts)
     return 0
 
 

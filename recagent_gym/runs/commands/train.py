@@ -11,6 +11,7 @@ from recagent_gym.runs.cli import add_config_arguments
 from recagent_gym.runs.config import Config, ConfigError, load_config
 from recagent_gym.runs.config.loader import read_config_file
 from recagent_gym.runs.output_folder import check_output_folder
+from recagent_gym.runs.provenance import ReportFacts, add_results_page_argument, declare_report, llm_description
 
 logger = logging.getLogger(__name__)
 
@@ -185,6 +186,7 @@ def add_evaluate_policies(evaluate_subparsers: Any) -> None:
     comparison.add_argument("--env-seeds", default=None, metavar="S,S,...",
                             help="run the whole comparison at each env seed (user.recsim_seed and train.split_seed) "
                                  "and add env_seeds.md: learner minus best baseline per seed, paired")  # fmt: skip
+    add_results_page_argument(comparison)
     comparison.set_defaults(func=run_rl_comparison)
 
 
@@ -196,12 +198,18 @@ def run_rl_comparison(args: argparse.Namespace) -> int:
     seeds = None if args.env_seeds is None else seed_list(args.env_seeds, "--env-seeds")
     check_compare(config, env_seeds=seeds is not None)  # before any seed runs or any folder is made
     out = check_output_folder(args.output_dir or Path(config.train.output_dir) / "comparison", "train.output_dir")
+    users = config.train.eval_users or "all held-out"
+    llm = llm_description(config.llm) if config.user.model == "llm" else "-"
+    facts = ReportFacts(out / ("policies.md" if seeds is None else "env_seeds.md"), str(config.data.dataset),
+                        [config.user.model], llm, config.train.seeds, users,
+                        extra={"env seeds": ", ".join(map(str, seeds))} if seeds else {})  # fmt: skip
     if seeds is None:
         run_comparison(config.in_run_folder(out), output_dir=out)
-        return 0
-    from recagent_gym.runs.comparisons.env_seeds import run_env_seeds
+    else:
+        from recagent_gym.runs.comparisons.env_seeds import run_env_seeds
 
-    run_env_seeds(config, seeds, output_dir=out)
+        run_env_seeds(config, seeds, output_dir=out)
+    declare_report(args, facts)
     return 0
 
 

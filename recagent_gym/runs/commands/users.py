@@ -10,6 +10,7 @@ from recagent_gym.runs.distill.pages import SOURCES
 
 def register(subparsers: Any) -> None:
     from recagent_gym.runs.cli import add_config_arguments
+    from recagent_gym.runs.provenance import add_results_page_argument
 
     users = subparsers.add_parser(
         "users", help="distilled LLM users: collect decisions, distil, check fidelity, train-on-distilled transfer"
@@ -120,6 +121,7 @@ def register(subparsers: Any) -> None:
         help="evaluate this trained policy.zip instead of training (repeatable)",
     )
     transfer.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_results_page_argument(transfer)
     transfer.set_defaults(func=run_transfer_command)
 
 
@@ -204,6 +206,7 @@ def run_transfer_command(args: argparse.Namespace) -> int:
     from recagent_gym.runs.comparisons.transfer import markdown, ranking, run_transfer, verdict
     from recagent_gym.runs.config import load_config
     from recagent_gym.runs.output_folder import check_output_folder
+    from recagent_gym.runs.provenance import ReportFacts, declare_report, llm_description
 
     config = load_config(args.config, args.overrides)
     out = check_output_folder(args.out or config.train.output_dir, "--out" if args.out else "train.output_dir")
@@ -220,4 +223,8 @@ def run_transfer_command(args: argparse.Namespace) -> int:
         print(verdict(rows, model))
     print(ranking(rows))
     print(f"written: {out / 'transfer.md'}, {out / 'transfer.csv'}, {out / 'transfer.png'}")
+    trained = {"policies": ", ".join(args.policy)} if args.policy else {}  # evaluated, not trained at ``seeds``
+    facts = ReportFacts(out / "transfer.md", str(config.data.dataset), models, llm_description(config.llm),
+                        [] if args.policy else seeds, users, extra=trained)  # fmt: skip
+    declare_report(args, facts)
     return 0

@@ -1,0 +1,210 @@
+"""Provenance of a results report: what made it, so that every published figure can be re-made by one command.
+
+A command that measures a headline result (``users transfer``, ``evaluate agreement``, ``evaluate rl-comparison``,
+``evaluate discrimination | preference | rating``, ``evaluate efficiency``) declares its report with
+:func:`declare_report`; once the command has returned, :func:`recagent_gym.runs.cli.dispatch` calls
+:func:`stamp_report`, which inserts :func:`provenance_header` below the report's title and, with ``--results-page
+PATH``, copies the stamped report there (e.g. ``docs/results/transfer.md``). The header is built in this one place.
+
+Nothing here fails a run: an unknown commit, CPU model or dirty-tree check reads ``unknown``. Secrets never reach
+the header: every argument of the command line goes through the configuration's secret rules and the API-key
+scrubber.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import platform
+import shlex
+import shutil
+import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+MARKER = "<!-- provenance: written by recagent-gym; re-made by the command below -->"
+"""First line of the header: a report that has one is not stamped twice."""
+
+
+@dataclass(frozen=True)
+class ReportFacts:
+    """What a command measured with: the report it wrote and the facts that its header states."""
+
+    report: Path
+    dataset: str
+    user_models: Sequence[str] = ()
+    llm: str = ""
+    seeds: Sequence[int] = ()
+    users: int | str = ""
+    extra: dict[str, str] = field(default_factory=dict)
+
+
+def add_results_page_argument(parser: argparse.ArgumentParser) -> None:
+    """``--results-page PATH``: also copy the stamped report to PATH (e.g. ``docs/results/transfer.md``)."""
+    parser.add_argument(
+        "--results-page",
+        default=None,
+        metavar="PATH",
+        help="also copy the report, with its provenance header, to PATH (e.g. docs/results/NAME.md)",
+    )
+
+
+def declare_report(args: argparse.Namespace, facts: ReportFacts) -> None:
+    """Tell the command line which report this command wrote; it is stamped once the command returns."""
+    args.report_facts = facts
+
+
+def llm_description(llm: object) -> str:
+    """``backend model`` of an ``LLMConfig`` (``embedded gemma-3-270m-q4_k_m``, ``openai gpt-4o-mini at URL``)."""
+    from recagent_gym.llm.config import EMBEDDED_MODEL
+
+    backend = str(getattr(llm, "backend", "unknown"))
+    model = getattr(llm, "model", None) or (EMBEDDED_MODEL if backend == "embedded" else "unknown")
+    urls = list(getattr(llm, "base_urls", []) or []) or [u for u in [getattr(llm, "base_url", None)] if u]
+    where = f" at {', '.join(urls)}" if backend != "embedded" and urls else ""
+    return f"{backend} {model}{where}"
+
+
+def git_commit(where: Path | None = None) -> str:
+    """The checkout's commit (``+ uncommitted changes`` when the tree differs), or ``unknown`` outside git."""
+    folder = str(where or Path(__file__).resolve().parent)
+    try:
+        head = _git(folder, "rev-parse", "HEAD")
+        dirty = _git(folder, "status", "--porcelain", "--untracked-files=no")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    if not head:
+        return "unknown"
+    return f"{head} + uncommitted changes" if dirty else head
+
+
+def _git(folder: str, *args: str) -> str:
+    done = subprocess.run(["git", "-C", folder, *args], capture_output=True, text=True, timeout=10, check=False)
+    if done.returncode != 0:
+        raise subprocess.SubprocessError(done.stderr.strip())
+    return done.stdout.strip()
+
+
+def machine() -> str:
+    """``N cores, CPU model; load average`` (the cores this process may use, the CPU's name where the system says
+    it, and how busy the machine was: timings on a shared machine are read with it)."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 0
+    model = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace").splitlines():
+            if line.lower().startswith("model name"):
+                model = line.partition(":")[2].strip()
+                break
+    except OSError:
+        pass
+    model = model or platform.processor() or platform.machine() or "unknown CPU"
+    try:
+        load = "; load average {:.1f} / {:.1f} / {:.1f} (1 / 5 / 15 min) at the end".format(*os.getloadavg())
+    except (AttributeError, OSError):
+        load = ""
+    return f"{cores} cores, {model}{load}"
+
+
+def command_line(argv: Sequence[str]) -> str:
+    """``recagent-gym ARGS`` with every secret masked: a ``--set`` of a secret key, the value after an option whose
+    name says it holds a secret (``--api-key VALUE``), and anything shaped like a provider key."""
+    from recagent_gym.llm.secrets import redact
+    from recagent_gym.runs.config.redact import MASK, redact_override, secret_name, secret_paths
+    from recagent_gym.runs.config.root import Config
+
+    secrets = secret_paths(Config)
+    words: list[str] = []
+    mask_next = False
+    for word in argv:
+        if mask_next:
+            words.append(MASK)
+            mask_next = False
+            continue
+        option, eq, _ = word.partition("=")
+        if word.startswith("--") and secret_name(option.lstrip("-").replace("-", "_")):
+            words.append(f"{option}={MASK}" if eq else word)
+            mask_next = not eq
+        elif "=" in word and not word.startswith("-"):
+            words.append(redact_override(word, secrets))
+        else:
+            words.append(word)
+    return redact(shlex.join(["recagent-gym", *words]))
+
+
+def provenance_header(
+    argv: Sequence[str],
+    dataset: str,
+    user_models: Sequence[str],
+    llm: str,
+    seeds: Sequence[int],
+    users: int | str,
+    wall_s: float,
+    *,
+    commit: str | None = None,
+    now: dt.datetime | None = None,
+    extra: dict[str, str] | None = None,
+) -> str:
+    """The Markdown block stating how a report was made (commit, full command line with secrets masked, data,
+    user models and LLM, seeds, users, machine, wall time, date)."""
+    when = (now or dt.datetime.now(dt.UTC)).strftime("%Y-%m-%d %H:%M UTC")
+    rows = [
+        ("command", f"`{command_line(argv)}`"),
+        ("commit", f"`{commit or git_commit()}`"),
+        ("dataset", str(dataset)),
+        ("user models", ", ".join(user_models) or "-"),
+        ("LLM", llm or "-"),
+        ("seeds", ", ".join(str(s) for s in seeds) or "-"),
+        ("users", str(users) if users != "" else "-"),
+        ("machine", machine()),
+        ("wall time", f"{wall_s:.0f} s ({wall_s / 60:.1f} min)"),
+        ("date", when),
+        *(extra or {}).items(),
+    ]
+    body = "\n".join(f"| {name} | {value.replace('|', '/')} |" for name, value in rows)
+    return f"{MARKER}\n\n| provenance | |\n|---|---|\n{body}\n"
+
+
+def with_header(markdown: str, header: str) -> str:
+    """``markdown`` with ``header`` below its title line (``# ...``), or on top when it has none; unchanged when it
+    already has a provenance header."""
+    if MARKER in markdown:
+        return markdown
+    lines = markdown.split("\n")
+    if lines and lines[0].startswith("# "):
+        return "\n".join([lines[0], "", header, *lines[1:]])
+    return header + "\n" + markdown
+
+
+def stamp_report(args: argparse.Namespace, wall_s: float, *, commit: str | None = None) -> Path | None:
+    """Insert the header into the report declared by the command (if any); copy it to ``--results-page``.
+
+    ``commit`` is the checkout's commit when the command started (read now when None). Returns the results page
+    written, if any."""
+    facts: ReportFacts | None = getattr(args, "report_facts", None)
+    if facts is None or not facts.report.is_file():
+        return None
+    argv = getattr(args, "argv", None) or []
+    header = provenance_header(
+        argv,
+        facts.dataset,
+        facts.user_models,
+        facts.llm,
+        facts.seeds,
+        facts.users,
+        wall_s,
+        commit=commit,
+        extra=facts.extra,
+    )
+    facts.report.write_text(with_header(facts.report.read_text(encoding="utf-8"), header), encoding="utf-8")
+    page = getattr(args, "results_page", None)
+    if not page:
+        return None
+    target = Path(page)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(facts.report, target)
+    return target
