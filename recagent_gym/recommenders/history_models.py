@@ -85,7 +85,7 @@ class GRU4Rec:
     thread)."""
 
     def __init__(
-        self, dataset: Dataset, *, dim: int = 64, max_len: int = 50, epochs: int = 30, batch: int = 32,
+        self, dataset: Dataset, *, dim: int = 64, max_len: int = 30, epochs: int = 15, batch: int = 32,
         lr: float = 0.003, seed: int = 0,
     ) -> None:  # fmt: skip
         import torch
