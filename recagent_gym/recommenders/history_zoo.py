@@ -2,8 +2,10 @@
 checks is adequately trained (full-ranking recall on the same split).
 
 Each builder takes the history (a training split) and a seed and returns an object with ``scores(user, items)``.
-The settings are the ones the benchmark chose on the bundled data's inner validation split (each user's last 10
-history items, scored against the rest of the history; see the benchmark), never on the evaluated futures.
+Settings were compared on the bundled data's inner validation split (``bench_history_recall.py --validation``: each
+user's last 10 history items, the evaluated futures never read): LightGCN's softmax loss, 10 epochs, reaches the
+plain MF's recall there (0.127 against 0.128 over 300 users) where BPR at 30-60 epochs and learning rates 0.005-0.05
+stayed at 0.10-0.11.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ HISTORY_MODELS: dict[str, Callable[[Dataset, int], Any]] = {
     "mf": lambda d, seed: hs.SVDScores(d, dim=32),
     "mf-8": lambda d, seed: hs.SVDScores(d, dim=8),
     "mf-128": lambda d, seed: hs.SVDScores(d, dim=128),
-    "bpr": lambda d, seed: hs.LightGCN(d, layers=0, seed=seed),
+    "bpr": lambda d, seed: hs.LightGCN(d, layers=0, loss="bpr", seed=seed),
     "lightgcn": lambda d, seed: hs.LightGCN(d, seed=seed),
     "ease": lambda d, seed: hm.EASE(d, l2=200.0),
     "gru4rec": lambda d, seed: hm.GRU4Rec(d, seed=seed),

@@ -190,9 +190,9 @@ class RecSimUser:
         base = user_config(config)
         cfg = self.config = apply_fit(base, dataset, fit_here=lambda data: type(self)._fit_here(data, base))
         self.fitted_from: str | None = cfg.recsim_fitted
+        """The fit whose weights this population uses (``user.recsim_fitted``), or None (hand-set weights)."""
         if cfg.recsim_fitted == "auto" and not bundled_fit_applies(dataset):
             self.fitted_from = f"auto: fitted on {dataset.name}'s real choices at start"
-        """The fit whose weights this population uses (``user.recsim_fitted``), or None (hand-set weights)."""
         self.genres = dataset.genres
         topics = item_topics(dataset)
         self._quality = item_quality(dataset)
