@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 
 from recagent_gym.runs.cli import main
-from recagent_gym.runs.evaluation.recsim_fit import Pages, build_pages, fit_pages, fit_recsim
 from recagent_gym.settings_section import ConfigError
 from recagent_gym.users.config import UserConfig
 from recagent_gym.users.recsim import RecSimUser
@@ -21,8 +20,10 @@ from recagent_gym.users.recsim_features import (
     collaborative_item_latents,
     item_popularity,
 )
+from recagent_gym.users.recsim_fit import Pages, build_pages, fit_pages, fit_recsim
 from tests._eval_fixtures import movielens_dir, tiny_ml, write_movielens  # noqa: F401
 
+FEATURES = lambda history, user: RecSimUser(history, user).features  # noqa: E731
 SMALL = {"holdout": 4, "choices": 4, "min_history": 4, "pool": 20, "pages": 4}
 
 
@@ -70,15 +71,19 @@ def test_fit_on_a_dataset_never_reads_the_holdout(movielens_dir, tmp_path):  # n
     from recagent_gym.data.load import load_dataset
 
     dataset = load_dataset(str(movielens_dir))
-    pages, users = build_pages(dataset, UserConfig(recsim_hidden_dims=4), page_size=5, seed=0, **SMALL)
+    pages, users = build_pages(
+        dataset, UserConfig(recsim_hidden_dims=4), page_size=5, seed=0, features=FEATURES, **SMALL
+    )
     # change every user's last 4 items (the holdout): the pages the fit sees are the same
     inter = dataset.interactions.copy()
     last = inter.sort_values("timestamp").groupby("user_id").tail(4).index
     inter.loc[last, "item_id"] = (inter.loc[last, "item_id"] + 1) % dataset.n_items
     changed = dataclasses.replace(dataset, interactions=inter)
-    again, users_again = build_pages(changed, UserConfig(recsim_hidden_dims=4), page_size=5, seed=0, **SMALL)
+    again, users_again = build_pages(
+        changed, UserConfig(recsim_hidden_dims=4), page_size=5, seed=0, features=FEATURES, **SMALL
+    )
     assert users == users_again and np.array_equal(pages.real, again.real) and np.allclose(pages.x, again.x)
-    fit = fit_recsim(dataset, UserConfig(recsim_hidden_dims=4), seed=0, **SMALL)
+    fit = fit_recsim(dataset, UserConfig(recsim_hidden_dims=4), seed=0, features=FEATURES, **SMALL)
     assert fit.meta["log_likelihood"] > fit.meta["null_log_likelihood"]
     assert fit.values["recsim_item_latents"] == "collaborative" and fit.meta["users"] == len(users)
 
@@ -130,13 +135,27 @@ def test_fit_recsim_command_writes_a_file_the_users_read(tmp_path):
     assert main(["users", "fit-recsim", "--dataset", str(folder), "--choices", "0", "--out", str(out)]) == 2
 
 
-def test_a_fit_of_another_dataset_is_refused_and_auto_keeps_hand_set_weights(tiny_ml, caplog):  # noqa: F811
+def test_a_fit_of_another_dataset_is_refused_and_auto_fits_a_new_dataset_first(tiny_ml, caplog):  # noqa: F811
     with pytest.raises(ConfigError, match="fitted on"):
         RecSimUser(tiny_ml, UserConfig(recsim_fitted="bundled", recsim_hidden_dims=4))
-    with caplog.at_level("INFO", logger="recagent_gym.users.recsim_features"):
+    with caplog.at_level("INFO", logger="recagent_gym.users.recsim_fit"):
         auto = RecSimUser(tiny_ml, UserConfig(recsim_fitted="auto", recsim_hidden_dims=4))
-    assert auto.fitted_from is None and auto.config.recsim_popularity_weight == 0.0
-    assert "keep their hand-set weights" in caplog.text  # the fallback is logged, not silent
+    assert auto.fitted_from is not None and auto.fitted_from.startswith("auto: fitted on")
+    direct = fit_recsim(tiny_ml, UserConfig(recsim_hidden_dims=4), features=FEATURES)
+    assert auto.config.recsim_popularity_weight == direct.values["recsim_popularity_weight"] != 0.0
+    assert "fitted the RecSim-style users on its real choices" in caplog.text  # said, not silent
+    again = RecSimUser(tiny_ml, UserConfig(recsim_fitted="auto", recsim_hidden_dims=4))  # the process's fit reused
+    assert again.config.recsim_hidden_weight == auto.config.recsim_hidden_weight
+
+
+def test_auto_on_a_dataset_too_small_to_fit_keeps_hand_set_weights_and_says_so(tmp_path, caplog):
+    from recagent_gym.data.load import load_dataset
+
+    small = load_dataset(str(write_movielens(tmp_path / "small", n_users=6, per_user=12)))
+    with caplog.at_level("WARNING", logger="recagent_gym.users.recsim_features"):
+        user = RecSimUser(small, UserConfig(recsim_fitted="auto", recsim_hidden_dims=4))
+    assert user.fitted_from is None and user.config.recsim_popularity_weight == 0.0
+    assert "keep their hand-set weights" in caplog.text
 
 
 def test_auto_fits_the_bundled_dataset():

@@ -47,6 +47,12 @@ def leave_last_out(dataset: Dataset, a: int = 1, *, min_train: int = 1) -> Split
     size = order.groupby("user_id")["item_id"].transform("size").to_numpy()
     rank_from_end = size - 1 - order.groupby("user_id").cumcount().to_numpy()
     held = (rank_from_end < a) & (size >= a + min_train)
+    return _split(dataset, order, held)
+
+
+def _split(dataset: Dataset, order: pd.DataFrame, held: np.ndarray) -> Split:
+    """``order``: the interactions sorted by user and time; ``held``: the rows held out (each user's, in time
+    order). The training users' statistics are recomputed on what stays."""
     held_rows = order[held]
     held_out = {int(u): tuple(int(i) for i in g["item_id"]) for u, g in held_rows.groupby("user_id", sort=True)}
     train_inter = order[~held].sort_index().reset_index(drop=True)
@@ -55,6 +61,28 @@ def leave_last_out(dataset: Dataset, a: int = 1, *, min_train: int = 1) -> Split
     for column in ("activity", "diversity", "conformity"):
         users[column] = stats[column].to_numpy()
     return Split(replace(dataset, users=users, interactions=train_inter), held_out)
+
+
+def global_time_split(dataset: Dataset, a: int, *, quantile: float = 0.9, min_train: int = 1) -> Split:
+    """One time cut for everyone: the cut is the ``quantile`` of all interactions' timestamps; every interaction
+    before it is history (for all users), and a user with at least ``min_train`` interactions before it has its
+    first ``a`` interactions at or after it held out (the rest after the cut are dropped: no model reads them). No
+    history row is dated after any held-out row, unlike :func:`leave_last_out`, whose history of one user can
+    postdate another user's future."""
+    if a < 1:
+        raise ValueError(f"a must be >= 1, not {a}")
+    if not 0.0 < quantile < 1.0:
+        raise ValueError(f"quantile must be in (0, 1), not {quantile}")
+    inter = dataset.interactions.reset_index(drop=True)
+    cut = float(np.quantile(inter["timestamp"].to_numpy(np.float64), quantile))
+    order = inter.sort_values(["user_id", "timestamp"], kind="stable")
+    after = order["timestamp"].to_numpy(np.float64) >= cut
+    before = pd.Series(~after).groupby(order["user_id"].to_numpy()).transform("sum").to_numpy()
+    rank_after = pd.Series(after.astype(np.int64)).groupby(order["user_id"].to_numpy()).cumsum().to_numpy()
+    held = after & (before >= min_train) & (rank_after <= a)
+    kept = ~after | held
+    order = order[kept]
+    return _split(dataset, order, held[kept])
 
 
 def seen_items(dataset: Dataset, user_id: int) -> np.ndarray:

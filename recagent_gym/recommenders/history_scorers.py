@@ -7,7 +7,10 @@ ScoredCandidates`, which answers SB3's ``predict`` on RecAgent-v1. Higher scores
 ``itemknn``     item-based kNN: cosine between items' user columns, summed over the user's history items
 ``mf``          rank-``dim`` SVD of the binary user x item matrix (RecAgent-v1's retrieval MF)
 ``lightgcn``    LightGCN (He et al. 2020): ``layers`` rounds of neighbourhood averaging over the user-item graph,
-                embeddings trained with BPR (torch, one thread: a model this small is fastest on one)
+                embeddings trained with a softmax over every item (cross-entropy; with BPR's one sampled negative
+                it trails the plain MF on full-ranking recall at any budget affordable here:
+                ``benchmarks/bench_history_recall.py``), or with BPR (``loss="bpr"``; with ``layers=0`` that is
+                BPR-MF); torch, one thread: a model this small is fastest on one
 ``anti-oracle`` the user's real future items last (:class:`FutureLast`; the agreement test's oracle, which spreads
                 the future over the pages, and popularity read the env: ``policies.candidate_baselines``)
 ==============  =========================================================================================
@@ -88,7 +91,9 @@ class SVDScores:
 
 
 class LightGCN:
-    """LightGCN with BPR on the history; see the module docstring. Deterministic for a seed."""
+    """LightGCN on the history; see the module docstring. Deterministic for a seed. ``loss``: ``softmax`` (every
+    item a negative; ``epochs``, ``batch`` default to 10 and 1,024) or ``bpr`` (one uniform negative per positive,
+    an L2 penalty ``l2``; 30 and 8,192)."""
 
     def __init__(
         self,
@@ -96,25 +101,34 @@ class LightGCN:
         *,
         dim: int = 64,
         layers: int = 2,
-        epochs: int = 30,
-        batch: int = 8192,
+        loss: str = "softmax",
+        epochs: int | None = None,
+        batch: int | None = None,
         lr: float = 0.005,
         l2: float = 1e-4,
         seed: int = 0,
     ) -> None:
         import torch
 
+        if loss not in ("softmax", "bpr"):
+            raise ValueError(f"LightGCN loss must be 'softmax' or 'bpr', not {loss!r}")
+        softmax = loss == "softmax"
+        epochs = epochs if epochs is not None else (10 if softmax else 30)
+        batch = batch if batch is not None else (1024 if softmax else 8192)
         threads = torch.get_num_threads()
         torch.set_num_threads(1)
         try:
-            self.user_factors, self.item_factors = self._fit(dataset, dim, layers, epochs, batch, lr, l2, seed)
+            self.user_factors, self.item_factors = self._fit(
+                dataset, dim, layers, epochs, batch, lr, l2 if not softmax else 0.0, seed, softmax
+            )
         finally:
             torch.set_num_threads(threads)
 
     @staticmethod
     def _fit(
-        dataset: Dataset, dim: int, layers: int, epochs: int, batch: int, lr: float, l2: float, seed: int
-    ) -> tuple[np.ndarray, np.ndarray]:
+        dataset: Dataset, dim: int, layers: int, epochs: int, batch: int, lr: float, l2: float, seed: int,
+        softmax: bool,
+    ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
         import torch
 
         n_users, n_items = dataset.n_users, dataset.n_items
@@ -134,7 +148,8 @@ class LightGCN:
         optimiser = torch.optim.Adam([emb], lr=lr)
         seen = np.unique(users * n_items + items)
         rng = np.random.default_rng(seed)
-        batch = max(batch, len(users) // 20)  # at most 20 propagations per epoch on large histories
+        # at most 20 (BPR) or 100 (softmax) propagations per epoch on large histories
+        batch = max(batch, len(users) // (100 if softmax else 20))
 
         def propagate() -> torch.Tensor:
             out, layer = emb, emb
@@ -152,11 +167,15 @@ class LightGCN:
             tn = torch.from_numpy(negatives)
             for idx in order.split(batch):
                 final = propagate()
-                u, p, n = final[tu[idx]], final[n_users + ti[idx]], final[n_users + tn[idx]]
-                loss = -torch.nn.functional.logsigmoid((u * p).sum(-1) - (u * n).sum(-1)).mean()
-                reg = l2 * (emb[tu[idx]].pow(2).sum() + emb[n_users + ti[idx]].pow(2).sum()) / len(idx)
+                if softmax:
+                    logits = final[tu[idx]] @ final[n_users:].T
+                    loss = torch.nn.functional.cross_entropy(logits, ti[idx])
+                else:
+                    u, p, n = final[tu[idx]], final[n_users + ti[idx]], final[n_users + tn[idx]]
+                    loss = -torch.nn.functional.logsigmoid((u * p).sum(-1) - (u * n).sum(-1)).mean()
+                    loss = loss + l2 * (emb[tu[idx]].pow(2).sum() + emb[n_users + ti[idx]].pow(2).sum()) / len(idx)
                 optimiser.zero_grad()
-                (loss + reg).backward()
+                loss.backward()
                 optimiser.step()
         with torch.no_grad():
             final = propagate().numpy()

@@ -52,7 +52,12 @@ from scipy.special import erf
 from recagent_gym.data.schema import Dataset
 from recagent_gym.users.config import UserConfig
 from recagent_gym.users.protocol import Action, Context, Page, Response
-from recagent_gym.users.recsim_features import apply_fit, collaborative_item_latents, item_popularity
+from recagent_gym.users.recsim_features import (
+    apply_fit,
+    bundled_fit_applies,
+    collaborative_item_latents,
+    item_popularity,
+)
 
 _QUALITY_PRIOR_COUNT = 10.0
 """Pseudo-ratings at the global mean that shrink an item's mean rating (few ratings say little about quality)."""
@@ -182,9 +187,12 @@ class RecSimUser:
     """RecSim interest-evolution users over a dataset's catalogue (implements :class:`UserModel`)."""
 
     def __init__(self, dataset: Dataset, config: UserConfig | None = None) -> None:
-        cfg = self.config = apply_fit(user_config(config), dataset)
+        base = user_config(config)
+        cfg = self.config = apply_fit(base, dataset, fit_here=lambda data: type(self)._fit_here(data, base))
         self.fitted_from: str | None = cfg.recsim_fitted
         """The fit whose weights this population uses (``user.recsim_fitted``), or None (hand-set weights)."""
+        if cfg.recsim_fitted == "auto" and not bundled_fit_applies(dataset):
+            self.fitted_from = f"auto: fitted on {dataset.name}'s real choices at start"
         self.genres = dataset.genres
         topics = item_topics(dataset)
         self._quality = item_quality(dataset)
@@ -250,6 +258,13 @@ class RecSimUser:
         view = self._item_latents.view()
         view.flags.writeable = False
         return view
+
+    @classmethod
+    def _fit_here(cls, dataset: Dataset, user: UserConfig) -> Any:
+        """``user.recsim_fitted: auto`` on a dataset without a shipped fit: fitted on its real choices, once."""
+        from recagent_gym.users.recsim_fit import fit_for_dataset
+
+        return fit_for_dataset(dataset, user, lambda history, cfg: cls(history, cfg).features)
 
     def features(self, user_id: int, items: np.ndarray) -> np.ndarray:
         """``(len(items), 4)`` unweighted utility terms for the user now: genre interest, latent affinity, quality,

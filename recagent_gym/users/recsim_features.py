@@ -17,13 +17,14 @@ from __future__ import annotations
 import json
 import logging
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from recagent_gym.data.schema import Dataset
+from recagent_gym.data.schema import DataError, Dataset
 from recagent_gym.settings_section import ConfigError
 
 logger = logging.getLogger(__name__)
@@ -123,25 +124,36 @@ class FittedWeights:
         return cls(values, document.get("meta") or {})
 
 
-def apply_fit(config: Any, dataset: Dataset | None = None) -> Any:
+def bundled_fit_applies(dataset: Dataset) -> bool:
+    """Whether the shipped fit was made on ``dataset`` (the same numbers of users and items)."""
+    meta = FittedWeights.load("bundled").meta
+    return (meta.get("n_items"), meta.get("n_users")) == (dataset.n_items, dataset.n_users)
+
+
+def apply_fit(
+    config: Any, dataset: Dataset | None = None, fit_here: Callable[[Dataset], FittedWeights] | None = None
+) -> Any:
     """``config`` (a :class:`~recagent_gym.users.config.UserConfig`) with its fit's values as defaults: a fitted
-    field the config set explicitly keeps the config's value. Unchanged when ``recsim_fitted`` is None, or ``auto``
-    and ``dataset`` is not the one the bundled fit was made on. A fit made on another dataset than ``dataset``
-    (other numbers of users or items) is a configuration error."""
+    field the config set explicitly keeps the config's value. Unchanged when ``recsim_fitted`` is None. With
+    ``auto`` on a dataset the shipped fit was not made on, the users are fitted on ``dataset``'s real choices by
+    ``fit_here`` (about 10 s; hand-set weights when it is None, as the fit's own features are). A fit file made on
+    another dataset than ``dataset`` (other numbers of users or items) is a configuration error."""
     where = config.recsim_fitted
     if where is None:
         return config
     fit = FittedWeights.load("bundled" if where == "auto" else where)
     if dataset is not None and (fit.meta.get("n_items"), fit.meta.get("n_users")) != (dataset.n_items, dataset.n_users):
-        if where == "auto":
-            logger.info(
-                "user.recsim_fitted=auto: the bundled fit was made on another dataset than %s; the RecSim-style users "
-                "keep their hand-set weights (fit them with 'recagent-gym users fit-recsim')",
-                dataset.name,
-            )
+        if where != "auto":
+            raise ConfigError(f"user.recsim_fitted: {where} was fitted on {fit.meta.get('dataset')!r}, not on "
+                              f"{dataset.name!r}; fit one with 'recagent-gym users fit-recsim'")  # fmt: skip
+        try:
+            if fit_here is None:
+                raise DataError("no fitter given")
+            fit = fit_here(dataset)
+        except DataError as error:
+            logger.warning("user.recsim_fitted=auto: cannot fit the RecSim-style users on %s (%s); they keep their "
+                           "hand-set weights", dataset.name, error)  # fmt: skip
             return config.model_copy(update={"recsim_fitted": None})
-        raise ConfigError(f"user.recsim_fitted: {where} was fitted on {fit.meta.get('dataset')!r}, not on "
-                          f"{dataset.name!r}; fit one with 'recagent-gym users fit-recsim --dataset ...'")  # fmt: skip
     update = {k: v for k, v in fit.values.items() if k not in config.model_fields_set}
     try:
         return config.model_validate({**config.model_dump(), **update})

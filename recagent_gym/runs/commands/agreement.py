@@ -39,8 +39,8 @@ def add_evaluate_agreement(evaluate_subparsers: Any) -> None:
     parser.add_argument("--dataset", default=None, help="'bundled' or a dataset folder (default: data.dataset)")
     parser.add_argument("--users", type=int, default=None, help="held-out users (default 200)")
     parser.add_argument("--user-model", dest="user_models", action="append", choices=USER_MODELS, default=None,
-                        help="simulated user model (repeatable; default the first five; the last two "
-                        "are ablations of the llm row)")  # fmt: skip
+                        help="simulated user model (repeatable; default evaluation.agreement_user_models: the "
+                        "first six; the last two are ablations of the llm row)")  # fmt: skip
     parser.add_argument("--recommender", dest="recommenders", action="append", choices=RECOMMENDERS, default=None,
                         help="recommender of the zoo (repeatable; default all)")  # fmt: skip
     parser.add_argument("--policy", action="append", default=[], metavar="NAME=PATH",
@@ -48,6 +48,9 @@ def add_evaluate_agreement(evaluate_subparsers: Any) -> None:
                              "is one row, its seeds pooled per user (repeatable)")  # fmt: skip
     parser.add_argument("--negatives", choices=("uniform", "popularity-matched", "both"), default=None,
                         help="how the pools' negatives are drawn (default both)")  # fmt: skip
+    parser.add_argument("--split", choices=("leave-last-out", "global"), default=None,
+                        help="each user's last items held out, or one time cut for everyone (default "
+                        "leave-last-out)")  # fmt: skip
     parser.add_argument("--seed", type=int, default=None, help="seed of every draw (default 0)")
     parser.add_argument("--sessions", type=int, default=None, help="sessions per user and recommender, each "
                         "simulated user model (its mean return; evaluation.agreement_sessions, default 1)")  # fmt: skip
@@ -82,7 +85,7 @@ def run_agreement_command(args: argparse.Namespace) -> int:
             check_policy(path)
     pairs: dict[str, Any] = {
         "agreement_users": args.users, "seed": args.seed, "negatives": args.negatives,
-        "agreement_sessions": args.sessions,
+        "agreement_sessions": args.sessions, "agreement_split": args.split,
         "agreement_user_models": f"[{','.join(args.user_models)}]" if args.user_models else None,
         "agreement_recommenders": f"[{','.join(args.recommenders)}]" if args.recommenders else None,
     }  # fmt: skip

@@ -3,7 +3,7 @@
     recagent-gym users fit-recsim [--config C] [--dataset D] [--holdout 10] [--choices 10] [--seed 0] [--out DIR]
 
 Writes ``DIR/recsim_fit.json`` (use it with ``--set user.recsim_fitted=DIR/recsim_fit.json``) and ``DIR/fit.md``.
-The protocol is :mod:`recagent_gym.runs.evaluation.recsim_fit`'s; ``recagent_gym/users/recsim_bundled.json`` is this
+The protocol is :mod:`recagent_gym.users.recsim_fit`'s; ``recagent_gym/users/recsim_bundled.json`` is this
 command's output on the bundled dataset with the defaults.
 """
 
@@ -35,8 +35,9 @@ def add_fit_recsim(users_subparsers: Any) -> None:
 def run_fit_recsim_command(args: argparse.Namespace) -> int:
     from recagent_gym.data.load import load_dataset_from_config
     from recagent_gym.runs.config import load_config
-    from recagent_gym.runs.evaluation.recsim_fit import fit_markdown, fit_recsim
     from recagent_gym.settings_section import ConfigError
+    from recagent_gym.users.recsim import RecSimUser
+    from recagent_gym.users.recsim_fit import fit_markdown, fit_recsim
 
     if args.holdout < 1 or args.choices < 1 or args.pages < 1:
         raise ConfigError("--holdout, --choices and --pages must be >= 1")
@@ -47,7 +48,8 @@ def run_fit_recsim_command(args: argparse.Namespace) -> int:
     ev = config.evaluation
     fit = fit_recsim(dataset, config.user, holdout=args.holdout, choices=args.choices,
                      min_history=ev.agreement_min_history, pool=ev.agreement_pool, pages=args.pages,
-                     page_size=config.env.page_size, seed=args.seed, say=print)  # fmt: skip
+                     page_size=config.env.page_size, seed=args.seed, say=print,
+                     features=lambda history, user: RecSimUser(history, user).features)  # fmt: skip
     out = Path(args.out)
     path = fit.write(out / "recsim_fit.json")
     (out / "fit.md").write_text(fit_markdown(fit), encoding="utf-8")

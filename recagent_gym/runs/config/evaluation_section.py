@@ -12,7 +12,8 @@ from recagent_gym.settings_section import Section
 NegativeSampler = Literal["uniform", "popularity-matched"]
 NEGATIVE_SAMPLERS: tuple[str, ...] = ("uniform", "popularity-matched")
 AGREEMENT_RECOMMENDERS: tuple[str, ...] = (
-    "random", "popularity", "quality", "itemknn", "mf", "lightgcn", "oracle", "anti-oracle",
+    "random", "popularity", "recent-popularity", "quality", "itemknn", "userknn", "mf", "mf-8", "mf-128", "bpr",
+    "lightgcn", "ease", "gru4rec", "oracle", "anti-oracle",
 )  # fmt: skip
 """The agreement test's zoo (``evaluation/agreement/zoo.py``)."""
 
@@ -157,6 +158,15 @@ class EvaluationConfig(Section):
     agreement_min_history: int = Field(10, ge=1)
     """Agreement: users keep at least this many items of history before the cut (others are not sampled)."""
 
+    agreement_split: Literal["leave-last-out", "global"] = "leave-last-out"
+    """Agreement: ``leave-last-out`` holds out each user's last ``agreement_future`` items (one user's history can
+    postdate another's future); ``global`` cuts everyone at one time (``agreement_cut_quantile`` of the timestamps)
+    and holds out each user's first ``agreement_future`` items after it (no history row postdates a future row;
+    on MovieLens few users are active on both sides of a cut)."""
+
+    agreement_cut_quantile: float = Field(0.9, gt=0.0, lt=1.0)
+    """Agreement, ``global`` split: the cut's quantile of all interactions' timestamps."""
+
     agreement_pages: int = Field(4, ge=1, le=1000)
     """Agreement: pages per session. A session shows at most ``pages x page_size`` of the pool (20 of 50 by
     default), so what a recommender puts first matters; with the whole pool shown every ranking would look alike."""
@@ -180,7 +190,23 @@ class EvaluationConfig(Section):
     (``user.score_llm_weight=0``)."""
 
     agreement_recommenders: list[
-        Literal["random", "popularity", "quality", "itemknn", "mf", "lightgcn", "oracle", "anti-oracle"]
+        Literal[
+            "random",
+            "popularity",
+            "recent-popularity",
+            "quality",
+            "itemknn",
+            "userknn",
+            "mf",
+            "mf-8",
+            "mf-128",
+            "bpr",
+            "lightgcn",
+            "ease",
+            "gru4rec",
+            "oracle",
+            "anti-oracle",
+        ]
     ] = Field(default_factory=lambda: list(AGREEMENT_RECOMMENDERS))
     """Agreement: the recommender zoo (``evaluation/agreement/zoo.py``), each fitted on the history only."""
 

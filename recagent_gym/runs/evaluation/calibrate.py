@@ -6,9 +6,12 @@ Protocol:
    ``--exclude-users`` users, default 200, and 20) and the policy split's held-out users are set aside;
    ``--users`` calibration users are drawn from the rest. Their raw ids are stored with the weights, and every
    evaluation with the prior leaves them out of its users.
-2. **Real choices.** Each calibration user's last item by time is held out (the rest is the training data, all
-   users included) and shown among ``choice_negatives`` never-interacted items, once with uniform and once with
-   popularity-matched negatives (the evaluations' samplers), so that the weights must explain both.
+2. **Real choices.** Every user's last ``evaluation.agreement_future`` items (the agreement test's real future, and
+   more than any discrimination setting holds out) are set aside first, for all users: no evaluated user's future
+   reaches the fit, not even as another user's popularity. Of what is left, each calibration user's last item by
+   time is held out (the rest is the training data, all users included) and shown among ``choice_negatives``
+   never-interacted items, once with uniform and once with popularity-matched negatives (the evaluations'
+   samplers), so that the weights must explain both.
 3. **Scores.** The LLM agent's item score (LLM + embedding, the page decision's) of every candidate, one call per
    user; the prior's features (``users/agent/prior.py``).
 4. **Fit.** A conditional logit: ``P(pick i) = softmax_i(w_llm * s_llm + features @ w)`` over each choice set,
@@ -182,8 +185,12 @@ def run_calibration(
     """Fit the prior's weights (see the module docstring)."""
     started = time.perf_counter()
     full, cfg = resources.dataset, resources.eval
-    chosen_users = calibration_users(resources, users, exclude)
-    split = leave_last_out(full, 1, min_train=cfg.min_interactions - 1)
+    before_futures = leave_last_out(full, cfg.agreement_future, min_train=cfg.min_interactions).train
+    split = leave_last_out(before_futures, 1, min_train=cfg.min_interactions - 1)
+    chosen_users = [u for u in calibration_users(resources, users, exclude) if u in split.held_out]
+    if not chosen_users:
+        raise DataError(f"{full.name}: no calibration user keeps {cfg.min_interactions} items before the evaluated "
+                        f"futures (the last {cfg.agreement_future} of every user)")  # fmt: skip
     held = {1: {u: split.held_out[u] for u in chosen_users}}
     samplers = list(NEGATIVE_SAMPLERS)
     trials, _ = build_trials(full, chosen_users, held, [(1, negatives)], samplers, cfg.seed, cfg.popularity_bands)
@@ -217,7 +224,8 @@ def run_calibration(
     result = Calibration(
         dataset=full.name, seed=cfg.seed, users_raw=[str(raw[u]) for u in chosen_users], choice_sets=len(sets),
         window_days=window_days, l2=l2, both=both, prior_only=prior_only, llm_only=llm_only, parts=split_fits,
-        seconds=time.perf_counter() - started, extra=_settings(resources) if use_llm else {},
+        seconds=time.perf_counter() - started,
+        extra={**(_settings(resources) if use_llm else {}), "futures_set_aside": cfg.agreement_future},
     )  # fmt: skip
     logger.info("calibrated the prior on %d users (%d choice sets) in %.1fs", len(chosen_users), len(sets),
                 result.seconds)  # fmt: skip

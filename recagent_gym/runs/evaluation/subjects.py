@@ -7,7 +7,6 @@ what is drawn (``("negatives", sampler, a, b, user)``), so adding a model or a s
 from __future__ import annotations
 
 import logging
-import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -15,18 +14,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from recagent_gym.data.pools import child_rng as child_rng  # re-exported: the evaluations' seeded streams
 from recagent_gym.data.schema import DataError, Dataset
 from recagent_gym.runs.config import Config
 from recagent_gym.runs.config.evaluation_section import EvaluationConfig
 from recagent_gym.users.protocol import UserModel
 
 logger = logging.getLogger(__name__)
-
-
-def child_rng(seed: int, *keys: int | str) -> np.random.Generator:
-    """A generator determined by ``seed`` and ``keys`` (strings hashed with CRC-32, stable across processes)."""
-    entropy = [int(seed)] + [zlib.crc32(k.encode("utf-8")) if isinstance(k, str) else int(k) for k in keys]
-    return np.random.default_rng(entropy)
 
 
 def history_counts(dataset: Dataset) -> np.ndarray:

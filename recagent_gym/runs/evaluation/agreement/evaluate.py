@@ -101,7 +101,8 @@ def run_agreement(
     notes: list[str] = []
     resources = resources or Resources(dataset, config, ev, progress=progress)
     config = resources.config  # user.prior_weights resolved (auto: the shipped calibration where it applies)
-    split = temporal_split(dataset, ev.agreement_future, ev.agreement_min_history)
+    split = temporal_split(dataset, ev.agreement_future, ev.agreement_min_history, kind=ev.agreement_split,
+                           quantile=ev.agreement_cut_quantile)  # fmt: skip
     history = split.train
     excluded: set[int] = set()
     artefact = None
@@ -185,6 +186,8 @@ def run_agreement(
         "pool": ev.agreement_pool, "future": ev.agreement_future, "pages": ev.agreement_pages,
         "sessions": ev.agreement_sessions,
         "page_size": config.env.page_size, "min_history": ev.agreement_min_history, "seed": ev.seed,
+        "split": ev.agreement_split if ev.agreement_split == "leave-last-out"
+        else f"global (cut at the {ev.agreement_cut_quantile:g} quantile of time)",
         "real_metric": ev.agreement_real_metric, "item_features": features[1],
         "llm": (f"{config.llm.backend}" + (f" {config.llm.model}" if getattr(config.llm, "model", None) else ""))
         if resources.llm is not None else "none",

@@ -1,8 +1,9 @@
 """The agreement test's subjects: a temporal split, and per held-out user a fixed pool of candidates.
 
 **Split.** Each user's last ``future`` interactions by time are held out (:func:`~recagent_gym.data.splits.
-leave_last_out`): the *history* (everything else, all users) is what every recommender and user model is fitted or
-built on; the held-out items are the user's *real future*.
+leave_last_out`; or one time cut for everyone, ``evaluation.agreement_split: global``): the *history* (everything
+else, all users) is what every recommender and user model is fitted or built on; the held-out items are the user's
+*real future*.
 
 **Pools.** Per sampled user and sampler, ``size`` candidates (RecAgent-v1's K, 50 by default): the user's real
 future items and ``size - len(future)`` negatives the user never interacted with, drawn with the discrimination
@@ -15,76 +16,26 @@ minus what the user watched, so a session is played by the env's own rules (the 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
-
 import numpy as np
 
+from recagent_gym.data.pools import Pool, build_pools
 from recagent_gym.data.schema import DataError, Dataset
-from recagent_gym.data.splits import Split, leave_last_out, sample_negatives, sample_negatives_popularity_matched
-from recagent_gym.runs.evaluation.subjects import child_rng
+from recagent_gym.data.splits import Split, global_time_split, leave_last_out
+
+__all__ = ["Pool", "PoolRetriever", "build_pools", "temporal_split"]
 
 
-@dataclass(frozen=True)
-class Pool:
-    """One user's candidates (shuffled) and real future items (oldest first)."""
-
-    user: int
-    candidates: np.ndarray
-    future: tuple[int, ...]
-
-
-def temporal_split(dataset: Dataset, future: int, min_history: int) -> Split:
-    """Every user's last ``future`` items held out, for users keeping at least ``min_history`` items."""
+def temporal_split(
+    dataset: Dataset, future: int, min_history: int, *, kind: str = "leave-last-out", quantile: float = 0.9
+) -> Split:
+    """Every user's last ``future`` items held out, for users keeping at least ``min_history`` items
+    (``leave-last-out``), or everyone cut at one time and each user's first ``future`` items after it held out
+    (``global``: :func:`~recagent_gym.data.splits.global_time_split`)."""
     if future < 1:
         raise DataError(f"future must be >= 1, not {future}")
+    if kind == "global":
+        return global_time_split(dataset, future, quantile=quantile, min_train=min_history)
     return leave_last_out(dataset, future, min_train=min_history)
-
-
-def build_pools(
-    dataset: Dataset,
-    split: Split,
-    users: Sequence[int],
-    *,
-    sampler: str,
-    size: int,
-    seed: int,
-    n_bands: int = 10,
-) -> dict[int, Pool]:
-    """One :class:`Pool` per user of ``users`` (each must have held-out items in ``split``)."""
-    pools: dict[int, Pool] = {}
-    for user in users:
-        user = int(user)
-        future = split.held_out.get(user)
-        if not future:
-            raise DataError(f"user {user} has no held-out items in this split")
-        future = tuple(dict.fromkeys(future))  # a re-watched item counts once
-        n_neg = size - len(future)
-        if n_neg < 1:
-            raise DataError(f"pool size {size} leaves no room for negatives beside {len(future)} future items")
-        rng = child_rng(seed, "agreement-pool", sampler, user)
-        if sampler == "uniform":
-            negatives = sample_negatives(dataset, user, n_neg, rng, exclude=future)
-        elif sampler == "popularity-matched":
-            per, extra = divmod(n_neg, len(future))
-            counts = [per + (1 if k < extra else 0) for k in range(len(future))]
-            parts = []
-            taken: list[int] = []
-            for item, n in zip(future, counts, strict=True):
-                if n == 0:
-                    continue
-                sample = sample_negatives_popularity_matched(
-                    dataset, user, [item], n, rng, exclude=[*future, *taken], n_bands=n_bands
-                )
-                drawn = sample.negatives[item]
-                taken.extend(int(i) for i in drawn)
-                parts.append(drawn)
-            negatives = np.concatenate(parts)
-        else:
-            raise DataError(f"unknown negative sampler {sampler!r}")
-        candidates = rng.permutation(np.concatenate([np.asarray(future, np.int64), negatives.astype(np.int64)]))
-        pools[user] = Pool(user, candidates.astype(np.int64), future)
-    return pools
 
 
 class PoolRetriever:

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from recagent_gym.runs.evaluation.agreement import headline
 from recagent_gym.runs.evaluation.agreement.evaluate import AgreementRun
 from recagent_gym.runs.evaluation.agreement.run import METRICS, REAL
 from recagent_gym.runs.evaluation.agreement.stats import (
@@ -54,6 +55,7 @@ class Report:
         three others): how the users rank what a benchmark compares."""
         self.oracle: dict[tuple[str, str], OracleBound] = {}
         """Where each user model puts the future oracle and the tau that caps (where the real ranking puts it first)."""
+        self.headline = headline.compute(run, n_boot=n_boot)
         history_rows = [r for r in run.recommenders if r not in ORACLE_ROWS]
         with_oracles = len(history_rows) < len(run.recommenders) and len(history_rows) >= 3
         for s, sampler in enumerate(run.samplers):
@@ -110,6 +112,7 @@ class Report:
             for fit, values in run.prior["weights"].items():
                 weights = ", ".join(f"{n} {v:+.3f}" for n, v in values.items())
                 lines += [f"LLM + prior weights ({how}; `{run.prior['file']}`, fit `{fit}`): {weights}.", ""]
+        lines += headline.markdown(run, self.headline)
         for sampler in run.samplers:
             lines += self._sampler_table(sampler)
         lines += self._agreement_table()
@@ -258,10 +261,12 @@ class Report:
         out = Path(out)
         out.mkdir(parents=True, exist_ok=True)
         paths = {"markdown": out / "agreement.md", "csv": out / "agreement.csv",
-                 "rank_csv": out / "rank_agreement.csv", "plot": out / "agreement.png"}  # fmt: skip
+                 "rank_csv": out / "rank_agreement.csv", "plot": out / "agreement.png",
+                 "headline_csv": out / "headline.csv"}  # fmt: skip
         paths["markdown"].write_text(self.markdown(), encoding="utf-8")
         self._write_arms(paths["csv"])
         self._write_ranks(paths["rank_csv"])
+        _csv(paths["headline_csv"], headline.csv_rows(self.headline))
         self._plot(paths["plot"])
         return paths
 
@@ -376,7 +381,7 @@ def _csv(path: Path, rows: list[dict[str, Any]]) -> None:
     with path.open("w", newline="", encoding="utf-8") as handle:
         if not rows:
             return
-        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer = csv.DictWriter(handle, fieldnames=list(dict.fromkeys(k for row in rows for k in row)))
         writer.writeheader()
         for row in rows:
             writer.writerow({k: ("" if isinstance(v, float) and math.isnan(v) else v) for k, v in row.items()})

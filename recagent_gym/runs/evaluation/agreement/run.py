@@ -38,8 +38,10 @@ from tqdm.auto import tqdm
 from recagent_gym.runs.evaluation.agreement.zoo import SWAPPED
 
 REAL = "real"
-METRICS: tuple[str, ...] = ("returns", "hit", "ndcg", "session_ndcg", "recall")
-"""Per-user values of an :class:`Arm`: the simulated return and the real metrics of the pages shown."""
+METRICS: tuple[str, ...] = ("returns", "hit", "ndcg", "session_ndcg", "recall", "per_page", "first_page")
+"""Per-user values of an :class:`Arm`: the simulated return, the real metrics of the pages shown, and the reward per
+page shown (the return without the session's length: watches per page, the real hit's unit) and on the first page
+only (no session length at all)."""
 
 
 @dataclass
@@ -54,6 +56,8 @@ class Arm:
     ndcg: np.ndarray
     session_ndcg: np.ndarray
     recall: np.ndarray
+    per_page: np.ndarray
+    first_page: np.ndarray
     dose: np.ndarray
     """``(steps, 3)``: user index, real future items on the page, the step's reward."""
     seconds: float = 0.0
@@ -77,6 +81,8 @@ class PageScorer:
     ndcgs: list[list[float]] = field(default_factory=list)
     shown: list[list[int]] = field(default_factory=list)
     dose: list[tuple[int, int, float]] = field(default_factory=list)
+    rewards: list[list[float]] = field(default_factory=list)
+    """Per user, the reward of every page of the first session."""
     ended: list[int] = field(default_factory=list)
     """Sessions each user has ended: hit@k, NDCG@k and the dose count every session's pages, session NDCG and
     recall the first session's."""
@@ -89,6 +95,7 @@ class PageScorer:
         self.hits = [[] for _ in self.users]
         self.ndcgs = [[] for _ in self.users]
         self.shown = [[] for _ in self.users]
+        self.rewards = [[] for _ in self.users]
         self._discount = 1.0 / np.log2(np.arange(self.k * self.pages) + 2.0)
 
     def __call__(self, index: int, info: dict[str, Any], reward: float, done: bool) -> None:
@@ -100,6 +107,7 @@ class PageScorer:
         self.ndcgs[index].append(float(relevant @ self._discount[: len(page)]) / ideal if ideal > 0 else 0.0)
         if not self.ended[index]:
             self.shown[index].extend(page)
+            self.rewards[index].append(float(reward))
         self.ended[index] += int(done)
         p_watch = (info.get("extra") or {}).get("p_watch")
         if isinstance(p_watch, numbers.Real) and math.isfinite(p_watch):
@@ -113,7 +121,7 @@ class PageScorer:
         return np.array([np.mean(e) for e in self.expected])
 
     def per_user(self) -> tuple[np.ndarray, ...]:
-        """Per user: hit@k, NDCG@k (page averages), session NDCG and recall."""
+        """Per user: hit@k, NDCG@k (page averages), session NDCG and recall (the real side)."""
         mean = lambda rows: np.array([np.mean(r) if r else math.nan for r in rows])  # noqa: E731
         session, recall = [], []
         for user, shown in zip(self.users, self.shown, strict=True):
@@ -123,6 +131,11 @@ class PageScorer:
             session.append(float(relevant @ self._discount[: len(relevant)]) / ideal if ideal > 0 else math.nan)
             recall.append(len(future & set(shown)) / len(future) if future else math.nan)
         return mean(self.hits), mean(self.ndcgs), np.array(session), np.array(recall)
+
+    def per_page(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per user, over the first session: the reward per page shown, and the first page's reward."""
+        mean = np.array([np.mean(r) if r else math.nan for r in self.rewards])
+        return mean, np.array([r[0] if r else math.nan for r in self.rewards])
 
 
 def play(
@@ -171,7 +184,8 @@ def play(
         record = run_sessions(recommender, env, protocol, on_step=on_step, swap_from=swap_from, partners=partners)
         if first_obs_out is not None:
             first_obs_out.update(record.first_obs)
-        for name, per_user in zip(METRICS, (record.returns.mean(axis=1), *scorer.per_user()), strict=True):
+        per_user_values = (record.returns.mean(axis=1), *scorer.per_user(), *scorer.per_page())
+        for name, per_user in zip(METRICS, per_user_values, strict=True):
             values[name].append(per_user)
         expected.append(scorer.expected_per_user())
         doses.append(np.asarray(scorer.dose, dtype=np.float64).reshape(-1, 3))

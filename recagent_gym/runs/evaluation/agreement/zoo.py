@@ -1,8 +1,9 @@
 """The recommenders of the agreement test, each fitted on the history only, all answering SB3's ``predict`` on
 RecAgent-v1 through :mod:`recagent_gym.policies.candidate_baselines`.
 
-``random``, ``popularity``, ``quality`` (the candidates' observed quality column: no user information),
-``itemknn``, ``mf``, ``lightgcn`` (:mod:`recagent_gym.recommenders.history_scorers`), ``oracle`` (one of the
+``random``, ``popularity``, ``quality`` (the candidates' observed quality column: no user information), the
+scored history models of :data:`recagent_gym.recommenders.history_zoo.HISTORY_MODELS` (recent popularity, item- and
+user-kNN, MF at three ranks, BPR-MF, LightGCN, EASE, GRU4Rec), ``oracle`` (one of the
 user's real future items on every page: :class:`~recagent_gym.policies.candidate_baselines.FutureOracleCandidates`)
 and ``anti-oracle`` (the real future last), and trained RecAgent-v1 policies (``--policy NAME=PATH``).
 """
@@ -19,7 +20,7 @@ from recagent_gym.runs.config.evaluation_section import AGREEMENT_RECOMMENDERS
 RECOMMENDERS: tuple[str, ...] = AGREEMENT_RECOMMENDERS
 SWAPPED = "~swapped"
 """Suffix of a recommender's row when it reads another held-out user's encoding (``evaluation.agreement_swapped``)."""
-SWAPPABLE: tuple[str, ...] = ("itemknn", "mf", "lightgcn")
+SWAPPABLE: tuple[str, ...] = ("itemknn", "userknn", "mf", "mf-8", "mf-128", "bpr", "lightgcn", "ease", "gru4rec")
 """The zoo's recommenders that read who the user is (the others rank by the candidates or by the real future)."""
 
 
@@ -39,6 +40,7 @@ class Zoo:
         say: Callable[[str], None] = lambda line: None,
     ) -> None:
         from recagent_gym.recommenders import history_scorers as hs
+        from recagent_gym.recommenders.history_zoo import HISTORY_MODELS
 
         unknown = sorted(set(names) - set(RECOMMENDERS))
         if unknown:
@@ -59,9 +61,7 @@ class Zoo:
         self.swapped = list(dict.fromkeys(swapped))
         """Recommenders also played on another user's encoding (rows ``<name>~swapped``)."""
         builders: dict[str, Callable[[], Any]] = {
-            "itemknn": lambda: hs.ItemKNN(history),
-            "mf": lambda: hs.SVDScores(history),
-            "lightgcn": lambda: hs.LightGCN(history, seed=seed),
+            **{name: (lambda build=build: build(history, seed)) for name, build in HISTORY_MODELS.items()},
             "anti-oracle": lambda: hs.FutureLast(future),
         }
         self.future = future

@@ -1,4 +1,5 @@
-"""Fit the RecSim-style user's utility on real choices (``recagent-gym users fit-recsim``).
+"""Fit the RecSim-style user's utility on real choices (``recagent-gym users fit-recsim``, and ``user.recsim_fitted:
+auto`` on a dataset without a shipped fit).
 
 Protocol:
 
@@ -24,17 +25,18 @@ log-likelihood against the null model (every weight 0).
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from scipy.optimize import minimize
 from scipy.special import logsumexp
 
+from recagent_gym.data.pools import build_pools, child_rng
 from recagent_gym.data.schema import DataError, Dataset
 from recagent_gym.data.splits import leave_last_out
-from recagent_gym.runs.evaluation.agreement.pools import build_pools
-from recagent_gym.runs.evaluation.subjects import child_rng
 from recagent_gym.users.config import UserConfig
 from recagent_gym.users.recsim_features import FittedWeights
 
@@ -59,23 +61,26 @@ def fit_features(user: UserConfig) -> UserConfig:
     return user.model_copy(update=update)
 
 
+Features = Callable[[Dataset, UserConfig], Callable[[int, np.ndarray], np.ndarray]]
+"""``features(history, user section)`` -> ``terms(user, items)``: the RecSim user's unweighted utility terms
+(:meth:`~recagent_gym.users.recsim.RecSimUser.features`; passed in, so that this module does not import the user)."""
+
+
 def build_pages(
     dataset: Dataset, user: UserConfig, *, holdout: int, choices: int, min_history: int, pool: int, pages: int,
-    page_size: int, seed: int,
+    page_size: int, seed: int, features: Features,
 ) -> tuple[Pages, list[int]]:  # fmt: skip
     """Random pages of real choices and never-seen negatives (see the module docstring); ``(pages, users)``."""
-    from recagent_gym.users.recsim import RecSimUser
-
     base = leave_last_out(dataset, holdout, min_train=min_history).train
     split = leave_last_out(base, choices, min_train=min_history)
     users = sorted(split.held_out)
     if len(users) < 2:
         raise DataError(f"{dataset.name}: fewer than 2 users with {holdout + choices + min_history} items to fit on")
-    model = RecSimUser(split.train, fit_features(user))
+    terms_of = features(split.train, fit_features(user))
     xs, reals = [], []
     for sampler in SAMPLERS:
         for u, p in build_pools(split.train, split, users, sampler=sampler, size=pool, seed=seed).items():
-            terms = model.features(u, p.candidates)
+            terms = terms_of(u, p.candidates)
             real = np.isin(p.candidates, p.future)
             rng = child_rng(seed, "recsim-fit-pages", sampler, u)
             for _ in range(pages):
@@ -122,10 +127,11 @@ def fit_pages(pages: Pages, l2: float) -> tuple[np.ndarray, float, float, float]
 def fit_recsim(
     dataset: Dataset, user: UserConfig, *, holdout: int = 10, choices: int = 10, min_history: int = 10, pool: int = 50,
     pages: int = 8, page_size: int = 5, seed: int = 0, l2: float = 1e-3, say: Callable[[str], None] = logger.info,
+    features: Features,
 ) -> FittedWeights:  # fmt: skip
     """The fit (see the module docstring) as :class:`FittedWeights`."""
     data, users = build_pages(dataset, user, holdout=holdout, choices=choices, min_history=min_history, pool=pool,
-                              pages=pages, page_size=page_size, seed=seed)  # fmt: skip
+                              pages=pages, page_size=page_size, seed=seed, features=features)  # fmt: skip
     say(f"{dataset.name}: fitting on {len(users)} users, {len(data.x)} pages ({data.real.any(axis=1).mean():.3f} "
         "with a real choice)")  # fmt: skip
     beta, mass, ll, null = fit_pages(data, l2)
@@ -154,3 +160,26 @@ def fit_markdown(fit: FittedWeights) -> str:
         f"{m['null_log_likelihood']:.1f} with every weight 0 ({m['mean_ll_gain_per_page']:+.4f} per page).\n\n"
         f"| field | fitted |\n|---|---|\n{rows}\n"
     )
+
+
+_FITTED: dict[tuple[Any, ...], FittedWeights] = {}
+"""Fits made by :func:`fit_for_dataset` in this process, by dataset fingerprint (a handful at most)."""
+
+
+def fit_for_dataset(dataset: Dataset, user: UserConfig, features: Features) -> FittedWeights:
+    """The fit on ``dataset`` with the command's defaults, made once per process and dataset (``user.recsim_fitted:
+    auto`` on a dataset without a shipped fit: every RecSim-style population built on it shares the fit)."""
+    inter = dataset.interactions
+    key = (dataset.name, dataset.n_users, dataset.n_items, len(inter), int(inter["timestamp"].sum()),
+           int(inter["item_id"].sum()), user.recsim_choice_temperature, user.recsim_hidden_dims)  # fmt: skip
+    if key not in _FITTED:
+        started = time.perf_counter()
+        fit = fit_recsim(dataset, user, features=features, say=lambda line: None)
+        fit.meta["fitted_at_start"] = True
+        logger.info("user.recsim_fitted=auto: no shipped fit for %s; fitted the RecSim-style users on its real "
+                    "choices (%d users, %.1f s; 'recagent-gym users fit-recsim' writes the same fit to a file)",
+                    dataset.name, fit.meta["users"], time.perf_counter() - started)  # fmt: skip
+        if len(_FITTED) >= 4:
+            _FITTED.pop(next(iter(_FITTED)))
+        _FITTED[key] = fit
+    return _FITTED[key]
