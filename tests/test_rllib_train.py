@@ -15,7 +15,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 SETTINGS = ["user.model=recsim", "train.action=score", "train.total_timesteps=256", "train.n_envs=2",
-            "train.n_steps=64", "train.batch_size=64", "train.eval_users=12", "train.eval_swapped=false",
+            "train.n_steps=64", "train.batch_size=64", "train.eval_users=8", "train.eval_swapped=false",
             "train.n_bootstrap=200", "env.max_pages=5"]  # fmt: skip
 
 
@@ -39,7 +39,7 @@ def test_rllib_ppo_with_two_env_runners_trains_and_is_evaluated_on_held_out_user
     assert meta["engine"] == "rllib" and meta["timesteps"] >= 256 and meta["num_env_runners"] == 2
     assert (out / "rllib_checkpoint").is_dir()
     report = (out / "evaluation" / "policies.md").read_text()
-    assert "12 held-out users" in report
+    assert "8 held-out users" in report
     rows = {line.split("|")[1].strip(): line for line in report.splitlines() if line.startswith("| ")}
     assert {"random", "popularity", "ppo_rllib"} <= set(rows)
 
