@@ -33,7 +33,7 @@ def test_rllib_ppo_with_two_env_runners_trains_and_is_evaluated_on_held_out_user
     done = _cli("train", "--config", "quickstart", "--engine", "rllib", "--num-env-runners", "2", *overrides,
                 cwd=tmp_path)  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "2 env runners" in done.stdout
+    assert "env runners: 2)" in done.stdout
     assert "rllib ppo: iteration 2," in done.stdout  # 256 steps in batches of n_steps x n_envs = 128
     meta = json.loads((out / "policy.json").read_text())
     assert meta["engine"] == "rllib" and meta["timesteps"] >= 256 and meta["num_env_runners"] == 2
