@@ -15,7 +15,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 SETTINGS = ["user.model=recsim", "train.action=score", "train.total_timesteps=256", "train.n_envs=2",
-            "train.n_steps=64", "train.batch_size=64", "train.eval_users=12", "train.eval_swapped=false",
+            "train.n_steps=64", "train.batch_size=64", "train.eval_users=8", "train.eval_swapped=false",
             "train.n_bootstrap=200", "env.max_pages=5"]  # fmt: skip
 
 
@@ -33,13 +33,13 @@ def test_rllib_ppo_with_two_env_runners_trains_and_is_evaluated_on_held_out_user
     done = _cli("train", "--config", "quickstart", "--engine", "rllib", "--num-env-runners", "2", *overrides,
                 cwd=tmp_path)  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "2 env runners" in done.stdout
+    assert "env runners: 2)" in done.stdout
     assert "rllib ppo: iteration 2," in done.stdout  # 256 steps in batches of n_steps x n_envs = 128
     meta = json.loads((out / "policy.json").read_text())
     assert meta["engine"] == "rllib" and meta["timesteps"] >= 256 and meta["num_env_runners"] == 2
     assert (out / "rllib_checkpoint").is_dir()
     report = (out / "evaluation" / "policies.md").read_text()
-    assert "12 held-out users" in report
+    assert "8 held-out users" in report
     rows = {line.split("|")[1].strip(): line for line in report.splitlines() if line.startswith("| ")}
     assert {"random", "popularity", "ppo_rllib"} <= set(rows)
 

@@ -128,7 +128,7 @@ def _run_train_rllib(args: argparse.Namespace, config: Config) -> int:
     run = train_rllib(config, num_env_runners=args.num_env_runners, address=args.address)
     print(f"checkpoint: {run.checkpoint}")
     print(f"{run.timesteps} steps in {run.seconds:.1f}s ({run.steps_per_s:.0f} steps/s, "
-          f"{run.num_env_runners} env runners)")  # fmt: skip
+          f"env runners: {run.num_env_runners})")  # fmt: skip
     evaluate_run(config, run.output_dir, run.checkpoint)
     return 0
 
