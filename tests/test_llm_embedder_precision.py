@@ -39,6 +39,12 @@ def test_auto_resolves_to_a_real_precision_and_bad_names_are_refused() -> None:
     assert cpu_capability() not in ("", "unknown")
 
 
+def test_an_instruction_set_cap_changes_the_capability(monkeypatch: pytest.MonkeyPatch) -> None:
+    plain = cpu_capability()
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
+    assert cpu_capability() == plain + "+ONEDNN_MAX_CPU_ISA=AVX2"
+
+
 def test_bf16_vectors_do_not_depend_on_the_batch(bf16_embedder: Any) -> None:
     together = bf16_embedder(TEXTS)
     alone = np.stack([bf16_embedder([t])[0] for t in TEXTS])

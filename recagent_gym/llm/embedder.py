@@ -328,8 +328,8 @@ class CachedEmbedder:
       making many small ones. ``parallel`` model calls may run at once (torch runs each on one thread here and
       releases the GIL); the default is one: the texts arriving during a call then wait for the next one instead of
       starting a call of a few texts on the other core, which the simulation's own threads need (on 2 cores, 100
-      agents: 20-38 calls per round instead of 33-58, with 8-14% less process CPU; ``docs/speed.md``). A MiniLM
-      call of one text costs about four times a text's share of a call of 24.
+      agents: 6-38 model calls per round instead of 10-58, and 5-18% less process CPU; ``docs/speed.md``). A
+      MiniLM call of one text costs about four times a text's share of a call of 24.
 
     Vectors come from the wrapped embedder unchanged (``inner``; :class:`SentenceEmbedder` gives every text the
     vector it gets alone, so what is batched with what never shows). The cache is per process, never saved.

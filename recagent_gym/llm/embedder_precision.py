@@ -29,10 +29,20 @@ def resolve_precision(precision: str) -> str:
         return "fp32"
 
 
+ISA_LIMITS = ("ONEDNN_MAX_CPU_ISA", "MKL_ENABLE_INSTRUCTIONS")
+"""Environment variables that cap oneDNN's and MKL's instruction sets below what torch reports (bf16 matrix products
+run in oneDNN)."""
+
+
 def cpu_capability() -> str:
-    """The instruction set torch's CPU kernels dispatch to here (``AVX512``, ``AVX2``, ``DEFAULT``...): vectors
-    computed on machines with another one can differ in their last bits."""
+    """The instruction set torch's CPU kernels dispatch to here (``AVX512``, ``AVX2``, ``DEFAULT``...), with any cap
+    of :data:`ISA_LIMITS` set (``AVX512+ONEDNN_MAX_CPU_ISA=AVX2``): vectors computed with another one can differ in
+    their last bits."""
+    import os
+
     import torch
 
     get = getattr(getattr(torch.backends, "cpu", None), "get_cpu_capability", None)
-    return str(get()) if get is not None else "unknown"
+    capability = str(get()) if get is not None else "unknown"
+    limits = [f"{name}={os.environ[name]}" for name in ISA_LIMITS if os.environ.get(name)]
+    return "+".join([capability, *limits])
