@@ -43,13 +43,17 @@ def read(path: Path, made_by: str, key: str, rows: int) -> np.ndarray | None:
             vectors = data["vectors"]
             marks = (str(data["made_by"]), str(data["key"]))
     except Exception as exc:
-        return _drop(path, f"unreadable ({type(exc).__name__}: {exc})")
+        _drop(path, f"unreadable ({type(exc).__name__}: {exc})")
+        return None
     if marks != (made_by, key):
-        return _drop(path, f"made by {marks[0]!r}, not {made_by!r}")
+        _drop(path, f"made by {marks[0]!r}, not {made_by!r}")
+        return None
     if vectors.ndim != 2 or vectors.shape[0] != rows or vectors.dtype != np.float32:
-        return _drop(path, f"shape {vectors.shape} of {vectors.dtype} does not fit {rows} texts")
+        _drop(path, f"shape {vectors.shape} of {vectors.dtype} does not fit {rows} texts")
+        return None
     if not np.isfinite(vectors).all():
-        return _drop(path, "non-finite values")
+        _drop(path, "non-finite values")
+        return None
     log.debug("embeddings loaded from %s", path)
     return vectors
 
@@ -72,4 +76,3 @@ def _drop(path: Path, why: str) -> None:
     log.warning("ignoring cached embeddings %s: %s; recomputing them", path, why)
     with contextlib.suppress(OSError):
         path.unlink(missing_ok=True)
-    return None

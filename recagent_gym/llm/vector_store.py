@@ -152,7 +152,8 @@ class VectorStore:
         self.folder.mkdir(parents=True, exist_ok=True)
         tmp = self.folder / f".{stem}.tmp.npz"
         made_by = {} if self.identity is None else {"made_by": np.array(self.identity)}
-        np.savez(tmp, keys=keys, vectors=vectors, **made_by)
+        arrays: dict[str, Any] = {"keys": keys, "vectors": vectors, **made_by}
+        np.savez(tmp, **arrays)
         os.replace(tmp, self.folder / f"{stem}.npz")
 
     def _loaded(self) -> dict[bytes, np.ndarray]:

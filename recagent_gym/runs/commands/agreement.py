@@ -80,8 +80,8 @@ def run_agreement_command(args: argparse.Namespace) -> int:
     from recagent_gym.runs.policies.policy_files import check_policy
 
     policies = parse_policies(args.policy)
-    for paths in policies.values():  # a damaged or foreign zip fails now, not after the zoo is fitted
-        for path in paths:
+    for given in policies.values():  # a damaged or foreign zip fails now, not after the zoo is fitted
+        for path in given:
             check_policy(path)
     pairs: dict[str, Any] = {
         "agreement_users": args.users, "seed": args.seed, "negatives": args.negatives,

@@ -22,10 +22,12 @@ MODULE_PATH = ("learner_group", "learner", "rl_module", "default_policy")
 """Where an RLlib algorithm checkpoint keeps the default RLModule (``COMPONENT_LEARNER_GROUP/...``)."""
 
 
-def flatten_connector(observation_space: gym.spaces.Dict, action_space: gym.Space) -> Any:
+def flatten_connector(observation_space: gym.Space, action_space: gym.Space) -> Any:
     """RLlib's env-to-module ``FlattenObservations`` over the keys the SB3 path reads (raw ids removed)."""
     from ray.rllib.connectors.env_to_module import FlattenObservations
 
+    if not isinstance(observation_space, gym.spaces.Dict):
+        raise TypeError(f"the RLlib path wants a Dict observation space, got {observation_space}")
     return FlattenObservations(
         observation_space, action_space, keys_to_remove=observation_keys_to_remove(observation_space)
     )

@@ -11,6 +11,7 @@ and ``anti-oracle`` (the real future last), and trained RecAgent-v1 policies (``
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -61,7 +62,7 @@ class Zoo:
         self.swapped = list(dict.fromkeys(swapped))
         """Recommenders also played on another user's encoding (rows ``<name>~swapped``)."""
         builders: dict[str, Callable[[], Any]] = {
-            **{name: (lambda build=build: build(history, seed)) for name, build in HISTORY_MODELS.items()},
+            **{name: partial(build, history, seed) for name, build in HISTORY_MODELS.items()},
             "anti-oracle": lambda: hs.FutureLast(future),
         }
         self.future = future
