@@ -145,3 +145,13 @@ def test_one_lock_per_tree_and_none_outside_a_command(tmp_path):
         assert isinstance(locks, FolderLocks) and len(locks.held) == 1
         assert (tmp_path / "run" / LOCK_NAME).read_text().strip() == str(os.getpid())
     assert not (tmp_path / "run").exists()
+
+
+def test_a_folder_of_results_pages_is_checked_but_not_locked(tmp_path):
+    pages = tmp_path / "docs" / "results"
+    with one_writer() as locks:
+        check_output_folder(pages, "--results-page", lock=False)  # many commands write pages there at once
+        assert locks is not None and not locks.held and not (pages / LOCK_NAME).exists()
+    with one_writer(), pytest.raises(Exception, match="not a folder"):
+        (tmp_path / "file").write_text("x")
+        check_output_folder(tmp_path / "file" / "results", "--results-page", lock=False)

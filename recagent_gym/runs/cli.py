@@ -136,7 +136,9 @@ def check_outputs(args: argparse.Namespace) -> None:
 
         if not str(page).strip() or Path(page).is_dir():
             raise ConfigError(f"--results-page: {page!r} is not a file path")
-        check_output_folder(Path(page).parent, "--results-page")
+        # not locked: commands writing different pages of one folder (docs/results) may run at once; each page is
+        # written whole by os.replace (runs/provenance.py)
+        check_output_folder(Path(page).parent, "--results-page", lock=False)
 
 
 SEED_OPTIONS: dict[str, str] = {"seed": "--seed"}

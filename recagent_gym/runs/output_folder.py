@@ -45,10 +45,11 @@ class FolderInUseError(RecAgentError):
     label = "folder in use"
 
 
-def check_output_folder(path: str | Path, what: str) -> Path:
+def check_output_folder(path: str | Path, what: str, *, lock: bool = True) -> Path:
     """``path`` as a :class:`Path` if it is a folder we can write in, or can be created as one; otherwise a
     :class:`ConfigError` naming ``what`` (the option or key that gave it) and the reason. Inside :func:`one_writer`
-    the folder is also created and locked for this process (:class:`FolderInUseError` if another holds it)."""
+    the folder is also created and locked for this process (:class:`FolderInUseError` if another holds it), unless
+    ``lock`` is False: a folder of pages that many commands each write one file of (``--results-page``)."""
     folder = Path(path)
     if not str(path).strip():
         raise ConfigError(f"{what}: the output folder is an empty path")
@@ -67,7 +68,7 @@ def check_output_folder(path: str | Path, what: str) -> Path:
         raise ConfigError(f"{what}: cannot write the output folder {folder} ({existing}: {reason})") from None
     with _GUARD:
         locks = _ACTIVE[-1] if _ACTIVE else None
-    if locks is not None:
+    if locks is not None and lock:
         locks.hold(folder, what)
     return folder
 

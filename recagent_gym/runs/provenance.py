@@ -206,5 +206,7 @@ def stamp_report(args: argparse.Namespace, wall_s: float, *, commit: str | None 
         return None
     target = Path(page)
     target.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(facts.report, target)
+    partial = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    shutil.copyfile(facts.report, partial)
+    os.replace(partial, target)  # whole or not at all: other commands may write pages beside it
     return target
