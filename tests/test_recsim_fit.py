@@ -139,6 +139,7 @@ def test_a_fit_of_another_dataset_is_refused_and_auto_keeps_hand_set_weights(tin
     assert "keep their hand-set weights" in caplog.text  # the fallback is logged, not silent
 
 
+@pytest.mark.slow
 def test_auto_fits_the_bundled_dataset():
     from recagent_gym.data.load import load_dataset
 
