@@ -36,6 +36,7 @@ TINY: dict[str, list[str]] = {
     "bench_recsim_user.py": ["--calls", "100", "--repeats", "1"],
     "bench_rl_v1.py": ["--steps", "64", "--updates", "2"],
     "bench_simulator.py": ["--agents", "3", "--rounds", "1"],
+    "probe_embedded_invariance.py": ["--threads", "1"],
     "probe_page_calibration.py": ["--boot", "10"],
     "probe_personal_nutrition.py": ["--shares", "0,1", "--users", "4", "--env-seeds", "0"],
     "probe_reshown_pages.py": ["--steps", "64", "--users", "4"],
