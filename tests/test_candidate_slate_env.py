@@ -30,6 +30,7 @@ def _env(dataset, user_model="recsim", **kwargs):
 
 @pytest.mark.parametrize("user_model", ["recsim", "embedding"])
 @pytest.mark.parametrize("action_mode", ["scores", "slate"])
+@pytest.mark.slow
 def test_check_env_and_observations_stay_in_space(dataset, user_model, action_mode):
     env = _env(dataset, user_model, action_mode=action_mode)
     check_env(env, skip_render_check=True)

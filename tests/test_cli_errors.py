@@ -109,6 +109,7 @@ def test_a_missing_config_file_is_named(capsys: pytest.CaptureFixture[str], tmp_
     assert "configuration file not found" in line and "nope.yaml" in line
 
 
+@pytest.mark.slow
 def test_a_misspelt_config_from_a_subprocess_prints_one_line(tmp_path: Path) -> None:
     done = run("train", "--config", "quickstrt", cwd=tmp_path)
     assert done.returncode == 2

@@ -39,6 +39,7 @@ def test_every_section_is_assembled_by_the_root() -> None:
 
 
 @pytest.mark.parametrize("module", [*SECTION_MODULES, "recagent_gym.runs.config"])
+@pytest.mark.slow
 def test_a_section_imports_first_without_heavy_code(module: str) -> None:
     loaded = _fresh(f"import sys, {module}; print(sorted(m for m in {HEAVY!r} if m in sys.modules))")
     assert loaded == "[]"

@@ -160,6 +160,7 @@ def test_agent_detail(client: TestClient, dash: Dashboard) -> None:
 # -- run control --------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_start_pause_and_busy(client: TestClient, dash: Dashboard, llm: SwitchableLLM) -> None:
     llm.delay = 0.05  # slow enough to pause and to be busy
     assert client.post("/api/start", json={"rounds": 5}).json()["message"].startswith("running 5 round(s)")
@@ -190,6 +191,7 @@ def test_start_validation(client: TestClient, dash: Dashboard) -> None:
     assert dash.sim.config.simulation.rounds == 3  # type: ignore[union-attr]
 
 
+@pytest.mark.slow
 def test_reset_starts_a_new_run(client: TestClient, dash: Dashboard) -> None:
     run_rounds(client, dash, 1)
     epoch = dash.epoch
@@ -200,6 +202,7 @@ def test_reset_starts_a_new_run(client: TestClient, dash: Dashboard) -> None:
     assert {c["run"] for c in state["checkpoints"]} == {"run-001", "run-002"}
 
 
+@pytest.mark.slow
 def test_mode(client: TestClient, dash: Dashboard) -> None:
     assert client.post("/api/mode", json={"execution": "serial"}).json()["ok"]
     assert client.get("/api/state").json()["system"]["execution"] == "serial"
@@ -213,6 +216,7 @@ def test_mode(client: TestClient, dash: Dashboard) -> None:
 # -- interventions ------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_edit_profile(client: TestClient, dash: Dashboard) -> None:
     body = {"traits": "grumpy", "interests": ["Horror", " Film-Noir "], "age": 70, "features": ["Critic"]}
     answer = client.post("/api/agents/%231/profile", json=body).json()
@@ -229,6 +233,7 @@ def test_edit_profile(client: TestClient, dash: Dashboard) -> None:
     assert frozen(dash) == before
 
 
+@pytest.mark.slow
 def test_inject_post(client: TestClient, dash: Dashboard) -> None:
     assert dash.sim is not None
     friends = dash.sim.model.friends(0)
@@ -243,6 +248,7 @@ def test_inject_post(client: TestClient, dash: Dashboard) -> None:
     assert frozen(dash) == before
 
 
+@pytest.mark.slow
 def test_interview(client: TestClient, dash: Dashboard, llm: SwitchableLLM) -> None:
     answer = client.post("/api/agents/%232/interview", json={"question": "What do you like?"}).json()
     assert answer["agent"] == 2 and answer["answer"] and answer["question"] == "What do you like?"
@@ -256,6 +262,7 @@ def test_interview(client: TestClient, dash: Dashboard, llm: SwitchableLLM) -> N
     assert frozen(dash) == before, "the failed request left the state as it was"
 
 
+@pytest.mark.slow
 def test_swap_recommender(client: TestClient, dash: Dashboard) -> None:
     assert client.post("/api/recommender", json={"model": "random"}).json()["message"] == "recommender is now random"
     assert client.get("/api/state").json()["system"]["recommender"] == "random"
@@ -264,6 +271,7 @@ def test_swap_recommender(client: TestClient, dash: Dashboard) -> None:
     assert frozen(dash) == before
 
 
+@pytest.mark.slow
 def test_a_failed_round_restores_the_last_checkpoint(client: TestClient, dash: Dashboard, llm: SwitchableLLM) -> None:
     run_rounds(client, dash, 1)
     before = frozen(dash)
@@ -281,6 +289,7 @@ def test_a_failed_round_restores_the_last_checkpoint(client: TestClient, dash: D
 # -- checkpoints --------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_save_and_load(client: TestClient, dash: Dashboard) -> None:
     run_rounds(client, dash, 2)
     saved = client.post("/api/checkpoints/save").json()
@@ -311,6 +320,7 @@ def ask(dash: Dashboard, after: int) -> dict[str, Any]:
     return wait_for(lambda: (q := dash.human.question) is not None and q["seq"] > after and q, what="a question")
 
 
+@pytest.mark.slow
 def test_human_plays_a_page_and_the_social_media(client: TestClient, dash: Dashboard) -> None:
     assert dash.sim is not None
     assert "not being asked" in error_of(client.post("/api/human/act", json={"kind": "next"}), 409)
@@ -368,6 +378,7 @@ def test_human_plays_a_page_and_the_social_media(client: TestClient, dash: Dashb
 # -- the command --------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_serve_command(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     import uvicorn
 

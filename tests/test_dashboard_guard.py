@@ -85,6 +85,7 @@ def test_every_state_changing_route_is_covered(app: FastAPI) -> None:
     ],
     ids=["urlencoded", "text-plain", "multipart"],
 )
+@pytest.mark.slow
 def test_a_cross_site_form_changes_nothing(app: FastAPI, client: TestClient, dash: Dashboard, body: Any) -> None:
     before = world(dash)
     for method, path in changing_routes(app):
@@ -96,6 +97,7 @@ def test_a_cross_site_form_changes_nothing(app: FastAPI, client: TestClient, das
     assert world(dash) == before
 
 
+@pytest.mark.slow
 def test_each_check_refuses_on_its_own(app: FastAPI, client: TestClient, dash: Dashboard) -> None:
     """Each condition alone is enough: everything else of the request is the page's own."""
     before = world(dash)
@@ -117,6 +119,7 @@ def test_each_check_refuses_on_its_own(app: FastAPI, client: TestClient, dash: D
     assert world(dash) == before
 
 
+@pytest.mark.slow
 def test_the_token_of_another_run_is_refused(dash: Dashboard) -> None:
     first, second = create_app(dash), create_app(dash)
     assert first.state.token != second.state.token and len(first.state.token) >= 32
@@ -129,6 +132,7 @@ def test_the_token_of_another_run_is_refused(dash: Dashboard) -> None:
 @pytest.mark.parametrize(
     "host", ["attacker.example", "attacker.example:8000", "127.0.0.1:9999", "localhost.attacker.example:8000", ""]
 )
+@pytest.mark.slow
 def test_a_foreign_host_is_refused_on_every_route(app: FastAPI, client: TestClient, dash: Dashboard, host: str) -> None:
     """DNS rebinding: the browser sends the attacker's name as Host; nothing is served, not even the page."""
     before = world(dash)
@@ -143,10 +147,12 @@ def test_a_foreign_host_is_refused_on_every_route(app: FastAPI, client: TestClie
 
 
 @pytest.mark.parametrize("host", ["127.0.0.1:8000", "localhost:8000", "[::1]:8000", "LOCALHOST:8000"])
+@pytest.mark.slow
 def test_loopback_names_are_served(client: TestClient, host: str) -> None:
     assert client.get("/api/state", headers={"Host": host}).status_code == 200
 
 
+@pytest.mark.slow
 def test_the_pages_own_calls_work(client: TestClient, dash: Dashboard) -> None:
     page = client.get("/")
     assert page.status_code == 200 and page.headers["cache-control"] == "no-store"

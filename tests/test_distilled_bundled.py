@@ -6,6 +6,7 @@ import json
 
 import gymnasium as gym
 import numpy as np
+import pytest
 
 import recagent_gym  # noqa: F401  (registers the env)
 from recagent_gym.envs import ENV_ID
@@ -23,6 +24,7 @@ def test_shipped_model_has_provenance_and_report():
         assert weights["item_table"].shape[0] == meta["n_items"]
 
 
+@pytest.mark.slow
 def test_make_and_make_vec_with_the_shipped_model():
     env = gym.make(ENV_ID, dataset="bundled", user_model="distilled")
     env.reset(seed=0)

@@ -29,6 +29,7 @@ def _fit(tmp_path, name, logs_dir, **settings):
     return fit_tiny(tmp_path / name, logs_dir, 20, **{**TINY, **settings})
 
 
+@pytest.mark.slow
 def test_collaborative_vectors_come_from_the_history_and_travel_with_the_model(tmp_path, monkeypatch):
     logs_dir = tiny_logs(tmp_path / "logs")
     plain = _fit(tmp_path, "plain", logs_dir, collab_dims=0)

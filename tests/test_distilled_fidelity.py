@@ -13,6 +13,7 @@ from tests._agent_fixtures import make_config, tiny_dataset
 from tests._distilled_fixtures import tiny_distilled, tiny_logs, tiny_policy
 
 
+@pytest.mark.slow
 def test_fidelity_report_rows_ranking_and_files(tmp_path):
     logs_dir = tiny_logs(tmp_path / "logs")
     model_dir, _ = tiny_distilled(tmp_path / "model", logs_dir)

@@ -36,6 +36,7 @@ def test_held_out_users_are_unseen_by_the_policy_and_the_distilled_model():
 
 
 @pytest.mark.parametrize("env", ["v1", "v0"])
+@pytest.mark.slow
 def test_transfer_command_writes_table_csv_and_plot(tmp_path, capsys, env, item_cache):
     code = main(
         ["users", "transfer", "--config", "quickstart", "--out", str(tmp_path), "--users", "6", "--seeds", "0,1",
@@ -101,6 +102,7 @@ def test_ranking_compares_every_user_model_with_the_llm_users():
     assert table[4].startswith("| llm |") and table[4].endswith("|  |  |")
 
 
+@pytest.mark.slow
 def test_v1_transfer_trains_item_scoring_ppo_and_shares_the_observation(tmp_path, item_cache):
     """``train.transfer_env: v1``: the item-scoring PPO on distilled users' candidate pages; the baselines choose
     among the same candidates; every user model's env describes items as the distilled env does."""

@@ -38,6 +38,7 @@ def bundled():
 
 
 @pytest.mark.parametrize("user_model", ["recsim", "embedding"])
+@pytest.mark.slow
 def test_observations_stay_in_the_space_with_classical_users(bundled, user_model):
     embedder = HashingEmbedder(32) if user_model == "embedding" else None
     env = catalogue_env(bundled, user_model, embedder=embedder)

@@ -107,6 +107,7 @@ def test_behaviour_times_hand_computed() -> None:
     assert times["post"] == {"events": 0.0, "latency_s": 0.0}
 
 
+@pytest.mark.slow
 def test_efficiency_end_to_end_against_the_local_server(tmp_path: Path) -> None:
     # behaviour priors pick the actions (no take-action call), so some agents surely open the recommender
     config = make_config("simulation.activation=uniform", "simulation.active_prob=1.0", "recommender.model=popularity",
@@ -139,6 +140,7 @@ def test_efficiency_end_to_end_against_the_local_server(tmp_path: Path) -> None:
     assert summary["agents"] == 3
 
 
+@pytest.mark.slow
 def test_efficiency_command_runs(tmp_path: Path) -> None:
     out = tmp_path / "eff"
     cmd = [sys.executable, "-m", "recagent_gym.runs.cli", "evaluate", "efficiency", "--agents", "2", "--keys", "1,2",
@@ -191,6 +193,7 @@ def test_point_config_sets_backend_keys_and_single_agent_activation() -> None:
     assert base.llm.backend == "embedded" and base.simulation.agents != 1, "the base config is not modified"
 
 
+@pytest.mark.slow
 def test_efficiency_reports_chains_requests_tokens_and_the_cpu_floor(tmp_path: Path) -> None:
     import math
 

@@ -85,6 +85,7 @@ def test_rating_on_implicit_data_is_a_clear_error(tiny_ml: Dataset) -> None:  # 
         run_rating(make_resources(implicit, user_models=["embedding"]), progress=False)
 
 
+@pytest.mark.slow
 def test_commands_write_their_tables(movielens_dir: Path, tmp_path: Path) -> None:  # noqa: F811
     env_path = str(Path(__file__).resolve().parents[1])
     for name, needle in (("preference", "Preference discrimination 1:m"), ("rating", "Rating prediction")):

@@ -41,6 +41,7 @@ def test_fit_recovers_the_weights_of_simulated_choices() -> None:
     assert fit.accuracy > 1 / 6
 
 
+@pytest.mark.slow
 def test_calibration_uses_train_users_only_and_writes_a_weights_file(ml40: Dataset, tmp_path: Path) -> None:
     resources = make_resources(ml40, llm=ScriptedLLM(), users=6)
     result = run_calibration(resources, users=10, exclude=6, progress=False)
@@ -63,6 +64,7 @@ def test_calibration_uses_train_users_only_and_writes_a_weights_file(ml40: Datas
     assert "taken apart" in paths["calibration.md"].read_text()
 
 
+@pytest.mark.slow
 def test_ablation_rows_reuse_the_llm_scores_and_refuse_calibration_users(ml40: Dataset, tmp_path: Path) -> None:
     calibration = run_calibration(make_resources(ml40, users=6), users=10, exclude=6, use_llm=False,
                                   progress=False)  # fmt: skip
@@ -96,6 +98,7 @@ def test_ablation_rows_reuse_the_llm_scores_and_refuse_calibration_users(ml40: D
         run_discrimination(resources, progress=False)
 
 
+@pytest.mark.slow
 def test_parts_row_scores_the_fitted_parts_from_the_llm_rows_call(ml40: Dataset, tmp_path: Path) -> None:
     """``llm+prior-parts``: the file's ``parts`` fit on the LLM agent's two parts, from the ``llm`` row's call; with
     the LLM's score weighted 0 and the embedding term 1 (no features) it ranks as the embedding term alone."""
@@ -122,6 +125,7 @@ def test_parts_row_scores_the_fitted_parts_from_the_llm_rows_call(ml40: Dataset,
     assert "LLM agent + prior (parts fit): llm_score +0.000, embedding +1.000" in got.markdown()
 
 
+@pytest.mark.slow
 def test_calibrate_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     folder = write_movielens(tmp_path / "ml40", n_users=40)
     env_path = str(Path(__file__).resolve().parents[1])

@@ -72,6 +72,7 @@ def test_conformity_hand_computed() -> None:
     assert math.isnan(conformity([], friends).heard_rate)
 
 
+@pytest.mark.slow
 def test_social_study_end_to_end_with_the_scripted_model(tmp_path: Path) -> None:
     config = make_config("simulation.activation=uniform", "simulation.active_prob=0.8", "recommender.model=mf")
     evaluation = config.evaluation.model_copy(update={"social_agents": 8, "social_rounds": 2, "social_random_k": 2})
@@ -98,6 +99,7 @@ def test_social_study_end_to_end_with_the_scripted_model(tmp_path: Path) -> None
     assert pages and all(len(e["extra"]["random_items"]) == 2 for e in pages)
 
 
+@pytest.mark.slow
 def test_social_command_runs_with_the_scripted_backend(tmp_path: Path) -> None:
     out = tmp_path / "social"
     cmd = [sys.executable, "-m", "tests._scripted_cli", "evaluate", "social", "--agents", "6", "--rounds", "2",

@@ -198,6 +198,7 @@ def test_a_writable_output_folder_passes_and_leaves_no_probe(tmp_path: Path) -> 
         ["evaluate", "policies", "--recommenders", "random", "--output-dir"],
     ],
 )
+@pytest.mark.slow
 def test_one_user_cannot_be_split_into_train_and_held_out(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, argv: list[str]
 ) -> None:
@@ -206,6 +207,7 @@ def test_one_user_cannot_be_split_into_train_and_held_out(
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow
 def test_one_user_still_simulates(tmp_path: Path) -> None:
     out = tmp_path / "run"
     argv = ["simulate", "--out", str(out), *sets(*settings("data.max_users=1", "simulation.agents=1"))]

@@ -13,6 +13,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -59,6 +60,7 @@ def _loads_or_config_error(load: Any) -> None:
 
 @FAST
 @given(documents)
+@pytest.mark.slow
 def test_any_mapping_validates_or_is_a_config_error(doc: dict[str, Any]) -> None:
     _loads_or_config_error(lambda: config_from_dict(doc))
 

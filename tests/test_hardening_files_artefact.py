@@ -69,6 +69,7 @@ DAMAGE = {**META_DAMAGE, **WEIGHT_DAMAGE}
 
 
 @pytest.mark.parametrize("damage", sorted(DAMAGE))
+@pytest.mark.slow
 def test_fidelity_with_a_damaged_model_is_one_line(tmp_path, capsys, damage):
     model = model_copy(tmp_path / "model")
     DAMAGE[damage](model)
@@ -81,6 +82,7 @@ def test_fidelity_with_a_damaged_model_is_one_line(tmp_path, capsys, damage):
 
 
 @pytest.mark.parametrize("damage", ["json_truncated", "npz_bit_flip", "npz_wrong_shape"])
+@pytest.mark.slow
 def test_transfer_with_a_damaged_distilled_model_is_one_line(tmp_path, capsys, damage):
     model = model_copy(tmp_path / "model")
     DAMAGE[damage](model)

@@ -55,6 +55,7 @@ DAMAGE: dict[str, Callable[[Path], object]] = {
 
 
 @pytest.mark.parametrize("damage", sorted(DAMAGE))
+@pytest.mark.slow
 def test_distill_on_damaged_logs_is_one_line_and_writes_nothing(tmp_path, capsys, damage):
     folder = bundled_logs(tmp_path / "logs")
     DAMAGE[damage](folder)
@@ -64,6 +65,7 @@ def test_distill_on_damaged_logs_is_one_line_and_writes_nothing(tmp_path, capsys
 
 
 @pytest.mark.parametrize("damage", sorted(DAMAGE))
+@pytest.mark.slow
 def test_fidelity_on_damaged_logs_is_one_line_and_writes_no_report(tmp_path, capsys, damage):
     """Parts of another schema used to give a report (a rating written as text, a user id as text)."""
     folder = bundled_logs(tmp_path / "logs")

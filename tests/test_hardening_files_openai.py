@@ -24,6 +24,7 @@ from recagent_gym.users.distilled.saved_model import Artefact
 KEY = "sk-" + "localtestkey" * 2  # built at run time: no key-shaped string in the repository
 
 
+@pytest.mark.slow
 def test_collect_through_an_openai_compatible_server_then_distill(tmp_path, capsys):
     collected, model = tmp_path / "logs", tmp_path / "model"
     with LocalServer(choice="random", reply=None) as server:

@@ -69,6 +69,7 @@ def _bad_policy(folder: Path, kind: str, good: Path) -> Path:
 
 
 @pytest.mark.parametrize("kind", ["missing", *sorted(BAD_ZIPS)])
+@pytest.mark.slow
 def test_evaluate_policies_with_a_bad_zip_is_one_line(tmp_path, capsys, v0_policy, kind):
     policy = _bad_policy(tmp_path / "p", kind, v0_policy)
     out = tmp_path / "eval"
@@ -89,6 +90,7 @@ def test_transfer_with_a_bad_zip_is_one_line(tmp_path, capsys, v0_policy, kind):
     assert not out.exists()
 
 
+@pytest.mark.slow
 def test_transfer_with_a_recagent_v0_policy_is_one_line(tmp_path, capsys, v0_policy):
     """As trained (its policy.json says RecAgent-v0), and with a v1 policy.json beside it: its observation space
     is not RecAgent-v1's."""

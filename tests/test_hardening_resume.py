@@ -100,6 +100,7 @@ def log_folder(run: Path) -> None:
     ],
     ids=["offset-abc", "offset-negative", "offset-bool", "edits-list", "edit-type", "interaction-row", "round"],
 )
+@pytest.mark.slow
 def test_a_checkpoint_with_wrong_values_is_refused_in_one_line(
     run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], edit: Callable[[dict], None], says: str
 ) -> None:
@@ -156,6 +157,7 @@ def _rows(cache: Path) -> int:
         return int(db.execute("SELECT COUNT(*) FROM responses").fetchone()[0])
 
 
+@pytest.mark.slow
 def test_a_resume_from_another_folder_uses_the_runs_own_cache(run: Path, tmp_path: Path) -> None:
     saved = json.loads(ckpt.checkpoint_path(run, 1).read_text())
     assert saved["config"]["llm"]["cache_path"] == CACHE == saved["llm_cache"]["path"]  # relative to the run

@@ -46,6 +46,7 @@ def clean_exit(done: subprocess.CompletedProcess[str]) -> None:
     assert "Traceback" not in done.stderr, done.stderr
 
 
+@pytest.mark.slow
 def test_sim_intervene_closes_its_backend(server: LocalServer, tmp_path: Path) -> None:
     base = [s for s in settings("simulation.agents=3", "simulation.rounds=2") if not s.startswith("llm.")]
     run = [a for s in base for a in ("--set", s)]
@@ -55,6 +56,7 @@ def test_sim_intervene_closes_its_backend(server: LocalServer, tmp_path: Path) -
     clean_exit(command("sim-intervene", "run", "--set", f"llm.base_url={server.base_url}", *edit, cwd=tmp_path))
 
 
+@pytest.mark.slow
 def test_users_collect_closes_its_backend(server: LocalServer, tmp_path: Path) -> None:
     argv = ["users", "collect", "--out", "logs", "--sessions", "2", "--batch", "2", "--max-pages", "2"]
     done = command(*argv, "--no-progress", *openai_sets(server, "data.max_users=20"), cwd=tmp_path)

@@ -54,6 +54,7 @@ def _backend(server: EchoServer) -> OpenAIBackend:
     return OpenAIBackend(config)
 
 
+@pytest.mark.slow
 def test_a_reply_quoting_the_key_reaches_the_caller_redacted(server: EchoServer, caplog) -> None:  # type: ignore[no-untyped-def]
     backend = _backend(server)
     try:

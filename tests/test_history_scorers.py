@@ -49,6 +49,7 @@ def communities() -> tuple[Dataset, list[np.ndarray]]:
     return _communities()
 
 
+@pytest.mark.slow
 def test_lightgcn_beats_popularity_and_the_zoo_mf_on_held_out_recall(communities):
     dataset, future = communities
     popularity = dataset.item_popularity().astype(np.float64)

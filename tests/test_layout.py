@@ -8,6 +8,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 import recagent_gym
 
 ROOT = Path(recagent_gym.__file__).parent
@@ -143,6 +145,7 @@ def test_the_library_imports_only_lower_layers_and_never_a_run() -> None:
     assert sorted(upward) == []
 
 
+@pytest.mark.slow
 def test_no_package_cycle() -> None:
     assert cycles(unit_graph(import_graph())) == []
 

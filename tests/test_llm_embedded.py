@@ -34,6 +34,7 @@ HISTORY = "".join(
 )
 
 
+@pytest.mark.slow
 def test_protocol_and_greedy_generation_is_repeatable(embedded_llm: EmbeddedLLM) -> None:
     assert isinstance(embedded_llm, LanguageModel)
     prompts = ["The capital of France is", "Ten minus three equals"]
@@ -44,6 +45,7 @@ def test_protocol_and_greedy_generation_is_repeatable(embedded_llm: EmbeddedLLM)
     assert first[0].finish_reason in ("length", "stop")
 
 
+@pytest.mark.slow
 def test_stop_strings_and_seeded_sampling(embedded_llm: EmbeddedLLM) -> None:
     (g,) = embedded_llm.generate(["List: apples, pears, plums, cherries, figs,"], max_tokens=24, stop=[","])
     assert "," not in g.text and g.finish_reason == "stop"
@@ -55,6 +57,7 @@ def test_stop_strings_and_seeded_sampling(embedded_llm: EmbeddedLLM) -> None:
     assert len(others) > 1
 
 
+@pytest.mark.slow
 def test_grammar_constrains_generation(embedded_llm: EmbeddedLLM) -> None:
     options = [" watch 2", " next page", ' say "hi"']
     outs = embedded_llm.generate(
@@ -67,6 +70,7 @@ def test_grammar_constrains_generation(embedded_llm: EmbeddedLLM) -> None:
     assert choice.option in (" Yes", " No") and choice.extra["method"] == "grammar"
 
 
+@pytest.mark.slow
 def test_shared_prefix_scores_match_separate_scoring(embedded_llm: EmbeddedLLM) -> None:
     candidates = ["Film about space wars", "Film about a quiet love", "Film about ghosts"]
     prompts = [f"{HISTORY}Movie: {c}\nWatched:" for c in candidates]
@@ -87,6 +91,7 @@ def test_shared_prefix_scores_match_separate_scoring(embedded_llm: EmbeddedLLM) 
         assert sum(choice.extra["probs"]) == pytest.approx(1.0)
 
 
+@pytest.mark.slow
 def test_repeated_prefix_is_reused_across_calls(embedded_llm: EmbeddedLLM) -> None:
     embedded_llm._rt.reset()
     embedded_llm.choose([f"{HISTORY}Movie: Film about rain\nWatched:"], [[" Yes", " No"]])
@@ -106,6 +111,7 @@ def _reused_by(llm: EmbeddedLLM, prompt: str) -> int:
     return llm.stats["tokens_reused"] - before
 
 
+@pytest.mark.slow
 def test_a_users_next_pages_replace_its_own_prefix_not_another_users(embedded_llm: EmbeddedLLM) -> None:
     assert embedded_llm.config.prefix_slots == 2
     embedded_llm._rt.reset()
@@ -118,6 +124,7 @@ def test_a_users_next_pages_replace_its_own_prefix_not_another_users(embedded_ll
     assert _reused_by(embedded_llm, f"{other}Movie: Film about snow\nWatched:") >= other_tokens - 2
 
 
+@pytest.mark.slow
 def test_higher_priority_prefix_outlives_background_prompts(embedded_llm: EmbeddedLLM) -> None:
     from recagent_gym.llm.factory import build_llm
     from recagent_gym.llm.protocol import prefix_hint
@@ -136,6 +143,7 @@ def test_higher_priority_prefix_outlives_background_prompts(embedded_llm: Embedd
         assert (reused >= history_tokens - 2) is survives, (priority, reused, history_tokens)
 
 
+@pytest.mark.slow
 def test_ended_sessions_prefixes_do_not_starve_other_prompts(embedded_llm: EmbeddedLLM) -> None:
     rt = embedded_llm._rt
     assert rt.high_slots == 1  # of 2 slots
@@ -158,6 +166,7 @@ def test_too_small_batch_is_refused_not_aborted() -> None:
         EmbeddedLLM(LLMConfig(n_batch=32, max_sequences=64))
 
 
+@pytest.mark.slow
 def test_option_validation_and_length_limit(embedded_llm: EmbeddedLLM) -> None:
     with pytest.raises(ValueError):
         embedded_llm.choose(["p"], [[]])

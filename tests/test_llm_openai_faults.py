@@ -74,6 +74,7 @@ def test_timeout_bounds_the_whole_request_not_each_read(server: FaultServer) -> 
 
 
 @pytest.mark.parametrize("fault", sorted(MALFORMED))
+@pytest.mark.slow
 def test_malformed_replies_are_retried_then_raised_as_llm_errors(server: FaultServer, fault: str) -> None:
     server.plan = {"once": [fault], "always": [fault] * 5}
     backend = _backend(server)
@@ -135,6 +136,7 @@ def test_off_list_answers_fall_back_through_choose_checked(server: FaultServer, 
     assert "fallback applies" in caplog.text
 
 
+@pytest.mark.slow
 def test_a_simulation_with_off_list_answers_falls_back_and_counts(server: FaultServer, tmp_path: Path) -> None:
     server.always = "nonsense"  # every choice off the list, every free text "banana"
     config = load_config(None, _openai_settings(server, "simulation.rounds=1", "simulation.agents=4"))
@@ -147,6 +149,7 @@ def test_a_simulation_with_off_list_answers_falls_back_and_counts(server: FaultS
     assert sim.summary()["rounds"] == 1
 
 
+@pytest.mark.slow
 def test_simulate_reports_persistent_malformed_replies_with_the_resume_hint(
     server: FaultServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

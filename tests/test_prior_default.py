@@ -120,6 +120,7 @@ def test_the_run_folder_keeps_the_weights_the_agents_use(tmp_path: Path) -> None
     assert keep_weights(config, fitted_on(), tmp_path / "given", llm=scripted) is None
 
 
+@pytest.mark.slow
 def test_the_agents_take_the_shipped_prior_on_the_bundled_data_only() -> None:
     from recagent_gym.data.load import load_dataset
     from recagent_gym.llm.testing import HashingEmbedder, ScriptedLLM

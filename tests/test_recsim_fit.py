@@ -158,6 +158,7 @@ def test_auto_on_a_dataset_too_small_to_fit_keeps_hand_set_weights_and_says_so(t
     assert "keep their hand-set weights" in caplog.text
 
 
+@pytest.mark.slow
 def test_auto_fits_the_bundled_dataset():
     from recagent_gym.data.load import load_dataset
 

@@ -96,6 +96,7 @@ def test_linucb_learns_a_preferred_feature(dataset):
     assert train_bandit(_env(dataset), steps=50, seed=0).pulls == 250
 
 
+@pytest.mark.slow
 def test_comparison_runs_every_recommender_on_held_out_users(tmp_path, dataset):
     config = Config(
         train=TrainConfig(
@@ -178,6 +179,7 @@ def test_learner_timesteps_name_learners_and_default_to_total(tmp_path, dataset)
         run_comparison(config, output_dir=tmp_path, dataset=dataset)
 
 
+@pytest.mark.slow
 def test_env_seeds_run_one_comparison_per_seed_and_report_paired_differences(tmp_path):
     from recagent_gym.runs.comparisons.env_seeds import run_env_seeds
 
@@ -225,6 +227,7 @@ def test_hide_quality_makes_the_quality_column_constant(dataset):
     assert np.array_equal(shown.item_features[:, others], hidden.item_features[:, others])
 
 
+@pytest.mark.slow
 def test_validation_users_choose_the_learners_checkpoint_and_are_never_trained_on(tmp_path, monkeypatch):
     import recagent_gym.runs.comparisons.rl_comparison as comparison
 

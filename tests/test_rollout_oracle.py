@@ -102,6 +102,7 @@ def test_deterministic_given_the_seed_and_one_page_is_the_heuristic(env):
     assert np.array_equal(heuristic.returns, only_heuristic.returns)
 
 
+@pytest.mark.slow
 def test_rollouts_are_no_worse_than_the_heuristic_on_a_paired_population(env):
     """60 users x 3 seeds, paired per user (same starting state, each oracle its own sessions): the rollout oracle's
     mean return minus the heuristic's. Measured: +0.217 [+0.069, +0.368] (4 pages x 4 rollouts; returns 3.36 and

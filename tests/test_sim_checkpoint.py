@@ -85,6 +85,7 @@ def test_load_errors_name_the_file(tmp_path: Path) -> None:
         ckpt.load_checkpoint(bad)
 
 
+@pytest.mark.slow
 def test_simulation_state_round_trip(tmp_path: Path) -> None:
     sim = runner.start(make_config(), tmp_path / "run", llm=make_llm(), embedder=make_embedder())
     sim.run(2)
@@ -95,6 +96,7 @@ def test_simulation_state_round_trip(tmp_path: Path) -> None:
     assert ckpt.to_plain(fresh.get_state()) == saved
 
 
+@pytest.mark.slow
 def test_corrupt_state_gives_a_checkpoint_error(tmp_path: Path) -> None:
     sim = runner.start(make_config(), tmp_path / "run", llm=make_llm(), embedder=make_embedder())
     sim.run(1)

@@ -81,6 +81,7 @@ def test_role_play_from_piped_input(tmp_path: Path) -> None:
     assert any(r.startswith(f"0,{watch['items'][0]},5.0,") for r in rows)
 
 
+@pytest.mark.slow
 def test_intervene_and_interview_commands(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "run"
     assert main(["simulate", *sets("simulation.rounds=1"), "--out", str(out)]) == 0
@@ -101,6 +102,7 @@ def test_intervene_and_interview_commands(tmp_path: Path, capsys: pytest.Capture
     assert "injected post: Watch Casino" in (out / "events.log").read_text()
 
 
+@pytest.mark.slow
 def test_bad_input_exits_with_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert cli_main(["simulate", "--set", "simulation.agnets=3", "--out", str(tmp_path / "a")]) == 2
     assert "simulation.agnets: unknown key" in capsys.readouterr().err

@@ -79,6 +79,7 @@ def test_temp_file_of_a_killed_writer_is_removed_and_live_ones_kept(tmp_path: Pa
     assert target.read_text() == "old"  # the killed write never touched the target
 
 
+@pytest.mark.slow
 def test_start_and_resume_clean_stale_temp_files(tmp_path: Path) -> None:
     out = tmp_path / "run"
     out.mkdir()

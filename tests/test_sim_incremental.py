@@ -61,6 +61,7 @@ def test_a_torn_tail_is_cut_and_missing_vectors_are_an_error(tmp_path: Path) -> 
         expand_vectors(plain, tmp_path / "elsewhere")
 
 
+@pytest.mark.slow
 def test_checkpoints_load_to_the_saved_state_and_tables_equal_a_full_export(tmp_path: Path) -> None:
     out = tmp_path / "run"
     sim = runner.start(make_config("simulation.active_prob=1.0"), out, llm=make_llm(), embedder=make_embedder())
@@ -90,6 +91,7 @@ def test_a_round_appends_only_its_new_vectors(tmp_path: Path) -> None:
     assert grown < whole
 
 
+@pytest.mark.slow
 def test_resume_in_place_after_incremental_checkpoints_equals_a_full_run(tmp_path: Path) -> None:
     full, paused = tmp_path / "full", tmp_path / "paused"
     runner.start(make_config(), full, llm=make_llm(), embedder=make_embedder()).run()

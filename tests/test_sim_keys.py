@@ -73,6 +73,7 @@ def _requests_since(server: FaultServer, start: int) -> list[str]:
     ],
     ids=["resume", "interview", "intervene"],
 )
+@pytest.mark.slow
 def test_keys_from_set_are_sent_and_none_means_a_clear_error(
     argv: list[str],
     run: Path,
@@ -98,6 +99,7 @@ def test_keys_from_set_are_sent_and_none_means_a_clear_error(
     assert KEY not in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_keys_from_the_environment_are_used_on_resume(
     run: Path, server: FaultServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from recagent_gym.llm.local_server import LocalServer
 from recagent_gym.runs.simulator import runner
 from tests._sim_fixtures import make_config, make_embedder, make_llm
@@ -27,6 +29,7 @@ def _run(out: Path, *extra: str, llm=None) -> runner.Simulation:  # type: ignore
     return sim
 
 
+@pytest.mark.slow
 def test_overlap_gives_the_same_events_with_the_scripted_model(tmp_path: Path) -> None:
     on = _run(tmp_path / "on", "simulation.overlap_social=on", llm=make_llm())
     off = _run(tmp_path / "off", "simulation.overlap_social=off", llm=make_llm())
@@ -37,6 +40,7 @@ def test_overlap_gives_the_same_events_with_the_scripted_model(tmp_path: Path) -
     assert sum(r["waves"] for r in on.rounds) < sum(r["waves"] for r in off.rounds)
 
 
+@pytest.mark.slow
 def test_overlap_gives_the_same_events_against_a_server(tmp_path: Path) -> None:
     with LocalServer(reply=None, choice="first") as server:
         llm = ("llm.backend=openai", f"llm.base_url={server.base_url}", "llm.model=test", "llm.cache_mode=off")

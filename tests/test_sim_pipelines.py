@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from recagent_gym.llm.local_server import LocalServer
 from recagent_gym.runs.simulator import runner
 from recagent_gym.runs.simulator.runner import round_waves
@@ -58,6 +60,7 @@ def _run(out: Path, *extra: str, llm: Any = None, rounds: int | None = None) -> 
     return sim
 
 
+@pytest.mark.slow
 def test_pipelines_do_not_depend_on_completion_order(tmp_path: Path) -> None:
     _run(tmp_path / "calm", llm=make_llm())
     _run(tmp_path / "jittery", llm=JitteryLLM())
@@ -72,6 +75,7 @@ def _interactions(folder: Path) -> list[str]:
     return sorted((folder / "recbole" / "simulation" / "simulation.inter").read_text().splitlines())
 
 
+@pytest.mark.slow
 def test_pipelines_against_a_server_with_random_delays(tmp_path: Path) -> None:
     llm = ("llm.backend=openai", "llm.model=test", "llm.cache_mode=off", "simulation.agents=8")
     with LocalServer(reply=None, choice="first") as server:
@@ -83,6 +87,7 @@ def test_pipelines_against_a_server_with_random_delays(tmp_path: Path) -> None:
     assert events == _events(tmp_path / "jittery")
 
 
+@pytest.mark.slow
 def test_a_resumed_pipelined_run_continues_as_the_uninterrupted_one(tmp_path: Path) -> None:
     _run(tmp_path / "whole", llm=make_llm())
     _run(tmp_path / "part", llm=make_llm(), rounds=1)

@@ -57,6 +57,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, runner.Simulati
     return out, sim
 
 
+@pytest.mark.slow
 def test_export_is_in_recboles_layout_with_documented_types(run: tuple[Path, runner.Simulation]) -> None:
     out, sim = run
     folder = recbole_dataset_folder(out / "recbole", "simulation")

@@ -42,6 +42,7 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+@pytest.mark.slow
 def test_outputs_of_a_run(reference: Path) -> None:
     events = [json.loads(line) for line in (reference / "events.jsonl").read_text().splitlines()]
     kinds = {e["kind"] for e in events}
@@ -69,6 +70,7 @@ def test_outputs_of_a_run(reference: Path) -> None:
     assert checkpoints == [f"round_{i:04d}.json" for i in range(4)] + ["vectors.f64"]  # their arrays, stored once
 
 
+@pytest.mark.slow
 def test_resume_reproduces_the_same_rounds_bit_for_bit(reference: Path, tmp_path: Path) -> None:
     paused = tmp_path / "paused"
     run(paused, rounds=1)
@@ -79,6 +81,7 @@ def test_resume_reproduces_the_same_rounds_bit_for_bit(reference: Path, tmp_path
     assert (paused / "interactions.csv").read_bytes() == (reference / "interactions.csv").read_bytes()
 
 
+@pytest.mark.slow
 def test_branch_from_an_earlier_round_leaves_the_source_untouched(reference: Path, tmp_path: Path) -> None:
     before = tree_digest(reference)
     plain, edited = tmp_path / "plain", tmp_path / "edited"
@@ -98,6 +101,7 @@ def test_branch_from_an_earlier_round_leaves_the_source_untouched(reference: Pat
     assert "intervention: profile of" in log or "edited" in log
 
 
+@pytest.mark.slow
 def test_in_place_resume_cuts_what_a_killed_round_appended(tmp_path: Path) -> None:
     out = tmp_path / "run"
     run(out, rounds=1)
@@ -110,6 +114,7 @@ def test_in_place_resume_cuts_what_a_killed_round_appended(tmp_path: Path) -> No
     assert events_bytes(out).startswith(good) and len(events_bytes(out)) > len(good)
 
 
+@pytest.mark.slow
 def test_injected_post_and_message_reach_memories(tmp_path: Path) -> None:
     out = tmp_path / "run"
     sim = run(out, rounds=1)
@@ -127,6 +132,7 @@ def test_injected_post_and_message_reach_memories(tmp_path: Path) -> None:
     assert any("Casino" in r.content for r in sim.model.memory(author).records())
 
 
+@pytest.mark.slow
 def test_swap_recommender_is_saved_and_used(tmp_path: Path) -> None:
     out = tmp_path / "run"
     run(out, rounds=1)
@@ -139,6 +145,7 @@ def test_swap_recommender_is_saved_and_used(tmp_path: Path) -> None:
     assert "recommender swapped to random" in (out / "events.log").read_text()
 
 
+@pytest.mark.slow
 def test_interview_answers_in_character(tmp_path: Path) -> None:
     out = tmp_path / "run"
     run(out, rounds=1)
@@ -159,6 +166,7 @@ def test_serial_execution_and_random_items(tmp_path: Path) -> None:
     assert sim.clock.round == 1
 
 
+@pytest.mark.slow
 def test_errors_leave_outputs_untouched(reference: Path, tmp_path: Path) -> None:
     before = tree_digest(reference)
     with pytest.raises(SimulationError, match="already holds a simulation"):
@@ -175,6 +183,7 @@ def test_errors_leave_outputs_untouched(reference: Path, tmp_path: Path) -> None
     assert not (tmp_path / "x").exists()
 
 
+@pytest.mark.slow
 def test_replay_from_the_response_cache_reproduces_the_rounds(tmp_path: Path) -> None:
     cache = tmp_path / "cache.sqlite"
     recorded = tmp_path / "recorded"
@@ -194,6 +203,7 @@ def test_replay_from_the_response_cache_reproduces_the_rounds(tmp_path: Path) ->
     assert events_bytes(tmp_path / "replayed") == events_bytes(recorded)
 
 
+@pytest.mark.slow
 def test_prior_action_choice_asks_no_take_action_prompt(tmp_path: Path) -> None:
     sim = run(tmp_path / "prior", "simulation.action_choice=prior", "simulation.active_prob=1.0", rounds=1)
     prompts = [h["prompt"] for h in sim.world.llm.inner.history if h["kind"] == "choose"]

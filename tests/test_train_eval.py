@@ -37,6 +37,7 @@ def dataset():
 
 
 @pytest.mark.parametrize(("algorithm", "action"), [("ppo", "score"), ("a2c", "page"), ("dqn", "genre")])
+@pytest.mark.slow
 def test_train_then_evaluate_in_process(tmp_path, dataset, algorithm, action):
     config = Config(
         train=TrainConfig(
