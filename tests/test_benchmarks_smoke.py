@@ -21,12 +21,15 @@ TINY: dict[str, list[str]] = {
                        "--negatives", "2"],
     "bench_data_load.py": ["--repeats", "1"],
     "bench_discrimination.py": ["--users", "1", "--no-personalization-check"],
+    "bench_embed_agreement.py": ["--agents", "3", "--rounds", "1", "--repeats", "1"],
     "bench_embed_floor.py": ["--agents", "4", "--rounds", "1", "--repeats", "1"],
     "bench_env.py": ["--steps", "200"],
     "bench_env_distilled.py": ["--steps", "200"],
     "bench_env_llm.py": ["--steps", "4", "--envs", "2", "--scripted"],
     "bench_env_v1_vector.py": ["--steps", "4", "--envs", "2", "--llm", "scripted", "--embedder", "hashing",
                                "--item-vectors", "cold"],
+    "bench_history_recall.py": ["--users", "20", "--models", "popularity,itemknn,mf"],
+    "bench_llm_endpoints.py": ["--endpoints", "1,2", "--latency-s", "0.01", "--envs", "2", "--steps", "1"],
     "bench_llm_embedded.py": ["--repeats", "1", "--memories", "2", "--threads", "1"],
     "bench_llm_faults.py": ["--trickle", "1", "--timeout", "0.3", "--reply-mb", "0.05"],
     "bench_llm_openai.py": ["--n", "4", "--concurrency", "1", "2", "--latency", "0.01"],
@@ -35,7 +38,9 @@ TINY: dict[str, list[str]] = {
     "bench_ppo.py": ["--steps", "64"],
     "bench_recsim_user.py": ["--calls", "100", "--repeats", "1"],
     "bench_rl_v1.py": ["--steps", "64", "--updates", "2"],
+    "bench_rllib.py": ["--users", "recsim", "--runners", "1", "--steps", "128", "--skip-sb3"],
     "bench_simulator.py": ["--agents", "3", "--rounds", "1"],
+    "bench_simulator_endpoints.py": ["--agents", "3", "--endpoints", "1", "--latency-s", "0.01"],
     "probe_embedded_invariance.py": ["--threads", "1"],
     "probe_page_calibration.py": ["--boot", "10"],
     "probe_personal_nutrition.py": ["--shares", "0,1", "--users", "4", "--env-seeds", "0"],
@@ -44,6 +49,7 @@ TINY: dict[str, list[str]] = {
     "profile_round.py": ["--agents", "3", "--rounds", "1", "--embedder", "hashing", "--top", "3"],
     "step_path.py": ["--env", "v1"],
 }  # fmt: skip
+NEEDS_RAY = {"bench_rllib.py"}
 
 
 def test_every_benchmark_has_a_tiny_run():
@@ -54,6 +60,8 @@ def test_every_benchmark_has_a_tiny_run():
 @pytest.mark.slow
 @pytest.mark.parametrize("script", sorted(TINY))
 def test_benchmark_runs_at_a_tiny_size(script: str, tmp_path: Path):
+    if script in NEEDS_RAY:
+        pytest.importorskip("ray", reason="the [ray] extra is not installed")
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
