@@ -19,7 +19,7 @@ from itertools import combinations
 
 import numpy as np
 
-from recagent_gym.runs.metrics import Estimate, paired_difference
+from recagent_gym.runs.metrics import Estimate, bootstrap_replicates, paired_difference, percentile_interval
 
 
 @dataclass(frozen=True)
@@ -46,11 +46,12 @@ def separated_pairs(
     real[j]``) has a 95% bootstrap interval excluding zero; ``sign`` is that difference's."""
     m = _matrix(real, names)
     n = m.shape[1]
-    idx = np.random.default_rng(seed).integers(0, n, size=(n_boot, n))
-    means = m[:, idx].mean(axis=2)  # (recommenders, n_boot)
+    # (n_boot, recommenders): each resample's means
+    means = bootstrap_replicates(lambda idx: m[:, idx].mean(axis=2).T, n, np.random.default_rng(seed),
+                                 n_boot=n_boot, batched=True)  # fmt: skip
     out = []
     for i, j in combinations(range(len(names)), 2):
-        low, high = np.quantile(means[i] - means[j], [0.025, 0.975])
+        low, high = percentile_interval(means[:, i] - means[:, j]) if len(means) else (np.nan, np.nan)
         if low > 0 or high < 0:
             out.append((i, j, 1 if low > 0 else -1))
     return out
@@ -78,9 +79,9 @@ def sign_agreement(
     s = _matrix(sim, names)
     n = s.shape[1]
     share = float(_share(s.mean(axis=1, keepdims=True), pairs)[0])
-    idx = np.random.default_rng(seed + 1).integers(0, n, size=(n_boot, n))
-    boots = _share(s[:, idx].mean(axis=2), pairs)
-    low, high = np.quantile(boots, [0.025, 0.975]) if pairs and n > 1 else (np.nan, np.nan)
+    boots = bootstrap_replicates(lambda idx: _share(s[:, idx].mean(axis=2), pairs), n,
+                                 np.random.default_rng(seed + 1), n_boot=n_boot, batched=True)  # fmt: skip
+    low, high = percentile_interval(boots) if pairs and n > 1 else (np.nan, np.nan)
     return SignAgreement(share, float(low), float(high), len(pairs), len(names), n)
 
 
