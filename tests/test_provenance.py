@@ -51,6 +51,7 @@ def test_header_states_commit_command_data_users_machine_and_wall_time() -> None
         (["x", "--set", "llm.api_key=hunter2hunter2"], "hunter2hunter2"),
         (["x", "--api-key", "plainsecretvalue"], "plainsecretvalue"),
         (["x", "--api-key=plainsecretvalue"], "plainsecretvalue"),
+        (["x", "--hf-token", "plainsecretvalue"], "plainsecretvalue"),
         (["x", "--note", "sk-abcdefghijklmnop1234"], "sk-abcdefghijklmnop1234"),
     ],
 )
@@ -61,10 +62,12 @@ def test_a_key_on_the_command_line_is_redacted(argv: list[str], secret: str) -> 
     assert secret not in _header(argv)
 
 
-def test_ordinary_overrides_are_kept() -> None:
+def test_ordinary_overrides_and_options_are_kept() -> None:
     assert command_line(["x", "--set", "llm.max_tokens=32", "--set", "llm.api_key_env=MY_VAR"]) == (
         "recagent-gym x --set llm.max_tokens=32 --set llm.api_key_env=MY_VAR"
     )
+    argv = ["evaluate", "efficiency", "--keys", "1,5", "--max-tokens", "32", "--agents", "1,10"]
+    assert command_line(argv) == "recagent-gym " + " ".join(argv)
 
 
 def test_commit_is_unknown_outside_git(tmp_path: Path) -> None:
