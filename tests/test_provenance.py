@@ -152,3 +152,13 @@ def test_every_results_command_offers_results_page() -> None:
     for words in commands:
         args = parser.parse_args([*words, "--results-page", "docs/results/x.md"])
         assert args.results_page == "docs/results/x.md", words
+
+
+def test_the_llm_is_named_only_when_a_user_model_called_it() -> None:
+    from recagent_gym.llm.config import LLMConfig
+    from recagent_gym.runs.provenance import llm_of
+
+    served = LLMConfig(backend="openai", model="m", base_url="http://127.0.0.1:8000/v1")
+    assert llm_of(["distilled", "llm+prior"], served) == "openai m at http://127.0.0.1:8000/v1"
+    assert llm_of(["llm"], LLMConfig()) == "embedded gemma-3-270m-q4_k_m"
+    assert llm_of(["recsim", "embedding", "distilled"], LLMConfig()).startswith("none")

@@ -67,6 +67,12 @@ def llm_description(llm: object) -> str:
     return f"{backend} {model}{where}"
 
 
+def llm_of(user_models: Sequence[str], llm: object) -> str:
+    """:func:`llm_description` when one of ``user_models`` is an LLM agent (``llm``, ``llm+prior``, ...), else
+    ``none``: a run of classical or distilled users names no language model it never called."""
+    return llm_description(llm) if any(m.startswith("llm") for m in user_models) else "none (no LLM user model)"
+
+
 def git_commit(where: Path | None = None) -> str:
     """The checkout's commit (``+ uncommitted changes`` when the tree differs), or ``unknown`` outside git."""
     folder = str(where or Path(__file__).resolve().parent)
