@@ -1,8 +1,8 @@
 """Shared pieces of the dashboard tests: a small scripted dashboard, a live uvicorn server on loopback, headless
 Chromium, and the script that takes the README screenshot.
 
-``python -m tests._dashboard_fixtures screenshot docs/assets/dashboard.png`` runs a scripted simulation in the dashboard,
-plays a page as a human, and screenshots the page (needs ``/usr/bin/chromium`` and ``playwright``).
+``python -m tests._dashboard_fixtures screenshot docs/assets/dashboard.png`` runs a scripted simulation in the
+dashboard, plays a page as a human, and screenshots the page (needs ``/usr/bin/chromium`` and ``playwright``).
 ``python -m tests._dashboard_fixtures serve [--port N]`` serves a scripted dashboard for trying the page by hand.
 """
 

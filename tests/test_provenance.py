@@ -51,6 +51,7 @@ def test_header_states_commit_command_data_users_machine_and_wall_time() -> None
         (["x", "--set", "llm.api_key=hunter2hunter2"], "hunter2hunter2"),
         (["x", "--api-key", "plainsecretvalue"], "plainsecretvalue"),
         (["x", "--api-key=plainsecretvalue"], "plainsecretvalue"),
+        (["x", "--hf-token", "plainsecretvalue"], "plainsecretvalue"),
         (["x", "--note", "sk-abcdefghijklmnop1234"], "sk-abcdefghijklmnop1234"),
     ],
 )
@@ -61,10 +62,12 @@ def test_a_key_on_the_command_line_is_redacted(argv: list[str], secret: str) -> 
     assert secret not in _header(argv)
 
 
-def test_ordinary_overrides_are_kept() -> None:
+def test_ordinary_overrides_and_options_are_kept() -> None:
     assert command_line(["x", "--set", "llm.max_tokens=32", "--set", "llm.api_key_env=MY_VAR"]) == (
         "recagent-gym x --set llm.max_tokens=32 --set llm.api_key_env=MY_VAR"
     )
+    argv = ["evaluate", "efficiency", "--keys", "1,5", "--max-tokens", "32", "--agents", "1,10"]
+    assert command_line(argv) == "recagent-gym " + " ".join(argv)
 
 
 def test_commit_is_unknown_outside_git(tmp_path: Path) -> None:
@@ -149,3 +152,13 @@ def test_every_results_command_offers_results_page() -> None:
     for words in commands:
         args = parser.parse_args([*words, "--results-page", "docs/results/x.md"])
         assert args.results_page == "docs/results/x.md", words
+
+
+def test_the_llm_is_named_only_when_a_user_model_called_it() -> None:
+    from recagent_gym.llm.config import LLMConfig
+    from recagent_gym.runs.provenance import llm_of
+
+    served = LLMConfig(backend="openai", model="m", base_url="http://127.0.0.1:8000/v1")
+    assert llm_of(["distilled", "llm+prior"], served) == "openai m at http://127.0.0.1:8000/v1"
+    assert llm_of(["llm"], LLMConfig()) == "embedded gemma-3-270m-q4_k_m"
+    assert llm_of(["recsim", "embedding", "distilled"], LLMConfig()).startswith("none")

@@ -67,6 +67,12 @@ def llm_description(llm: object) -> str:
     return f"{backend} {model}{where}"
 
 
+def llm_of(user_models: Sequence[str], llm: object) -> str:
+    """:func:`llm_description` when one of ``user_models`` is an LLM agent (``llm``, ``llm+prior``, ...), else
+    ``none``: a run of classical or distilled users names no language model it never called."""
+    return llm_description(llm) if any(m.startswith("llm") for m in user_models) else "none (no LLM user model)"
+
+
 def git_commit(where: Path | None = None) -> str:
     """The checkout's commit (``+ uncommitted changes`` when the tree differs), or ``unknown`` outside git."""
     folder = str(where or Path(__file__).resolve().parent)
@@ -114,7 +120,7 @@ def command_line(argv: Sequence[str]) -> str:
     """``recagent-gym ARGS`` with every secret masked: a ``--set`` of a secret key, the value after an option whose
     name says it holds a secret (``--api-key VALUE``), and anything shaped like a provider key."""
     from recagent_gym.llm.secrets import redact
-    from recagent_gym.runs.config.redact import MASK, redact_override, secret_name, secret_paths
+    from recagent_gym.runs.config.redact import MASK, redact_override, secret_paths
     from recagent_gym.runs.config.root import Config
 
     secrets = secret_paths(Config)
@@ -126,7 +132,7 @@ def command_line(argv: Sequence[str]) -> str:
             mask_next = False
             continue
         option, eq, _ = word.partition("=")
-        if word.startswith("--") and secret_name(option.lstrip("-").replace("-", "_")):
+        if word.startswith("--") and _secret_option(option.lstrip("-").replace("-", "_")):
             words.append(f"{option}={MASK}" if eq else word)
             mask_next = not eq
         elif "=" in word and not word.startswith("-"):
@@ -134,6 +140,16 @@ def command_line(argv: Sequence[str]) -> str:
         else:
             words.append(word)
     return redact(shlex.join(["recagent-gym", *words]))
+
+
+_SECRET_OPTION_WORDS = ("api_key", "apikey", "secret", "password", "passwd")
+
+
+def _secret_option(name: str) -> bool:
+    """Whether an option's name says its value is a secret (``--api-key``, ``--hf-token``); not ``--keys`` (how
+    many API keys an efficiency run uses) nor ``--max-tokens``."""
+    name = name.lower()
+    return any(word in name for word in _SECRET_OPTION_WORDS) or name.endswith(("_key", "token"))
 
 
 def provenance_header(

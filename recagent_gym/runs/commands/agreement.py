@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from recagent_gym.runs.cli import add_config_arguments
-from recagent_gym.runs.provenance import ReportFacts, add_results_page_argument, declare_report, llm_description
+from recagent_gym.runs.provenance import ReportFacts, add_results_page_argument, declare_report, llm_of
 
 USER_MODELS = (
     "recsim",
@@ -102,7 +102,8 @@ def run_agreement_command(args: argparse.Namespace) -> int:
     print(report.markdown())
     print("written: " + ", ".join(str(p) for p in paths.values()))
     evaluation = config.evaluation
-    facts = ReportFacts(paths["markdown"], str(config.data.dataset), list(evaluation.agreement_user_models),
-                        llm_description(config.llm), [evaluation.seed], evaluation.agreement_users)  # fmt: skip
+    models = list(evaluation.agreement_user_models)
+    facts = ReportFacts(paths["markdown"], str(config.data.dataset), models, llm_of(models, config.llm),
+                        [evaluation.seed], evaluation.agreement_users)  # fmt: skip
     declare_report(args, facts)
     return 0

@@ -14,7 +14,13 @@ from typing import Any
 from recagent_gym.runs.cli import add_config_arguments
 from recagent_gym.runs.config import Config, load_config
 from recagent_gym.runs.config.evaluation_section import EvaluationConfig
-from recagent_gym.runs.provenance import ReportFacts, add_results_page_argument, declare_report, llm_description
+from recagent_gym.runs.provenance import (
+    ReportFacts,
+    add_results_page_argument,
+    declare_report,
+    llm_description,
+    llm_of,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -134,8 +140,10 @@ def _finish(args: argparse.Namespace, resources: Any, result: Any) -> int:
     print(result.markdown())
     print("written: " + ", ".join(str(p) for p in paths.values()))
     config, evaluation = resources.config, resources.eval
-    facts = ReportFacts(paths["table.md"], resources.dataset.name, list(evaluation.user_models),
-                        llm_description(config.llm), [evaluation.seed], evaluation.users)  # fmt: skip
+    models = list(evaluation.user_models)
+    judged = hasattr(args, "no_judge") and not args.no_judge  # sequence generation's judge is an LLM too
+    llm = llm_description(evaluation.judge_llm or config.llm) if judged else llm_of(models, config.llm)
+    facts = ReportFacts(paths["table.md"], resources.dataset.name, models, llm, [evaluation.seed], evaluation.users)
     declare_report(args, facts)
     return 0
 
