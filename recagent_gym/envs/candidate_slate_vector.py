@@ -125,7 +125,8 @@ class RecAgentCandidateVectorEnv(gym.vector.VectorEnv):
         return self._batch_obs(), rewards, terminations, truncations, infos
 
     def close_extras(self, **kwargs: Any) -> None:
-        self.face.end_open(self.slates)
+        if hasattr(self, "slates"):  # gymnasium's __del__ closes an env whose __init__ failed half-way too
+            self.face.end_open(self.slates)
 
     def _seeds(self, seed: int | Sequence[int | None] | None) -> list[int | None]:
         if seed is None:
