@@ -63,7 +63,7 @@ class GenrePageAdapter:
 
     def __init__(self, tables: SessionTables, page_size: int) -> None:
         self.page_size = page_size
-        self.space = spaces.Discrete(tables.n_genres)
+        self.space: spaces.Discrete = spaces.Discrete(tables.n_genres)
         rank = tables.quality + 0.5 * tables.popularity
         self._by_genre = [
             np.flatnonzero(tables.topics[:, g] > 0)[np.argsort(-rank[tables.topics[:, g] > 0], kind="stable")]

@@ -256,7 +256,7 @@ class RecAgentCandidateEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         self._last_result = step.result
         return self._observation(), step.reward, step.result.terminated, step.result.truncated, step.info
 
-    def render(self) -> str | np.ndarray | None:
+    def render(self) -> Any:  # str (ansi) or an RGB array; gymnasium's own annotation differs across its versions
         info = {} if self._last_result is None else self._last_result.info()
         if self.render_mode == "ansi":
             return render_ansi(self.dataset, info, self.current_user)

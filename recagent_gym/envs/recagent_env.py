@@ -178,7 +178,7 @@ class RecAgentEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         reward = float(self.reward_fn(result.outcome))
         return self._observation(), reward, result.terminated, result.truncated, self._last_info
 
-    def render(self) -> str | np.ndarray | None:
+    def render(self) -> Any:  # str (ansi) or an RGB array; gymnasium's own annotation differs across its versions
         if self.render_mode == "ansi":
             return render_ansi(self.dataset, self._last_info, self.current_user)
         if self.render_mode == "rgb_array":
