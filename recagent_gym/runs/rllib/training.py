@@ -29,8 +29,10 @@ from recagent_gym.runs.rllib.policy import flatten_connector
 logger = logging.getLogger(__name__)
 
 CHECKPOINT_DIR = "rllib_checkpoint"
-SB3_PPO: dict[str, Any] = {"lambda_": 0.95, "clip_param": 0.2, "vf_loss_coeff": 0.5, "entropy_coeff": 0.0,
-                           "use_kl_loss": False, "num_epochs": 10, "grad_clip": 0.5, "vf_clip_param": math.inf}  # fmt: skip
+SB3_PPO: dict[str, Any] = {
+    "lambda_": 0.95, "clip_param": 0.2, "vf_loss_coeff": 0.5, "entropy_coeff": 0.0, "use_kl_loss": False,
+    "num_epochs": 10, "grad_clip": 0.5, "vf_clip_param": math.inf,
+}  # fmt: skip
 """stable-baselines3's PPO defaults in RLlib's names."""
 
 
