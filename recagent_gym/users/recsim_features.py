@@ -146,9 +146,9 @@ def apply_fit(
         if where != "auto":
             raise ConfigError(f"user.recsim_fitted: {where} was fitted on {fit.meta.get('dataset')!r}, not on "
                               f"{dataset.name!r}; fit one with 'recagent-gym users fit-recsim'")  # fmt: skip
+        if fit_here is None:  # the fit's own feature builder: hand-set weights by design
+            return config.model_copy(update={"recsim_fitted": None})
         try:
-            if fit_here is None:
-                raise DataError("no fitter given")
             fit = fit_here(dataset)
         except DataError as error:
             logger.warning("user.recsim_fitted=auto: cannot fit the RecSim-style users on %s (%s); they keep their "
