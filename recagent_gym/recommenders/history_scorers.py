@@ -161,10 +161,11 @@ class LightGCN:
         tu, ti = torch.from_numpy(users), torch.from_numpy(items)
         for _ in range(epochs):
             order = torch.randperm(len(users), generator=generator)
-            negatives = rng.integers(0, n_items, size=len(users))
-            clash = np.isin(users * n_items + negatives, seen)  # the few negatives that are positives: redrawn once
-            negatives[clash] = rng.integers(0, n_items, size=int(clash.sum()))
-            tn = torch.from_numpy(negatives)
+            if not softmax:  # BPR's one negative per positive (the softmax reads every item)
+                negatives = rng.integers(0, n_items, size=len(users))
+                clash = np.isin(users * n_items + negatives, seen)  # negatives that are positives: redrawn once
+                negatives[clash] = rng.integers(0, n_items, size=int(clash.sum()))
+                tn = torch.from_numpy(negatives)
             for idx in order.split(batch):
                 final = propagate()
                 if softmax:
