@@ -1,8 +1,10 @@
 """Matrix factorisation (torch) trained on the dataset, retrained online from simulated interactions.
 
 ``score(u, i) = p_u . q_i + b_i``, trained with BPR (implicit: a watched item above a random one) or squared error
-on ratings. With ``retrain_every = N`` the model is retrained every N finished sessions on the dataset plus every
-watch it observed (the paper's real-time training); feed it with :meth:`MFRecommender.observe`.
+on ratings. With ``retrain_every = N`` the model is retrained every N finished sessions (the paper's real-time
+training; feed it with :meth:`MFRecommender.observe`): by default incrementally, from the current factors on the
+watches observed since the last retrain plus a replay of older interactions; ``mf_retrain = "full"`` trains on the
+dataset plus every watch observed, as the first fit does.
 All randomness (initialisation, batches, negatives) comes from one numpy generator seeded at construction.
 """
 
@@ -51,6 +53,8 @@ class MFRecommender:
             self._seen[u].add(i)  # watched items are never recommended again
         self.sessions = 0
         self.retrains = 0
+        self._fitted = 0
+        """Observed interactions the model has trained on (the first ones of ``_simulated``)."""
         dim = self.config.mf_dim
         self.model = _MF(
             (0.1 * self.rng.standard_normal((self.n_users, dim))).astype(np.float32),
@@ -71,18 +75,54 @@ class MFRecommender:
         return users, items, ratings
 
     def fit(self) -> float:
-        """Train ``mf_epochs`` epochs on the dataset and the observed interactions; returns the last epoch's loss."""
+        """Train ``mf_epochs`` epochs on the dataset and every observed interaction (a full fit); returns the last
+        epoch's loss."""
+        self._fitted = len(self._simulated)
+        return self._train(*self._training_data(), epochs=self.config.mf_epochs, decay=self.config.mf_weight_decay)
+
+    def fit_incremental(self) -> float:
+        """Continue from the current factors on the interactions observed since the last fit, each with
+        ``mf_replay`` older interactions drawn uniformly (dataset and earlier simulated ones), for
+        ``mf_incremental_epochs`` epochs; returns the last epoch's loss (NaN when nothing new was observed)."""
+        new = self._simulated[self._fitted :]
+        if not new:
+            return float("nan")
+        users, items, ratings = self._training_data()  # the new interactions are its last rows
+        n_old = len(users) - len(new)
+        picked = np.arange(n_old, len(users))
+        if n_old and self.config.mf_replay:
+            replay = self.rng.integers(0, n_old, size=self.config.mf_replay * len(new))
+            picked = np.concatenate([picked, replay])
+        self._fitted = len(self._simulated)
+        # no weight decay here: Adam would turn it into a step of every parameter, moving the factors of every
+        # user and item the retrain does not see (a full fit's data gradients outweigh it, a few hundred rows do not)
         cfg = self.config
-        torch.set_num_threads(cfg.torch_threads)
-        users, items, ratings = self._training_data()
+        return self._train(users[picked], items[picked], ratings[picked], epochs=cfg.mf_incremental_epochs, decay=0.0)
+
+    def retrain(self) -> float:
+        """The online retrain, as ``mf_retrain`` says: :meth:`fit_incremental` or a full :meth:`fit`."""
+        self.retrains += 1
+        return self.fit_incremental() if self.config.mf_retrain == "incremental" else self.fit()
+
+    def _train(self, users: np.ndarray, items: np.ndarray, ratings: np.ndarray, *, epochs: int, decay: float) -> float:
+        cfg = self.config
         if cfg.mf_loss == "mse":
             keep = ~np.isnan(ratings)
             users, items, ratings = users[keep], items[keep], ratings[keep]
         if len(users) == 0:
             return float("nan")
-        optimiser = torch.optim.Adam(self.model.parameters(), lr=cfg.mf_lr, weight_decay=cfg.mf_weight_decay)
+        previous = torch.get_num_threads()  # the pool is process-wide: the embedder sets its own before each call
+        torch.set_num_threads(cfg.torch_threads)
+        try:
+            return self._epochs(users, items, ratings, epochs=epochs, decay=decay)
+        finally:
+            torch.set_num_threads(previous)
+
+    def _epochs(self, users: np.ndarray, items: np.ndarray, ratings: np.ndarray, *, epochs: int, decay: float) -> float:
+        cfg = self.config
+        optimiser = torch.optim.Adam(self.model.parameters(), lr=cfg.mf_lr, weight_decay=decay)
         epoch_loss = float("nan")
-        for _ in range(cfg.mf_epochs):
+        for _ in range(epochs):
             order = self.rng.permutation(len(users))
             total = 0.0
             for start in range(0, len(order), cfg.mf_batch_size):
@@ -115,8 +155,7 @@ class MFRecommender:
             self.sessions += 1
             every = self.config.retrain_every
             if every and self.sessions % every == 0:
-                self.fit()
-                self.retrains += 1
+                self.retrain()
 
     # ----------------------------------------------------------------------------------------------- prediction
     def scores(self, user_id: int) -> np.ndarray:
@@ -142,6 +181,7 @@ class MFRecommender:
             "simulated": [list(t) for t in self._simulated],
             "sessions": self.sessions,
             "retrains": self.retrains,
+            "fitted": self._fitted,
             "rng": self.rng.bit_generator.state,
         }
 
@@ -157,4 +197,5 @@ class MFRecommender:
             self._seen[user].add(item)
         self.sessions = int(state["sessions"])
         self.retrains = int(state["retrains"])
+        self._fitted = int(state.get("fitted", len(self._simulated)))  # checkpoints before it: all trained on
         self.rng.bit_generator.state = state["rng"]
