@@ -213,7 +213,28 @@ def test_efficiency_reports_chains_requests_tokens_and_the_cpu_floor(tmp_path: P
     assert math.isfinite(row["cpu_floor_s_per_round"]) and row["cpu_floor_s_per_round"] > 0  # (timings: benchmarks)
     assert row["peak_rss_mb"] > 50 and row["checkpoint_s"] >= 0
     assert row["process_cpu_s_per_round"] > 0
+    assert row["server_cpu_s_per_round"] > 0  # the server ran in a process of its own (the default)
     assert (tmp_path / "runs" / "agents3_keys1_latency0" / "events.jsonl").exists()
+
+
+def test_the_server_process_answers_and_counts_as_the_server_in_process() -> None:
+    import urllib.request
+
+    from recagent_gym.runs.evaluation.efficiency_server import ServerProcess
+
+    def post(url: str, key: str) -> dict:
+        body = json.dumps({"messages": [{"content": "Pick:\n- watch A\n- next page"}], "seed": 3}).encode()
+        request = urllib.request.Request(url + "/chat/completions", data=body, headers={"Authorization": key})
+        with urllib.request.urlopen(request, timeout=30) as reply:
+            return json.loads(reply.read())
+
+    with ServerProcess(choice="random", seed=0, reply=None) as server:
+        replies = [post(server.base_url, key) for key in ("Bearer a", "Bearer b", "Bearer a")]
+        assert server.request_count == 3 and server.key_counts == [2, 1]
+        assert server.cpu_s() > 0
+    assert {r["choices"][0]["message"]["content"] for r in replies} <= {"watch A", "next page"}
+    with pytest.raises(ValueError, match="latency_s"), ServerProcess(latency_s=-1.0):
+        pass
 
 
 def test_the_efficiency_server_makes_idle_agent_rounds_rare() -> None:

@@ -48,7 +48,7 @@ from tqdm import tqdm
 
 from recagent_gym.runs.config import Config
 from recagent_gym.runs.config.evaluation_section import EvaluationConfig
-from recagent_gym.runs.evaluation.efficiency_server import ActiveAgentServer
+from recagent_gym.runs.evaluation.efficiency_server import ActiveAgentServer, ServerProcess
 
 Backend = Literal["local-server", "embedded"]
 EMBEDDER_NAMES: dict[str, str] = {
@@ -86,9 +86,12 @@ class EfficiencyRun:
     cpu_floor_s: float = math.nan
     """Mean seconds per round of the same point at zero latency (``--cpu-floor``)."""
     process_cpu_s: float = math.nan
-    """CPU seconds of this whole process (every thread: simulation, embedding, the loopback server; checkpoints
-    included) over the simulation's rounds: on a shared machine other processes' load changes it far less than the
-    wall time."""
+    """CPU seconds of this whole process (every thread: simulation, embedding, the loopback server unless it runs in
+    its own process; checkpoints included) over the simulation's rounds: on a shared machine other processes' load
+    changes it far less than the wall time."""
+    server_cpu_s: float = math.nan
+    """CPU seconds of the local server's own process over the rounds (``efficiency_server_process``); NaN when it
+    ran in this process (its CPU is then part of ``process_cpu_s``)."""
     texts_embedded: int = 0
     embed_cpu_s: float = math.nan
     """Texts the memory embedder embedded over the whole simulation and the CPU seconds of its calls (MiniLM: the
@@ -144,6 +147,7 @@ class EfficiencyResult:
                     "agent_chain_max": max(run.agent_chains, default=0),
                     "cpu_floor_s_per_round": round(run.cpu_floor_s, 3),
                     "process_cpu_s_per_round": round(run.process_cpu_s / n, 3),
+                    "server_cpu_s_per_round": round(run.server_cpu_s / n, 3),
                     "texts_embedded_per_round": round(run.texts_embedded / n, 1),
                     "embed_cpu_s_per_round": round(run.embed_cpu_s / n, 3),
                     "checkpoint_s": round(sum(run.checkpoint_s) / max(len(run.checkpoint_s), 1), 3),
@@ -313,10 +317,12 @@ def run_point(
 
     texts_before, cpu_before = getattr(embedder, "texts_embedded", 0), getattr(embedder, "cpu_s", math.nan)
     sim = runner.start(config, out, llm=llm, embedder=embedder)
-    cpu_started = time.process_time()
+    server_cpu = getattr(server, "cpu_s", lambda: math.nan)
+    cpu_started, server_started = time.process_time(), server_cpu()
     try:
         sim.run()
         process_cpu_s = time.process_time() - cpu_started
+        server_cpu_s = server_cpu() - server_started
         events = sim.log.read()
         total: Usage = sim.world.llm.total
     finally:
@@ -339,6 +345,7 @@ def run_point(
         agent_chains=agent_chains(events, llm_choice),
         peak_rss_mb=peak_rss_mb(),
         process_cpu_s=process_cpu_s,
+        server_cpu_s=server_cpu_s,
         texts_embedded=getattr(embedder, "texts_embedded", 0) - texts_before,
         embed_cpu_s=getattr(embedder, "cpu_s", math.nan) - cpu_before,
     )
@@ -393,7 +400,8 @@ def run_efficiency(
             concurrency = keys * evaluation.efficiency_per_key_concurrency
             latencies = [evaluation.efficiency_latency_ms] + ([0.0] if cpu_floor else [])
             for latency_ms in latencies:
-                with ActiveAgentServer(
+                server_class = ServerProcess if evaluation.efficiency_server_process else ActiveAgentServer
+                with server_class(
                     latency_s=latency_ms / 1000.0,
                     per_key_concurrency=evaluation.efficiency_per_key_concurrency,
                     choice="random",
