@@ -166,3 +166,11 @@ def test_the_llm_is_named_only_when_a_user_model_called_it() -> None:
     assert llm_of(["distilled", "llm+prior"], served) == "openai m at http://127.0.0.1:8000/v1"
     assert llm_of(["llm"], LLMConfig()) == "embedded gemma-3-270m-q4_k_m"
     assert llm_of(["recsim", "embedding", "distilled"], LLMConfig()).startswith("none")
+
+
+def test_machine_names_the_instruction_set_of_a_run_that_loaded_torch() -> None:
+    import torch
+
+    from recagent_gym.runs.provenance import machine
+
+    assert f"({torch.backends.cpu.get_cpu_capability()})" in machine()

@@ -20,6 +20,7 @@ import platform
 import shlex
 import shutil
 import subprocess
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -94,8 +95,9 @@ def _git(folder: str, *args: str) -> str:
 
 
 def machine() -> str:
-    """``N cores, CPU model; load average`` (the cores this process may use, the CPU's name where the system says
-    it, and how busy the machine was: timings on a shared machine are read with it)."""
+    """``N cores, CPU model (instruction set); load average`` (the cores this process may use, the CPU's name where
+    the system says it, the instruction set torch's CPU kernels use where the run loaded torch, and how busy the
+    machine was: timings on a shared machine are read with it)."""
     try:
         cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
@@ -109,6 +111,9 @@ def machine() -> str:
     except OSError:
         pass
     model = model or platform.processor() or platform.machine() or "unknown CPU"
+    torch = sys.modules.get("torch")  # loaded by the run (never imported for this): the kernels it dispatched to
+    if torch is not None:
+        model += f" ({torch.backends.cpu.get_cpu_capability()})"
     try:
         load = "; load average {:.1f} / {:.1f} / {:.1f} (1 / 5 / 15 min) at the end".format(*os.getloadavg())
     except (AttributeError, OSError):
