@@ -201,7 +201,7 @@ def test_efficiency_reports_chains_requests_tokens_and_the_cpu_floor(tmp_path: P
                          "simulation.action_choice=prior")  # fmt: skip
     evaluation = config.evaluation.model_copy(
         update={"efficiency_agents": [3], "efficiency_keys": [1], "efficiency_rounds": 1,
-                "efficiency_latency_ms": 50.0, "efficiency_per_key_concurrency": 8}
+                "efficiency_latency_ms": 50.0, "efficiency_per_key_concurrency": 8, "efficiency_server_process": True}
     )  # fmt: skip
     result = run_efficiency(config, evaluation, out=tmp_path, progress=False, cpu_floor=True)
     (row,) = result.rows()
@@ -213,7 +213,7 @@ def test_efficiency_reports_chains_requests_tokens_and_the_cpu_floor(tmp_path: P
     assert math.isfinite(row["cpu_floor_s_per_round"]) and row["cpu_floor_s_per_round"] > 0  # (timings: benchmarks)
     assert row["peak_rss_mb"] > 50 and row["checkpoint_s"] >= 0
     assert row["process_cpu_s_per_round"] > 0
-    assert row["server_cpu_s_per_round"] > 0  # the server ran in a process of its own (the default)
+    assert row["server_cpu_s_per_round"] > 0  # the server ran in a process of its own
     assert (tmp_path / "runs" / "agents3_keys1_latency0" / "events.jsonl").exists()
 
 

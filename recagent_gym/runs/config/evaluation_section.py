@@ -119,10 +119,11 @@ class EvaluationConfig(Section):
     """Efficiency (local server): requests one key may have in service at once; more wait in line (the per-key
     rate limit of a provider, see ``llm/local_server.py``). The client may send ``keys x`` this many at once."""
 
-    efficiency_server_process: bool = True
-    """Efficiency (local server): run the local server in a process of its own, as a real LLM server is; off runs
-    it in the simulator's process, whose interpreter (and GIL) its request handling then shares. The process's CPU
-    columns count the simulator's process only, the server's CPU is its own column."""
+    efficiency_server_process: bool = False
+    """Efficiency (local server): run the local server in a process of its own, as a real LLM server is, instead of
+    a thread of the simulator's process; its CPU is then the ``server_cpu_s_per_round`` column, out of the
+    process's. Off by default: on a loaded 2-core machine it was no faster (10 agents 2.57 s per round against 2.43,
+    100 agents 5.35 against 5.04; ``docs/speed.md``), and off keeps the CPU columns comparable with earlier runs."""
 
     efficiency_rounds: int = Field(2, ge=1, le=100)
     """Efficiency: rounds simulated per point (seconds per round are reported per round and as a mean)."""

@@ -47,7 +47,7 @@ class ActiveAgentServer(LocalServer):
 class ServerProcess:
     """An :class:`ActiveAgentServer` in a process of its own (``evaluation.efficiency_server_process``), with the
     same ``base_url``, ``request_count`` and ``key_counts``: a real LLM server never shares the simulator's
-    interpreter, and in it the loopback server's request handling (about a sixth of a zero-latency round's CPU) took
+    interpreter, where the loopback server's request handling (under a tenth of a zero-latency round's CPU) takes
     the simulator's GIL. :meth:`cpu_s` is the server process's CPU time."""
 
     def __init__(self, **kwargs: Any) -> None:
