@@ -153,7 +153,16 @@ def taste_llm(**kwargs: Any) -> ScriptedLLM:
 def make_config(overrides: dict[str, Any] | None = None) -> Config:
     """The root config :func:`make_model` builds its agents from."""
     # genres in the scoring lines: the taste-aware fake model reads them
-    data: dict[str, Any] = {"user": {"patience": 3.0, "history_shots": 3, "negative_shots": 3, "scoring_genres": True}}
+    # the Yes/No item score: the scripted models answer its options (the default, title continuation, reads the list)
+    data: dict[str, Any] = {
+        "user": {
+            "patience": 3.0,
+            "history_shots": 3,
+            "negative_shots": 3,
+            "scoring_genres": True,
+            "llm_item_score": "yes_no",
+        }
+    }
     for section, values in (overrides or {}).items():
         data.setdefault(section, {}).update(values)
     return Config.model_validate(data)

@@ -29,7 +29,8 @@ from tests._eval_fixtures import cli_exit_code, movielens_dir, tiny_ml  # noqa: 
 def _config(**evaluation: object):
     base = {"evaluation.embedder": "hashing", "evaluation.agreement_pool": 20, "evaluation.agreement_future": 4,
             "evaluation.agreement_pages": 2, "evaluation.agreement_min_history": 10, "evaluation.agreement_users": 8,
-            "memory.implementation": "none", "social.enabled": "false"}  # fmt: skip
+            "memory.implementation": "none", "social.enabled": "false",
+            "user.llm_item_score": "yes_no"}  # fmt: skip  # the scripted LLM answers Yes/No options
     base.update({f"evaluation.{k}": v for k, v in evaluation.items()})
     return load_config(None, [f"{k}={v}" for k, v in base.items()])
 

@@ -1,17 +1,21 @@
-"""``user.prior_weights: auto``: the behavioural prior shipped for the bundled data, on where it was fitted.
+"""``user.prior_weights: auto``: the behavioural prior shipped for the bundled data, on where it was fitted; and the
+shipped page-decision fit of ``users fit-agreement``.
 
-``prior_bundled.json`` is ``recagent-gym calibrate --set user.llm_item_score=continuation`` on the bundled data
-(40 train users, none of whom any default evaluation or the policy split's held-out users include; their raw ids are
-in the file and every evaluation with the prior leaves them out). Measured on 200 held-out users (README, "Users
-anchored to real choices"), the agents with this calibration's ``parts`` fit over the title-continuation score rank
-recommenders closer to the real users than the agents without it under both samplers (Kendall tau 0.86 and 0.69
-against 0.64 and 0.43), so it is the LLM agents' default on the bundled data with the embedded model.
+``prior_bundled.json`` is ``recagent-gym calibrate`` with the title-continuation item score on the bundled data (40
+train users, none of whom any default evaluation or the policy split's held-out users include; their raw ids are in
+the file and every evaluation with the prior leaves them out). :func:`resolve_prior` turns ``auto`` (the default)
+into that file, with the item score it was fitted with (``llm_item_score``) and the fit (:data:`BUNDLED_FIT`) as
+defaults of fields the config does not set. On another dataset, with another language model, or with
+``decision_strategy: direct`` it turns ``auto`` off and logs why (the weights price one model's scores on one
+catalogue). ``bundled`` asks for the file and is an error where it does not apply; ``null`` turns the prior off; a
+path uses that file (a calibration or a fit) as it is.
 
-:func:`resolve_prior` turns ``auto`` (the default) into that file, with the item score it was fitted with
-(``llm_item_score``) and the fit (:data:`BUNDLED_FIT`) as defaults of fields the config does not set. On another
-dataset, with another language model, or with ``decision_strategy: direct`` it turns ``auto`` off and logs why
-(the weights price one model's scores on one catalogue). ``bundled`` asks for the file and is an error where it does
-not apply; ``null`` turns the prior off; a path uses that calibration as it is.
+``fit_bundled.json`` is ``recagent-gym users fit-agreement`` on the bundled data (train users that no default
+evaluation samples): the decision's weights (the LLM's title-continuation score, the embedding relevance, an
+intercept, and the prior's features only where the fit's validation users said the prior raises agreement) fitted
+to the real outcomes of the pages a zoo of history recommenders showed them
+(:mod:`recagent_gym.runs.evaluation.agreement.fit`). ``evaluate agreement``'s ``llm+fit`` row uses it on the
+bundled data (:func:`shipped_file`) and fits first elsewhere.
 """
 
 from __future__ import annotations
@@ -28,10 +32,16 @@ from recagent_gym.users.prior_file import PriorFile, read_prior_file
 
 logger = logging.getLogger(__name__)
 
-BUNDLED_PRIOR = Path(__file__).parent / "prior_bundled.json"
-"""The calibration shipped for the bundled data (see the module docstring)."""
+BUNDLED_FIT_FILE = Path(__file__).parent / "fit_bundled.json"
+"""``recagent-gym users fit-agreement`` on the bundled data (see the module docstring)."""
+BUNDLED_CALIBRATION = Path(__file__).parent / "prior_bundled.json"
+"""``recagent-gym calibrate`` on the bundled data (40 train users, title-continuation score), for the evaluations'
+``llm+prior`` and ``llm+prior-parts`` rows, which need a calibrate file."""
+BUNDLED_PRIOR = BUNDLED_CALIBRATION
+"""The file ``auto`` resolves to on the bundled data (see the module docstring)."""
 BUNDLED_FIT = "parts"
-"""The fit of :data:`BUNDLED_PRIOR` the agents use by default: the one that raised agreement under both samplers."""
+"""The fit of :data:`BUNDLED_PRIOR` the agents use by default (the ``parts`` block, which ``users fit-agreement``
+writes too)."""
 AUTO, BUNDLED = "auto", "bundled"
 """``user.prior_weights`` values that name the shipped calibration."""
 
@@ -49,6 +59,17 @@ def _say_once(message: str, level: int = logging.INFO) -> None:
     if message not in _said:
         _said.add(message)
         logger.log(level, message)
+
+
+def shipped_file(path: Path, dataset: Any, llm_name: str | None) -> str | None:
+    """``path`` (:data:`BUNDLED_FIT_FILE` or :data:`BUNDLED_CALIBRATION`) where it applies to ``dataset`` and the
+    model named ``llm_name``, else None."""
+    if not path.is_file():
+        return None
+    meta = dict(read_prior_file(path).meta)
+    same = (dataset.name, dataset.n_users, dataset.n_items) == (meta.get("dataset"), meta.get("n_users"),
+                                                                 meta.get("n_items"))  # fmt: skip
+    return str(path) if same and llm_name == meta.get("llm") else None
 
 
 def configured_llm_name(llm: Any) -> str | None:
@@ -85,7 +106,7 @@ def resolve_prior(user: Any, dataset: Any, llm_name: str | None) -> Any:
         if where == BUNDLED:
             raise ConfigError(f"user.prior_weights=bundled: {BUNDLED_PRIOR.name} does not apply here: {reason}")
         _say_once(f"user.prior_weights=auto: no behavioural prior ({reason}); the LLM agents use their own scores. "
-                  "Fit one with 'recagent-gym calibrate'.")  # fmt: skip
+                  "Fit one with 'recagent-gym users fit-agreement'.")  # fmt: skip
         return user.model_copy(update={"prior_weights": None})
     resolved = _with_file_defaults(user, shipped, {"prior_weights": str(BUNDLED_PRIOR), "prior_fit": BUNDLED_FIT})
     _say_once(

@@ -27,6 +27,9 @@ PARTS: tuple[str, ...] = ("llm_score", "embedding")
 weights ``user.score_llm_weight`` / ``score_embedding_weight``)."""
 BLOCKS: tuple[str, ...] = ("both", "prior_only")
 """The fits a calibrate file holds: ``both`` (LLM + prior; absent when calibrated without the LLM), ``prior_only``."""
+INTERCEPT = "intercept"
+"""Optional weight of the ``parts`` fit: a constant added to every item's choice score (a shift of the watch
+threshold), fitted by ``recagent-gym users fit-agreement``; 0 where absent (``calibrate``'s files)."""
 PARTS_BLOCK = "parts"
 """The fit with the agent's score taken apart (:data:`PARTS`, each its own weight, with the features): stored under
 ``parts_fits.parts.weights`` by ``recagent-gym calibrate`` with the LLM; ``user.prior_fit: parts`` uses it."""
@@ -79,7 +82,7 @@ def read_prior_file(path: str | Path) -> PriorFile:
         raise DataError(f"prior weights {file}: parts_fits must map fit names to {{'weights': ...}}")
     if PARTS_BLOCK in parts:
         weights = parts[PARTS_BLOCK].get("weights")
-        fits[PARTS_BLOCK] = _check_fit(file, f"parts_fits.{PARTS_BLOCK}.weights", weights, PARTS)
+        fits[PARTS_BLOCK] = _check_fit(file, f"parts_fits.{PARTS_BLOCK}.weights", weights, (*PARTS, INTERCEPT))
     if not fits:
         raise DataError(f"prior weights {file}: no weights (a calibrate file holds {' and/or '.join(BLOCKS)})")
     window = data.get("window_days", DEFAULT_WINDOW_DAYS)

@@ -21,6 +21,7 @@ USER_MODELS = (
     "embedding",
     "distilled",
     "llm",
+    "llm+fit",
     "llm+prior",
     "llm+prior-parts",
     "llm-only",
@@ -40,7 +41,8 @@ def add_evaluate_agreement(evaluate_subparsers: Any) -> None:
     parser.add_argument("--users", type=int, default=None, help="held-out users (default 200)")
     parser.add_argument("--user-model", dest="user_models", action="append", choices=USER_MODELS, default=None,
                         help="simulated user model (repeatable; default evaluation.agreement_user_models: the "
-                        "first six; the last two are ablations of the llm row)")  # fmt: skip
+                        "first five; llm+prior and llm+prior-parts need a calibrate file, the last two are "
+                        "ablations of the llm row)")  # fmt: skip
     parser.add_argument("--recommender", dest="recommenders", action="append", choices=RECOMMENDERS, default=None,
                         help="recommender of the zoo (repeatable; default all)")  # fmt: skip
     parser.add_argument("--policy", action="append", default=[], metavar="NAME=PATH",

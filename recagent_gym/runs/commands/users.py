@@ -97,9 +97,11 @@ def register(subparsers: Any) -> None:
     fidelity.add_argument("--seed", type=int, default=0)
     fidelity.set_defaults(func=run_fidelity)
 
+    from recagent_gym.runs.commands.fit_agreement import add_fit_agreement
     from recagent_gym.runs.commands.fit_recsim import add_fit_recsim
 
     add_fit_recsim(sub)
+    add_fit_agreement(sub)
 
     transfer = sub.add_parser(
         "transfer", help="train PPO on distilled users, evaluate it on held-out LLM users vs random/popularity/MF"

@@ -185,11 +185,23 @@ class EvaluationConfig(Section):
 
     agreement_user_models: list[
         Literal[
-            "recsim", "embedding", "distilled", "llm", "llm+prior", "llm+prior-parts", "llm-only", "llm-embedding-term"
+            "recsim",
+            "embedding",
+            "distilled",
+            "llm",
+            "llm+fit",
+            "llm+prior",
+            "llm+prior-parts",
+            "llm-only",
+            "llm-embedding-term",
         ]
-    ] = Field(default_factory=lambda: ["recsim", "embedding", "distilled", "llm", "llm+prior", "llm+prior-parts"])
+    ] = Field(default_factory=lambda: ["recsim", "embedding", "distilled", "llm", "llm+fit"])
     """Agreement: simulated user models compared with the real users (``distilled`` needs a model for the dataset;
-    ``llm+prior`` uses ``user.prior_weights``, or calibrates on other users first; ``llm+prior-parts`` the same file's
+    ``llm+fit`` are the LLM agents with the page decision ``recagent-gym users fit-agreement`` fitted to the ranking
+    on this dataset's train users: ``user.prior_weights`` where it names such a fit, else the fit shipped for the
+    bundled data where it applies, else a fit on 60 other users made first; ``llm+prior`` uses a calibrate file:
+    ``user.prior_weights`` where it is one, else the calibration shipped for the bundled data where it applies, else
+    it calibrates on other users first; ``llm+prior-parts`` the same file's
     ``parts`` fit, the LLM's score and the embedding term each at its own weight). The ablations of the LLM agent's
     item score share the ``llm`` row's scores (no LLM call of their own): ``llm-only`` is the LLM's score alone
     (``user.score_embedding_weight=0``), ``llm-embedding-term`` the agent's embedding relevance alone

@@ -39,7 +39,7 @@ import numpy as np
 from scipy.optimize import minimize
 from tqdm.auto import tqdm
 
-from recagent_gym.data.schema import DataError
+from recagent_gym.data.schema import DataError, Dataset
 from recagent_gym.data.splits import leave_last_out
 from recagent_gym.runs.config.evaluation_section import NEGATIVE_SAMPLERS
 from recagent_gym.runs.evaluation.discrimination import build_trials
@@ -154,16 +154,25 @@ def fit_logit(sets: list[ChoiceSet], columns: list[int], names: list[str], l2: f
                float(np.mean(hits)) if hits else float("nan"))  # fmt: skip
 
 
+def evaluated_users(full: Dataset, config: Any, exclude: int = 200) -> set[int]:
+    """The users a default evaluation at ``config``'s seed evaluates: the per-item evaluations' samples (sizes
+    ``exclude`` and 20) and the policy split's held-out users (``train.split_seed``, ``train.test_fraction``: the RL
+    comparisons' and the quickstart's). A shipped fit leaves them out."""
+    from recagent_gym.runs.policies.protocol import split_users
+
+    cfg, train = config.evaluation, config.train
+    taken = {int(u) for u in split_users(full.n_users, test_fraction=train.test_fraction, seed=train.split_seed).test}
+    for size in {exclude, *EVALUATION_SIZES}:
+        taken.update(int(u) for u in sample_users(full, size, cfg.min_interactions, child_rng(cfg.seed, "users")))
+    return taken
+
+
 def calibration_users(resources: Resources, n: int, exclude: int) -> list[int]:
     """``n`` users with enough history that no evaluation at this seed samples (sizes ``exclude`` and 20), and none
     of the policy split's held-out users (``train.split_seed``, ``train.test_fraction``: the RL comparisons' and the
     quickstart's), so that a shipped calibration leaves every default evaluation's users unfitted."""
-    from recagent_gym.runs.policies.protocol import split_users
-
-    full, cfg, train = resources.dataset, resources.eval, resources.config.train
-    taken = {int(u) for u in split_users(full.n_users, test_fraction=train.test_fraction, seed=train.split_seed).test}
-    for size in {exclude, *EVALUATION_SIZES}:
-        taken.update(int(u) for u in sample_users(full, size, cfg.min_interactions, child_rng(cfg.seed, "users")))
+    full, cfg = resources.dataset, resources.eval
+    taken = evaluated_users(full, resources.config, exclude)
     eligible = [int(u) for u in np.flatnonzero(history_counts(full) >= cfg.min_interactions) if int(u) not in taken]
     if not eligible:
         raise DataError(f"{full.name}: no user with enough history is left for calibration after the evaluations'")

@@ -31,7 +31,15 @@ from typing import Any
 import numpy as np
 
 from recagent_gym.data.schema import DataError, Dataset
-from recagent_gym.users.prior_file import DEFAULT_WINDOW_DAYS, FEATURES, LLM, PARTS, PARTS_BLOCK, read_prior_file
+from recagent_gym.users.prior_file import (
+    DEFAULT_WINDOW_DAYS,
+    FEATURES,
+    INTERCEPT,
+    LLM,
+    PARTS,
+    PARTS_BLOCK,
+    read_prior_file,
+)
 
 SECONDS_PER_DAY = 86_400.0
 SHRINK = 10.0
@@ -127,13 +135,16 @@ class PriorWeights:
     features: Mapping[str, float]
     meta: Mapping[str, Any] = field(default_factory=dict)
     parts: tuple[float, float] | None = None
+    intercept: float = 0.0
+    """A constant added to every item's choice score (the ``parts`` fit of ``users fit-agreement``; 0 otherwise)."""
 
     def vector(self) -> np.ndarray:
         return np.array([float(self.features.get(name, 0.0)) for name in FEATURES])
 
     def to_dict(self) -> dict[str, Any]:
         scores = dict(zip(PARTS, self.parts, strict=True)) if self.parts is not None else {LLM: self.llm}
-        return {**scores, **{name: float(self.features.get(name, 0.0)) for name in FEATURES}}
+        shift = {INTERCEPT: self.intercept} if self.intercept else {}
+        return {**scores, **{name: float(self.features.get(name, 0.0)) for name in FEATURES}, **shift}
 
 
 def combine(llm_scores: np.ndarray, features: np.ndarray, weights: PriorWeights) -> np.ndarray:
@@ -152,6 +163,7 @@ def combine_parts(
         w_score * np.nan_to_num(np.asarray(llm_scores, dtype=np.float64))
         + w_embedding * np.asarray(embedding, dtype=np.float64)
         + features @ weights.vector()
+        + weights.intercept
     )
 
 
@@ -183,7 +195,8 @@ def load_weights(path: str | Path, *, which: str = "both") -> PriorWeights:
         )
     meta = {**checked.meta, "window_days": checked.window_days, "fit": which}
     parts = (block.get(PARTS[0], 0.0), block.get(PARTS[1], 0.0)) if which == PARTS_BLOCK else None
-    return PriorWeights(block.get(LLM, 0.0), {k: block.get(k, 0.0) for k in FEATURES}, meta=meta, parts=parts)
+    return PriorWeights(block.get(LLM, 0.0), {k: block.get(k, 0.0) for k in FEATURES}, meta=meta, parts=parts,
+                        intercept=block.get(INTERCEPT, 0.0))  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,10 @@ logger = logging.getLogger(__name__)
 
 LLM_PRIOR_FITS = {kind: FIT_OF[kind] for kind in LLM_PRIOR_KINDS}
 """The LLM + prior rows and the weights file's fit each uses (``user.prior_fit``), as in the per-item evaluations."""
+LLM_FIT = "llm+fit"
+"""The default users: the LLM agents with the page decision ``users fit-agreement`` fitted for this dataset (the
+shipped fit where ``user.prior_weights`` resolves to one, else a fit on other users made first)."""
+FIT_USERS = 60
 ABLATIONS: dict[str, dict[str, float]] = {
     "llm-only": {"score_embedding_weight": 0.0},
     "llm-embedding-term": {"score_llm_weight": 0.0},
@@ -57,11 +61,52 @@ class AgreementRun:
         raise KeyError((sampler, user_model, recommender))
 
 
-def _prior_weights(resources: Resources, out: Path, progress: bool, say: Callable[[str], None]) -> tuple[str, bool]:
-    """``user.prior_weights``, or a fresh calibration on other users written to ``out/prior``; ``(path, fresh)``."""
+def _is_fit(path: str | None) -> bool:
+    """Whether ``path`` is a ``users fit-agreement`` file (else a ``calibrate`` file, or none)."""
+    from recagent_gym.users.prior_file import read_prior_file
+
+    return path is not None and read_prior_file(path).meta.get("made_by") == "recagent-gym users fit-agreement"
+
+
+def _fit_weights(resources: Resources, dataset: Dataset, out: Path, progress: bool, say: Callable[[str], None]
+                 ) -> tuple[str, bool]:  # fmt: skip
+    """The ``llm+fit`` row's file: ``user.prior_weights`` where it is a fit-agreement file, else a fit on other
+    users written to ``out/fit``; ``(path, fresh)``."""
     path = resources.config.user.prior_weights
-    if path is not None:
+    if _is_fit(path):
         return str(path), False
+    from recagent_gym.runs.evaluation.agreement.fit import run_fit_agreement, write_fit
+    from recagent_gym.users.prior_default import BUNDLED_FIT_FILE, shipped_file
+
+    shipped = shipped_file(BUNDLED_FIT_FILE, dataset, resources.language_model().name)
+    if shipped is not None:
+        return shipped, False
+
+    say(f"llm+fit: no fit for {dataset.name}; fitting the page decision on {FIT_USERS} other users first")
+    result = run_fit_agreement(
+        resources.config,
+        dataset,
+        out=out / "fit",
+        users=FIT_USERS,
+        seed=resources.config.evaluation.seed,
+        rank_weight=1.0,
+        progress=progress,
+        say=say,
+    )
+    return str(write_fit(result, out / "fit", resources.language_model().name)), True
+
+
+def _prior_weights(resources: Resources, out: Path, progress: bool, say: Callable[[str], None]) -> tuple[str, bool]:
+    """``user.prior_weights`` where it is a calibrate file, or a fresh calibration on other users written to
+    ``out/prior``; ``(path, fresh)``."""
+    path = resources.config.user.prior_weights
+    if path is not None and not _is_fit(path):
+        return str(path), False
+    from recagent_gym.users.prior_default import BUNDLED_CALIBRATION, shipped_file
+
+    shipped = shipped_file(BUNDLED_CALIBRATION, resources.dataset, resources.language_model().name)
+    if shipped is not None:
+        return shipped, False
     from recagent_gym.runs.evaluation.calibrate import run_calibration, write_calibration
 
     say(f"llm+prior: no user.prior_weights given; calibrating on {CALIBRATION_USERS} other users first")
@@ -88,13 +133,15 @@ def run_agreement(
     resources: Resources | None = None,
     progress: bool = True,
     say: Callable[[str], None] = logger.info,
+    on_page: Callable[[str, str, int, dict[str, Any], float], None] | None = None,
 ) -> AgreementRun:
     """The whole test (see the package docstring). ``policies``: trained RecAgent-v1 policies by name (paths);
     ``ready``: recommenders already built; ``only_users``: sample among these users only (a policy's held-out
     users); ``item_features``: the observation's item features (default: see :func:`_item_features`);
     ``distilled_features``: describe the candidates with the distilled users' item table (re-encoded on the history)
     even when those users are not evaluated (the quickstart's policies were trained on it);
-    ``resources`` may bring an LLM and embedder (tests do)."""
+    ``resources`` may bring an LLM and embedder (tests do); ``on_page(user model, recommender row, user index, info,
+    reward)`` sees every page (``users fit-agreement`` logs the agents' scores with it)."""
     ev = config.evaluation
     samplers = ["uniform", "popularity-matched"] if ev.negatives == "both" else [ev.negatives]
     models = list(ev.agreement_user_models)
@@ -128,6 +175,15 @@ def run_agreement(
             "calibrated_here": fresh,
             "weights": {f: load_weights(path, which=f).to_dict() for f in fits},
         }
+    if LLM_FIT in models:
+        from recagent_gym.users.agent.prior import load_weights
+        from recagent_gym.users.prior_file import read_prior_file
+
+        path, fresh = _fit_weights(resources, dataset, out, progress, say)
+        fitted = read_prior_file(path).meta
+        excluded |= _excluded(dataset, fitted.get("users_raw", []))
+        prior.update({"fit_file": path, "fitted_here": fresh, "prior_used": fitted.get("prior_used"),
+                      "fit_weights": load_weights(path, which="parts").to_dict()})  # fmt: skip
     candidates = set(split.held_out) if only_users is None else set(split.held_out) & {int(u) for u in only_users}
     eligible = np.array(sorted(candidates - excluded), dtype=np.int64)
     if len(eligible) < 2:
@@ -165,7 +221,7 @@ def run_agreement(
                 for name, (model, state) in built.items()}  # fmt: skip
         played, extra = run_arms(envs, zoo, users, future, sampler=sampler, seed=ev.seed, k=config.env.page_size,
                                  pages=ev.agreement_pages, prefetch=every_item if s == 0 else None,
-                                 progress=progress, sessions=ev.agreement_sessions)  # fmt: skip
+                                 progress=progress, sessions=ev.agreement_sessions, on_page=on_page)  # fmt: skip
         arms += played
         for name, seconds in extra.items():
             prefetch_seconds[name] = prefetch_seconds.get(name, 0.0) + seconds
@@ -231,15 +287,17 @@ def _user_models(
             model = build_distilled_row(history, artefact, config, resources.item_vectors())
         elif name == "embedding":
             model = resources.build("embedding", history)
-        elif name in ("llm", *LLM_PRIOR_FITS, *ABLATIONS):
+        elif name in ("llm", LLM_FIT, *LLM_PRIOR_FITS, *ABLATIONS):
             cfg = config.model_copy(deep=True)
             cfg.user.prior_weights = prior["file"] if name in LLM_PRIOR_FITS else None  # the llm row: the LLM alone
             cfg.user.prior_fit = LLM_PRIOR_FITS.get(name, cfg.user.prior_fit)  # type: ignore[assignment]
+            if name == LLM_FIT:
+                cfg.user.prior_weights, cfg.user.prior_fit = prior["fit_file"], "parts"
             for field, value in ABLATIONS.get(name, {}).items():
                 setattr(cfg.user, field, value)
             model = build_user_model("llm", history, **cfg.user_model_sections(), llm=resources.language_model(),
                                      embedder=resources.embedder())  # fmt: skip
-            shared = [out[n][0].score_cache for n in ("llm", *LLM_PRIOR_FITS, *ABLATIONS)
+            shared = [out[n][0].score_cache for n in ("llm", LLM_FIT, *LLM_PRIOR_FITS, *ABLATIONS)
                       if n in out and getattr(out[n][0], "score_cache", None) is not None]  # fmt: skip
             if shared:
                 # The same agents in the same contexts (the prior and the weights act after the LLM's score): their

@@ -107,11 +107,24 @@ class Report:
         ]
         for note in run.notes:
             lines.append(f"Note: {note}.")
-        if run.prior:
+        if run.prior.get("weights"):
             how = "calibrated by this run on other users" if run.prior["calibrated_here"] else "given"
             for fit, values in run.prior["weights"].items():
-                weights = ", ".join(f"{n} {v:+.3f}" for n, v in values.items())
+                weights = ", ".join(f"{k} {v:+.3f}" for k, v in values.items())
                 lines += [f"LLM + prior weights ({how}; `{run.prior['file']}`, fit `{fit}`): {weights}.", ""]
+        if run.prior.get("fit_file"):
+            how = "fitted by this run on other users" if run.prior["fitted_here"] else "given"
+            weights = ", ".join(f"{k} {v:+.3f}" for k, v in run.prior["fit_weights"].items())
+            used = (
+                "with the behavioural prior"
+                if run.prior["prior_used"]
+                else ("without the prior (it did not raise agreement on the fit's validation users)")
+            )
+            lines += [
+                f"`llm+fit` users: the page decision fitted by `users fit-agreement` ({how}; "
+                f"`{run.prior['fit_file']}`), {used}: {weights}.",
+                "",
+            ]
         lines += headline.markdown(run, self.headline)
         for sampler in run.samplers:
             lines += self._sampler_table(sampler)

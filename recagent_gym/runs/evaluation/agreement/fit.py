@@ -1,0 +1,222 @@
+"""``recagent-gym users fit-agreement``: the LLM agents' page decision fitted to the ranking, on train users only.
+
+1. **Users.** The fit users are drawn among the users with a held-out future (the agreement test's split) that the
+   default evaluation does not sample (``evaluation.agreement_users`` drawn as :func:`~.evaluate.run_agreement`
+   draws them); their raw ids go into the fit file, and every evaluation with it leaves them out.
+2. **Pages.** The zoo plays its sessions with the LLM agents (no prior, sessions never cut short, no searches) on
+   the fit users, under both samplers, through :func:`~.evaluate.run_agreement`; every page's LLM and embedding
+   scores are logged (they do not depend on the weights fitted next), with the real outcome of the page (a real
+   future item on it or not) and the behavioural prior's features of its items.
+3. **Fit.** :func:`~recagent_gym.users.agent.page_fit.fit_page_weights` fits the decision's weights (LLM score,
+   embedding relevance, intercept; with the prior: its five features too) to the real outcomes and to the history
+   recommenders' real hit rates. **The prior is used only where it raises agreement:** both variants are fitted on
+   half of the fit users and scored on the other half (Kendall tau-b of the history recommenders' mean watch
+   probability against their real hit rate); the prior is kept only when its tau-b is higher, then the chosen
+   variant is fitted again on all fit users.
+4. **Output.** ``prior.json`` (a ``parts`` fit with its intercept, for ``user.prior_weights`` with
+   ``user.prior_fit: parts``), ``fit.md`` and the fit users' agreement report under ``zoo/``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from recagent_gym.data.pools import child_rng
+from recagent_gym.data.schema import DataError, Dataset
+from recagent_gym.runs.config import Config
+from recagent_gym.runs.evaluation.agreement.headline import history_rows
+from recagent_gym.runs.evaluation.agreement.pools import temporal_split
+from recagent_gym.users.agent.page_fit import PageRecords, PageWeights, fit_page_weights, watch_probability
+from recagent_gym.users.prior_file import DEFAULT_WINDOW_DAYS, FEATURES, PARTS, PARTS_BLOCK
+
+logger = logging.getLogger(__name__)
+
+MIN_USERS = 10
+FIT_ROW = "llm"
+
+
+@dataclass
+class PageLog:
+    """The LLM row's pages, as :func:`~.evaluate.run_agreement`'s ``on_page`` sees them."""
+
+    future: Mapping[int, set[int]]
+    rows: list[tuple[int, str, list[int], list[float], list[float], float, float]]
+    skipped: int = 0
+
+    def __call__(self, model: str, recommender: str, index: int, info: dict[str, Any], reward: float) -> None:
+        extra = info.get("extra") or {}
+        if model != FIT_ROW:
+            return
+        if "shown" not in extra or "llm_scores" not in extra:  # a fallback page without scores
+            self.skipped += 1
+            return
+        user = int(info["user_id"])
+        shown = [int(i) for i in extra["shown"]]
+        llm = [math.nan if s is None else float(s) for s in extra["llm_scores"]]
+        hit = float(any(i in self.future[user] for i in shown))
+        self.rows.append((user, recommender, shown, llm, [float(s) for s in extra["embedding_scores"]],
+                          float(extra["threshold"]), hit))  # fmt: skip
+
+
+def fit_users(dataset: Dataset, config: Config, n: int, seed: int) -> tuple[np.ndarray, Any]:
+    """``(fit users, split)``: ``n`` users with a future, none of those the default agreement test samples nor any
+    other default evaluation (:func:`~recagent_gym.runs.evaluation.calibrate.evaluated_users`)."""
+    ev = config.evaluation
+    split = temporal_split(dataset, ev.agreement_future, ev.agreement_min_history, kind=ev.agreement_split,
+                           quantile=ev.agreement_cut_quantile)  # fmt: skip
+    eligible = np.array(sorted(split.held_out), dtype=np.int64)
+    evaluated = child_rng(ev.seed, "agreement-users").choice(eligible, size=min(ev.agreement_users, len(eligible)),
+                                                             replace=False)  # fmt: skip
+    from recagent_gym.runs.evaluation.calibrate import evaluated_users
+
+    rest = np.setdiff1d(eligible, evaluated)
+    others = np.setdiff1d(rest, np.array(sorted(evaluated_users(dataset, config)), dtype=np.int64))
+    if len(others) >= min(n, MIN_USERS):
+        rest = others
+    else:  # a small dataset: every user is some evaluation's; the agreement test's own users are still left out
+        logger.warning("%s: only %d users outside every default evaluation; fitting among the %d the agreement "
+                       "test does not sample", dataset.name, len(others), len(rest))  # fmt: skip
+    if len(rest) < min(n, MIN_USERS):
+        raise DataError(
+            f"{dataset.name}: {len(rest)} users with a future besides the {len(evaluated)} the "
+            f"evaluation samples; the fit needs {MIN_USERS} (lower evaluation.agreement_users)"
+        )
+    chosen = child_rng(seed, "fit-agreement-users").choice(rest, size=min(n, len(rest)), replace=False)
+    return np.sort(chosen), split
+
+
+def _records(log: PageLog, history: Dataset, names: list[str]) -> PageRecords:
+    from recagent_gym.users.agent.prior import BehaviouralPrior
+
+    prior = BehaviouralPrior(history, window_days=DEFAULT_WINDOW_DAYS)
+    k = max(len(r[2]) for r in log.rows)
+    scores = np.full((len(log.rows), k, len(PARTS) + len(FEATURES)), np.nan)
+    eligible = np.zeros((len(log.rows), k), dtype=bool)
+    for n, (user, _, shown, llm, emb, _, _) in enumerate(log.rows):
+        m = len(shown)
+        scores[n, :m, 0], scores[n, :m, 1], scores[n, :m, 2:] = llm, emb, prior.features(user, shown)
+        eligible[n, :m] = np.isfinite(llm)
+    index = {name: i for i, name in enumerate(names)}
+    column = lambda j: np.array([r[j] for r in log.rows])  # noqa: E731
+    return PageRecords(scores, eligible, column(5).astype(float), column(6).astype(float),
+                       np.array([index[r[1]] for r in log.rows]), column(0).astype(np.int64), tuple(names))  # fmt: skip
+
+
+def score_weights(records: PageRecords, weights: PageWeights, temperature: float, rank_rows: np.ndarray
+                  ) -> dict[str, float]:  # fmt: skip
+    """Tau-b of the ``rank_rows``' mean watch probability against their real hit rate, and the response to real
+    items (mean watch probability on pages with a real future item minus without)."""
+    from scipy.stats import kendalltau
+
+    p = watch_probability(records, weights, temperature)
+    sim = [p[records.recommender == r].mean() for r in rank_rows]
+    real = [records.hit[records.recommender == r].mean() for r in rank_rows]
+    tau = float(kendalltau(sim, real).statistic)
+    hit = records.hit > 0
+    response = float(p[hit].mean() - p[~hit].mean()) if hit.any() and (~hit).any() else math.nan
+    return {"tau_b": tau if math.isfinite(tau) else 0.0, "response": response, "mean_watch": float(p.mean())}
+
+
+@dataclass
+class FitResult:
+    weights: PageWeights
+    use_prior: bool
+    validation: dict[str, dict[str, float]]
+    users: np.ndarray
+    pages: int
+    skipped: int
+    seconds: float
+    meta: dict[str, Any]
+
+
+def run_fit_agreement(config: Config, dataset: Dataset, *, out: Path, users: int, seed: int, rank_weight: float,
+                      progress: bool = True, say: Callable[[str], None] = logger.info) -> FitResult:  # fmt: skip
+    """The whole fit (see the module docstring); writes ``out/zoo``."""
+    from recagent_gym.runs.evaluation.agreement.evaluate import run_agreement
+
+    started = time.perf_counter()
+    chosen, split = fit_users(dataset, config, users, seed)
+    cfg = config.model_copy(deep=True)
+    cfg.user.prior_weights = None
+    cfg.user.patience = 1000.0  # every page of every session is logged, as the real users see them
+    cfg.user.search_interest_probability = cfg.user.search_heard_probability = 0.0
+    cfg.evaluation.agreement_user_models = [FIT_ROW]  # type: ignore[list-item]
+    cfg.evaluation.agreement_users = len(chosen)
+    log = PageLog({int(u): set(split.held_out[int(u)]) for u in chosen}, [])
+    say(f"{dataset.name}: fitting the LLM agents' page decision on {len(chosen)} train users")
+    zoo = run_agreement(cfg, dataset, out=out / "zoo", only_users=chosen, progress=progress, say=say, on_page=log)
+    if not log.rows:
+        raise DataError("no page of the LLM agents reported its scores; nothing to fit")
+    from recagent_gym.runs.evaluation.agreement.report import Report
+
+    Report(zoo).write(out / "zoo")  # the train users' own agreement (the LLM agents before the fit)
+    records = _records(log, split.train, zoo.recommenders)
+    records.save(out / "pages.npz")
+    rank_rows = np.array([zoo.recommenders.index(r) for r in history_rows(zoo.recommenders)])
+    ucfg = config.user
+    start = {PARTS[0]: ucfg.score_llm_weight, PARTS[1]: ucfg.score_embedding_weight}
+    halves = child_rng(seed, "fit-agreement-halves").permutation(chosen)
+    in_fit = np.isin(records.user, halves[: len(halves) // 2])
+    fit = lambda r, prior: fit_page_weights(
+        r,
+        start=start,
+        temperature=ucfg.watch_temperature,  # noqa: E731
+        use_prior=prior,
+        rank_rows=rank_rows,
+        rank_weight=rank_weight,
+    )
+    validation = {}
+    for prior in (False, True):
+        weights = fit(records.subset(in_fit), prior)
+        validation["prior" if prior else "no prior"] = score_weights(records.subset(~in_fit), weights,
+                                                                     ucfg.watch_temperature, rank_rows)  # fmt: skip
+    use_prior = validation["prior"]["tau_b"] > validation["no prior"]["tau_b"]
+    final = fit(records, use_prior)
+    raw = dataset.users["raw_id"].astype(str).to_numpy()
+    meta = {
+        "dataset": dataset.name, "n_users": dataset.n_users, "n_items": dataset.n_items,
+        "llm": zoo.settings.get("llm", "").replace("embedded ", "") or None, "llm_item_score": ucfg.llm_item_score,
+        "users_raw": [str(raw[u]) for u in chosen], "made_by": "recagent-gym users fit-agreement", "seed": seed,
+        "rank_weight": rank_weight, "futures_set_aside": config.evaluation.agreement_future,
+        "prior_used": use_prior, "validation": validation,
+    }  # fmt: skip
+    return FitResult(final, use_prior, validation, chosen, len(log.rows), log.skipped,
+                     time.perf_counter() - started, meta)  # fmt: skip
+
+
+def write_fit(result: FitResult, out: Path, llm_name: str | None) -> Path:
+    """``out/prior.json`` (a prior file with the ``parts`` fit) and ``out/fit.md``."""
+    out.mkdir(parents=True, exist_ok=True)
+    meta = {**result.meta, "llm": llm_name}
+    fits = {PARTS_BLOCK: {"weights": result.weights.weights}}
+    body = {**meta, "window_days": DEFAULT_WINDOW_DAYS, "parts_fits": fits}
+    path = out / "prior.json"
+    path.write_text(json.dumps(body, indent=2) + "\n", encoding="utf-8")
+    (out / "fit.md").write_text(fit_markdown(result), encoding="utf-8")
+    return path
+
+
+def fit_markdown(result: FitResult) -> str:
+    lines = [
+        "# The LLM agents' page decision fitted to the ranking (`recagent-gym users fit-agreement`)", "",
+        f"{len(result.users)} train users (none of them evaluated), {result.pages} logged pages "
+        f"({result.skipped} without scores skipped), {result.seconds:.0f} s.", "",
+        "Validation (the fit on half of the train users, scored on the other half): tau-b of the history "
+        "recommenders' mean watch probability against their real hit rate, and the response to real items.", "",
+        "| variant | tau-b | response | mean watch |", "|---|---|---|---|",
+    ]  # fmt: skip
+    for name, row in result.validation.items():
+        lines.append(f"| {name} | {row['tau_b']:.3f} | {row['response']:+.3f} | {row['mean_watch']:.3f} |")
+    chosen = "with the prior" if result.use_prior else "without the prior (it did not raise agreement)"
+    lines += ["", f"Chosen: {chosen}. Weights (fitted again on all train users):", ""]
+    lines += [f"- `{k}`: {v:+.4f}" for k, v in result.weights.weights.items()]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,93 @@
+"""``users fit-agreement``: the LLM agents' page decision fitted to real outcomes, the fit file, the ``llm+fit`` row."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from recagent_gym.data.schema import DataError
+from recagent_gym.users.agent.page_fit import PageRecords, fit_page_weights, watch_probability
+from recagent_gym.users.agent.prior import combine_parts, load_weights
+from recagent_gym.users.prior_file import FEATURES, INTERCEPT, PARTS, read_prior_file
+
+
+def _records(n: int = 3000, k: int = 5, seed: int = 0, signal: int = 0) -> PageRecords:
+    """Pages whose real outcome follows column ``signal`` of the items' scores (0: the LLM score)."""
+    rng = np.random.default_rng(seed)
+    scores = rng.normal(size=(n, k, len(PARTS) + len(FEATURES)))
+    p = 1.0 / (1.0 + np.exp(-(2.0 * scores[:, :, signal].max(axis=1) - 3.0)))
+    hit = (rng.random(n) < p).astype(float)
+    recommender = rng.integers(0, 4, size=n)
+    return PageRecords(scores, np.ones((n, k), bool), np.full(n, 1.5), hit, recommender, rng.integers(0, 50, n),
+                       ("a", "b", "c", "d"))  # fmt: skip
+
+
+def test_the_fit_finds_the_score_that_carries_the_real_outcome_and_matches_its_rate():
+    records = _records()
+    start = {PARTS[0]: 1.0, PARTS[1]: 1.0}
+    fit = fit_page_weights(records, start=start, temperature=1.0, use_prior=False, rank_rows=np.arange(4))
+    assert fit.weights[PARTS[0]] > 1.0 and fit.weights[PARTS[0]] > 2 * abs(fit.weights[PARTS[1]])
+    assert all(fit.weights[f] == 0.0 for f in FEATURES)  # no prior: its weights stay at zero
+    p = watch_probability(records, fit, 1.0)
+    assert abs(p.mean() - records.hit.mean()) < 0.03
+    assert p[records.hit > 0].mean() - p[records.hit == 0].mean() > 0.2  # it responds to the real outcome
+    unfitted = watch_probability(records, type(fit)({**start, INTERCEPT: 0.0}, 0.0), 1.0)
+    assert abs(unfitted.mean() - records.hit.mean()) > 0.1  # the start was far off: the fit did the work
+
+
+def test_the_prior_variant_picks_up_a_feature_that_carries_the_outcome():
+    records = _records(signal=len(PARTS) + 2)  # the trend feature decides
+    common = {"start": {PARTS[0]: 1.0, PARTS[1]: 1.0}, "temperature": 1.0, "rank_rows": np.arange(4)}
+    with_prior = fit_page_weights(records, use_prior=True, **common)
+    without = fit_page_weights(records, use_prior=False, **common)
+    assert with_prior.weights["trend"] > 0.5 and with_prior.loss < without.loss
+
+
+def test_records_round_trip(tmp_path):
+    records = _records(n=20)
+    records.save(tmp_path / "pages.npz")
+    again = PageRecords.load(tmp_path / "pages.npz")
+    assert np.array_equal(again.scores, records.scores) and again.names == records.names
+
+
+def test_a_fit_files_intercept_shifts_every_choice_score(tmp_path):
+    path = tmp_path / "prior.json"
+    weights = {"llm_score": 1.0, "embedding": 0.5, "popularity": 0.0, INTERCEPT: -0.75}
+    path.write_text(json.dumps({"parts_fits": {"parts": {"weights": weights}}, "window_days": 180.0}))
+    loaded = load_weights(path, which="parts")
+    assert loaded.intercept == -0.75 and loaded.to_dict()[INTERCEPT] == -0.75
+    out = combine_parts(np.array([1.0, 0.0]), np.array([0.0, 2.0]), np.zeros((2, len(FEATURES))), loaded)
+    assert np.allclose(out, [0.25, 0.25])
+    weights[INTERCEPT] = float("nan")
+    path.write_text(json.dumps({"parts_fits": {"parts": {"weights": weights}}}).replace("NaN", '"nan"'))
+    with pytest.raises(DataError, match="intercept"):
+        read_prior_file(path)
+
+
+@pytest.mark.slow
+def test_fit_agreement_end_to_end_and_the_llm_fit_row(tiny_ml, tmp_path):  # noqa: F811
+    from recagent_gym.runs.evaluation.agreement.evaluate import run_agreement
+    from recagent_gym.runs.evaluation.agreement.fit import run_fit_agreement, write_fit
+    from tests.test_eval_agreement import _config, _resources
+
+    config = _config(agreement_recommenders="[random,popularity,mf,oracle]", negatives="uniform")
+    config.user.score_cache = True
+    result = run_fit_agreement(config, tiny_ml, out=tmp_path / "fit", users=6, seed=0, rank_weight=1.0,
+                               progress=False)  # fmt: skip
+    assert result.pages > 0 and set(result.validation) == {"no prior", "prior"}
+    path = write_fit(result, tmp_path / "fit", "scripted")
+    meta = read_prior_file(path).meta
+    assert meta["made_by"] == "recagent-gym users fit-agreement" and len(meta["users_raw"]) == 6
+    assert (tmp_path / "fit" / "pages.npz").exists() and "Chosen:" in (tmp_path / "fit" / "fit.md").read_text()
+    config.user.prior_weights = str(path)
+    config.evaluation.agreement_user_models = ["llm", "llm+fit"]
+    run = run_agreement(config, tiny_ml, out=tmp_path / "run", resources=_resources(tiny_ml, config), progress=False)
+    assert run.prior["fit_file"] == str(path) and not run.prior["fitted_here"]
+    raw = tiny_ml.users["raw_id"].astype(str).to_numpy()
+    assert not {raw[u] for u in run.users} & set(meta["users_raw"])  # no fit user is evaluated
+    assert "llm+fit" in run.user_models
+
+
+from tests._eval_fixtures import movielens_dir, tiny_ml  # noqa: E402, F401
