@@ -34,6 +34,7 @@ TINY: dict[str, list[str]] = {
     "bench_llm_faults.py": ["--trickle", "1", "--timeout", "0.3", "--reply-mb", "0.05"],
     "bench_llm_openai.py": ["--n", "4", "--concurrency", "1", "2", "--latency", "0.01"],
     "bench_memory.py": ["--sizes", "50"],
+    "bench_mf_retrain.py": ["--seeds", "0", "--every", "200", "--modes", "none,incremental"],
     "bench_memory_writes.py": ["--agents", "1"],
     "bench_ppo.py": ["--steps", "64"],
     "bench_recsim_user.py": ["--calls", "100", "--repeats", "1"],
