@@ -5,7 +5,7 @@ Default mix for K = 50 (:data:`DEFAULT_MIX`, shares of K, rounded; the remainder
 | source    | share | what                                                                          |
 |-----------|-------|-------------------------------------------------------------------------------|
 | `mf`      | 0.40  | top items by a rank-``mf_dim`` (randomised) SVD of the user x item matrix     |
-| `genre`   | 0.20  | best-rated items of the user's top-3 genres (by dataset genre shares)         |
+| `genre`   | 0.20  | most popular items of the user's top-3 genres (by dataset genre shares)       |
 | `popular` | 0.15  | most interacted items                                                         |
 | `friends` | 0.10  | items the user's friends (dataset social links) watched, most popular first  |
 | `random`  | 0.15  | uniform over the catalogue (exploration; fills what the others cannot)        |
@@ -13,6 +13,12 @@ Default mix for K = 50 (:data:`DEFAULT_MIX`, shares of K, rounded; the remainder
 Items the user already watched (dataset history and this session) are never candidates; items shown earlier in
 the session may be (the observation flags them). Sources are taken in the table's order and an item found by two
 sources counts once. Everything is numpy over precomputed arrays; only ``random`` draws, from the env's generator.
+
+Every source orders its items by something the policy observes (MF, genre shares, popularity, the friends' graph):
+none reads the items' quality, which RecSim-style users' hidden nutrition follows (``env.hide_quality`` hides it
+from the observation). The genre block used to rank by quality + 0.25 x popularity, which handed the hidden
+nutrition over by position (``benchmarks/probe_hidden_nutrition.py`` measures what the blocks and the public item
+features still carry about it).
 """
 
 from __future__ import annotations
@@ -53,7 +59,7 @@ class CandidateRetriever:
         self.quota["random"] = k - sum(self.quota.values())  # random fills the rest (and whatever others lack)
         self.tables = tables
         self.user_factors, self.item_factors = svd_factors(dataset, mf_dim)
-        rank = tables.quality + 0.25 * tables.popularity
+        rank = tables.popularity  # public (an item feature); never the hidden quality
         self._genre_order = [
             np.flatnonzero(tables.topics[:, g] > 0)[np.argsort(-rank[tables.topics[:, g] > 0], kind="stable")]
             for g in range(tables.n_genres)
