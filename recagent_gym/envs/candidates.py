@@ -105,10 +105,14 @@ class CandidateRetriever:
         factors = self.item_factors if items is None else self.item_factors[items]
         return factors @ self.user_factors[user]
 
-    def retrieve(self, user: int, excluded: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        """Candidate ids for ``user``; ``excluded`` marks items that may not be candidates (watched)."""
+    def retrieve(
+        self, user: int, excluded: np.ndarray, rng: np.random.Generator, *, sources: list[str] | None = None
+    ) -> np.ndarray:
+        """Candidate ids for ``user``; ``excluded`` marks items that may not be candidates (watched). ``sources``,
+        when given, receives the source of each candidate (a probe's diagnostic)."""
         taken = excluded.copy()
         out: list[np.ndarray] = []
+        source = ["mf"]
 
         def take(ordered: np.ndarray, n: int) -> None:
             if n <= 0 or len(ordered) == 0:
@@ -118,6 +122,8 @@ class CandidateRetriever:
                 fresh = fresh[:n]
             taken[fresh] = True
             out.append(fresh)
+            if sources is not None:
+                sources.extend(source * len(fresh))
 
         quota = self.quota
         if "mf" in quota:
@@ -131,16 +137,20 @@ class CandidateRetriever:
                     top = np.argpartition(-scores, n - 1)[:n]
                     take(top[np.argsort(-scores[top], kind="stable")], n)
         if "genre" in quota:
+            source[0] = "genre"
             genres = self._top_genres[user]
             per = [quota["genre"] // len(genres) + (1 if i < quota["genre"] % len(genres) else 0) for i in range(3)]
             for genre, n in zip(genres.tolist(), per, strict=True):
                 take(self._genre_order[genre][: n + 64], n)
         if "popular" in quota:
+            source[0] = "popular"
             take(self.tables.popularity_order[: quota["popular"] + 256], quota["popular"])
         if "friends" in quota:
+            source[0] = "friends"
             take(self._friends_items[user], quota["friends"])
         missing = self.k - sum(len(o) for o in out)
         free = np.flatnonzero(~taken)
         if missing > 0 and len(free):
+            source[0] = "random"
             take(rng.choice(free, size=min(missing, len(free)), replace=False), missing)
         return np.concatenate(out).astype(np.int64) if out else np.zeros(0, np.int64)
