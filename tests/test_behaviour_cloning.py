@@ -141,3 +141,44 @@ def test_cloning_examples_target_the_training_users_real_future_only(dataset):
 
 def _rows(obs: dict[str, np.ndarray]) -> list[dict[str, np.ndarray]]:
     return [{k: v[i] for k, v in obs.items()} for i in range(len(next(iter(obs.values()))))]
+
+
+def test_comparison_runs_bc_and_bc_ppo_and_reports_headroom_and_real_hits(tmp_path):
+    from recagent_gym.policies.config import TrainConfig
+    from recagent_gym.runs.comparisons.rl_comparison import run_comparison
+
+    config = Config(
+        train=TrainConfig(
+            total_timesteps=64,
+            n_envs=2,
+            n_steps=32,
+            batch_size=32,
+            seeds=[0],
+            n_candidates=20,
+            test_fraction=0.25,
+            eval_every=64,
+            eval_curve_users=4,
+            n_bootstrap=100,
+            bc_epochs=2,
+            compare=["random", "popularity", "mf", "bc", "bc_ppo", "oracle"],
+        )  # fmt: skip
+    )
+    config.user.model = "recsim"
+    config.env.social = False
+    results = run_comparison(config, output_dir=tmp_path, dataset=make_dataset(per_user=24))
+    by_name = {r.recommender: r for r in results}
+    assert {"bc", "bc_ppo"} <= set(by_name) and 0.0 <= by_name["bc"].real_hit <= 1.0
+    text = (tmp_path / "policies.md").read_text()
+    assert "Headroom: oracle minus the best non-learning baseline" in text
+    assert "Real hits, popularity-matched negatives" in text and "Real hits, uniform negatives" in text
+    curves = (tmp_path / "learning_curves.csv").read_text()
+    assert "bc_ppo,0," in curves and "bc_ppo,64," in curves
+
+
+def test_headroom_fraction_is_the_share_of_the_oracle_margin():
+    from recagent_gym.runs.comparisons.headroom import headroom_fraction
+
+    best, oracle = np.full(50, 1.0), np.full(50, 3.0)
+    learner = np.random.default_rng(0).normal(2.0, 0.1, 50)
+    fraction, low, high = headroom_fraction(learner, best, oracle, n_boot=200)
+    assert abs(fraction - (learner.mean() - 1.0) / 2.0) < 1e-9 and low < fraction < high

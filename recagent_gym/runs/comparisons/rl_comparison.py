@@ -41,10 +41,12 @@ from recagent_gym.policies.candidate_baselines import (
 )
 from recagent_gym.policies.slateq import train_slateq
 from recagent_gym.policies.threads import blas_threads
+from recagent_gym.runs.comparisons.headroom import headroom_line, real_transfer_lines
 from recagent_gym.runs.comparisons.oracles import ORACLES, OracleRows
 from recagent_gym.runs.config import Config, dump_config
 from recagent_gym.runs.make_env import make_candidate_env
 from recagent_gym.runs.policies.callbacks import HeldOutEval, ProgressLine, write_curve_plot
+from recagent_gym.runs.policies.cloning import cloning_examples, train_cloned
 from recagent_gym.runs.policies.evaluate_policies import (
     EvalProtocol,
     PolicyMetrics,
@@ -55,8 +57,10 @@ from recagent_gym.runs.policies.protocol import Interval, bootstrap_mean, split_
 from recagent_gym.runs.policies.results_table import markdown_table, summary_line, write_results
 from recagent_gym.runs.policies.selection import BestOnValidation, validation_split
 
-LEARNERS: tuple[str, ...] = ("ppo", "a2c", "slateq", "bandit")
+LEARNERS: tuple[str, ...] = ("ppo", "a2c", "slateq", "bandit", "bc", "bc_ppo")
 KNOWN: tuple[str, ...] = ("random", "popularity", "quality", "mf", "itemknn", *ORACLES, *LEARNERS)
+CLONED: tuple[str, ...] = ("bc", "bc_ppo")
+"""Learners pre-trained on the training users' real logs (:mod:`recagent_gym.runs.policies.cloning`)."""
 REAL_BASELINES: tuple[str, ...] = ("random", "popularity", "quality", "mf", "itemknn")
 """Rows whose real offline metric is measured by the agreement test's zoo under the same name (the oracle reads the
 simulated users' hidden state: it has no real counterpart)."""
@@ -176,6 +180,7 @@ def _run_comparison(
 
     select = _selection(config, dataset, val_users, eval_env.retriever)
     kept: dict[str, list[int]] = {}
+    examples = None  # the training users' real logs, built once for bc and bc_ppo
 
     recommenders: dict[str, Any] = {}
     oracles = OracleRows()
@@ -221,6 +226,12 @@ def _run_comparison(
                 )
                 if name == "slateq":
                     model = _train_slateq(config, dataset, learn_users, seed, curve, eval_env.retriever)
+                elif name in CLONED:
+                    if examples is None:
+                        features = (eval_env.item_features, eval_env.latent_source)
+                        examples = cloning_examples(config, dataset, learn_users, features, seed=train.split_seed)
+                    model = train_cloned(name, config, dataset, learn_users, seed, curve, eval_env.retriever,
+                                         examples, learner_steps(config, name), say=_say)  # fmt: skip
                 else:
                     retriever = eval_env.retriever
                     model = train_item_scoring(name, config, dataset, learn_users, seed, curve, retriever)
@@ -247,9 +258,10 @@ def _run_comparison(
     results = evaluate_recommenders(recommenders, eval_env, protocol, oracle=oracle, progress=_say,
                                     per_user_out=per_user)  # fmt: skip
     timing["evaluate_s"] = time.perf_counter() - tick
+    hits: dict[str, dict[str, np.ndarray]] = {}
     if train.real_metric:
         tick = time.perf_counter()
-        results = _with_real_metric(results, recommenders, config, dataset, test_users, eval_env, out)
+        results = _with_real_metric(results, recommenders, config, dataset, test_users, eval_env, out, hits)
         timing["real_metric_s"] = time.perf_counter() - tick
     timing["total_s"] = time.perf_counter() - started
     learned = [n for n in recommenders if n in LEARNERS]
@@ -259,6 +271,10 @@ def _run_comparison(
     )
     summary = summary_line([r for r in results if r.recommender not in ORACLES], learned=learned)
     summary += f" {oracles.note(train, per_user)}" if oracle else ""
+    baselines = [n for n in recommenders if n not in (*LEARNERS, *ORACLES)]
+    summary += " " + headroom_line(per_user, learned, baselines, oracle, train.n_bootstrap) if learned else ""
+    best_sim = max(learned, key=lambda n: float(per_user[n].mean())) if learned else None
+    summary += "".join(" " + line for line in real_transfer_lines(hits, learned, train.n_bootstrap, best_sim))
     if kept:
         summary += (
             f" Learners kept at their best validation point ({len(val_users)} training users set aside, never "
@@ -289,17 +305,28 @@ def _run_comparison(
 
 def _with_real_metric(
     results: list[PolicyMetrics], recommenders: dict[str, Any], config: Config, dataset: Dataset,
-    users: np.ndarray, eval_env: RecAgentCandidateEnv, out: Path,
+    users: np.ndarray, eval_env: RecAgentCandidateEnv, out: Path, hits: dict[str, dict[str, np.ndarray]],
 ) -> list[PolicyMetrics]:  # fmt: skip
-    """Each row's real offline metric on the held-out users (sim2real), the learners as trained."""
+    """Each row's real offline metric on the held-out users (sim2real), the learners as trained: the table's
+    column with ``evaluation.sim2real_negatives``, and ``hits[sampler][row]`` (per-user real hit rates) with both
+    samplers."""
     from recagent_gym.runs.evaluation.agreement.sim2real import attach, real_metrics
 
     _say(f"real side: every recommender on the real future items of {len(users)} held-out users")
     ready = {n: r if isinstance(r, list) else [r] for n, r in recommenders.items() if n in LEARNERS}
-    real = real_metrics(config, dataset, users, baselines={n: n for n in REAL_BASELINES if n in recommenders},
-                        ready=ready, item_features=(eval_env.item_features, eval_env.latent_source),
-                        swapped=[n for n in recommenders if n in REAL_SWAPPED], out=out)  # fmt: skip
-    return attach(results, real)
+    table = config.evaluation.sim2real_negatives
+    attached = results
+    for sampler in (table, *(s for s in ("popularity-matched", "uniform") if s != table)):
+        cfg = config.model_copy(deep=True)
+        cfg.evaluation.sim2real_negatives = sampler  # type: ignore[assignment]
+        real = real_metrics(cfg, dataset, users, baselines={n: n for n in REAL_BASELINES if n in recommenders},
+                            ready=ready, item_features=(eval_env.item_features, eval_env.latent_source),
+                            swapped=[n for n in recommenders if n in REAL_SWAPPED] if sampler == table else [],
+                            out=out / f"real_{sampler}")  # fmt: skip
+        hits[sampler] = {name: metric.per_user for name, metric in real.items()}
+        if sampler == table:
+            attached = attach(results, real)
+    return attached
 
 
 def _train_slateq(
