@@ -161,7 +161,7 @@ def test_comparison_runs_bc_and_bc_ppo_and_reports_headroom_and_real_hits(tmp_pa
             n_bootstrap=100,
             bc_epochs=2,
             compare=["random", "popularity", "mf", "bc", "bc_ppo", "oracle"],
-        )  # fmt: skip
+        )
     )
     config.user.model = "recsim"
     config.env.social = False
