@@ -124,7 +124,7 @@ def test_bc_ppo_trains_with_the_penalty(dataset):
 
 def test_cloning_examples_target_the_training_users_real_future_only(dataset):
     from recagent_gym.runs.evaluation.agreement.pools import temporal_split
-    from recagent_gym.runs.policies.cloning import cloning_examples
+    from recagent_gym.runs.comparisons.cloning import cloning_examples
 
     config = Config()
     config.train.n_candidates = 20

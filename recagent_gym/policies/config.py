@@ -132,7 +132,7 @@ class TrainConfig(Section):
 
     bc_epochs: int = Field(20, ge=1)
     """``bc`` / ``bc_ppo``: epochs of behaviour cloning on the training users' real logs
-    (:mod:`recagent_gym.runs.policies.cloning`)."""
+    (:mod:`recagent_gym.runs.comparisons.cloning`)."""
 
     bc_learning_rate: float = Field(1e-3, gt=0.0)
     """``bc`` / ``bc_ppo``: Adam's learning rate for the cloning."""

@@ -41,12 +41,12 @@ from recagent_gym.policies.candidate_baselines import (
 )
 from recagent_gym.policies.slateq import train_slateq
 from recagent_gym.policies.threads import blas_threads
+from recagent_gym.runs.comparisons.cloning import cloning_examples, train_cloned
 from recagent_gym.runs.comparisons.headroom import headroom_line, real_transfer_lines
 from recagent_gym.runs.comparisons.oracles import ORACLES, OracleRows
 from recagent_gym.runs.config import Config, dump_config
 from recagent_gym.runs.make_env import make_candidate_env
 from recagent_gym.runs.policies.callbacks import HeldOutEval, ProgressLine, write_curve_plot
-from recagent_gym.runs.policies.cloning import cloning_examples, train_cloned
 from recagent_gym.runs.policies.evaluate_policies import (
     EvalProtocol,
     PolicyMetrics,
@@ -60,7 +60,7 @@ from recagent_gym.runs.policies.selection import BestOnValidation, validation_sp
 LEARNERS: tuple[str, ...] = ("ppo", "a2c", "slateq", "bandit", "bc", "bc_ppo")
 KNOWN: tuple[str, ...] = ("random", "popularity", "quality", "mf", "itemknn", *ORACLES, *LEARNERS)
 CLONED: tuple[str, ...] = ("bc", "bc_ppo")
-"""Learners pre-trained on the training users' real logs (:mod:`recagent_gym.runs.policies.cloning`)."""
+"""Learners pre-trained on the training users' real logs (:mod:`recagent_gym.runs.comparisons.cloning`)."""
 REAL_BASELINES: tuple[str, ...] = ("random", "popularity", "quality", "mf", "itemknn")
 """Rows whose real offline metric is measured by the agreement test's zoo under the same name (the oracle reads the
 simulated users' hidden state: it has no real counterpart)."""
