@@ -130,6 +130,10 @@ class TrainConfig(Section):
     slateq_train_every: int = Field(4, ge=1)
     """SlateQ: one gradient step every N env steps (as DQN's ``train_freq``)."""
 
+    ppo_epochs: int = Field(10, ge=1)
+    """PPO's passes over each rollout (SB3's ``n_epochs``) in the RL comparison (``ppo`` and ``bc_ppo``): the update
+    is PPO's cost, the env is cheap."""
+
     bc_epochs: int = Field(20, ge=1)
     """``bc`` / ``bc_ppo``: epochs of behaviour cloning on the training users' real logs
     (:mod:`recagent_gym.runs.comparisons.cloning`)."""

@@ -100,8 +100,8 @@ def train_cloned(
     page_size = venv.get_attr("page_size", [0])[0]
     kwargs = {"page_size": page_size, "kl_beta": train.bc_kl_beta, "entropy_coef": 0.0}
     model = PPO(KLPenalisedPolicy, venv, n_steps=train.n_steps, batch_size=train.batch_size, gamma=train.gamma,
-                learning_rate=train.learning_rate, ent_coef=PPO_ENT_COEF, seed=seed, device="cpu", verbose=0,
-                policy_kwargs=kwargs)  # fmt: skip
+                learning_rate=train.learning_rate, ent_coef=PPO_ENT_COEF, n_epochs=train.ppo_epochs, seed=seed,
+                device="cpu", verbose=0, policy_kwargs=kwargs)  # fmt: skip
     losses = clone(model.policy, *examples, epochs=train.bc_epochs, learning_rate=train.bc_learning_rate, seed=seed)
     say(f"{name} seed {seed}: cloned on {len(examples[1])} logged pages, loss {losses[0]:.3f} -> {losses[-1]:.3f}")
     model.policy.anchor()

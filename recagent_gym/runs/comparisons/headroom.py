@@ -48,7 +48,11 @@ def headroom_line(
     if oracle is None or oracle not in per_user or not present or not learners:
         return ""
     best = max(present, key=lambda b: float(per_user[b].mean()))
-    margin = float(per_user[oracle].mean() - per_user[best].mean())
+    gap = bootstrap_mean(per_user[oracle] - per_user[best], n_boot=n_boot, seed=23)
+    margin = f"{gap.mean:+.3f} [{gap.low:+.3f}, {gap.high:+.3f}]"
+    if gap.low <= 0:
+        return (f"Headroom: {oracle} minus the best non-learning baseline ({best}) is {margin} per session, paired "
+                "over users: not above zero, so no learner's fraction of it is read.")  # fmt: skip
     parts = []
     for name in learners:
         f, low, high = headroom_fraction(per_user[name], per_user[best], per_user[oracle], n_boot=n_boot)

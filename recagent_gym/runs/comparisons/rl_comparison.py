@@ -103,7 +103,8 @@ def train_item_scoring(
         "policy_kwargs": {"page_size": venv.get_attr("page_size", [0])[0]},
     }
     if name == "ppo":
-        model = PPO(ItemScoringPolicy, venv, n_steps=train.n_steps, batch_size=train.batch_size, **common)
+        model = PPO(ItemScoringPolicy, venv, n_steps=train.n_steps, batch_size=train.batch_size,
+                    n_epochs=train.ppo_epochs, **common)  # fmt: skip
     else:
         model = A2C(ItemScoringPolicy, venv, n_steps=train.n_steps, **common)
     steps = learner_steps(config, name)
