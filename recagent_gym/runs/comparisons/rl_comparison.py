@@ -292,14 +292,17 @@ def _run_comparison(
             "hidden state). Real swapped drop: the real hit rate lost when the recommender reads another held-out "
             "user's encoding, paired over users."
         )
-    write_results(results, out, title, summary, oracle=oracle)
     pooled = _write_curves(curves, out, train.n_bootstrap)
+    curve_lines = [f"learning curve {name} (held-out return on {len(curve_protocol.users)} curve users, seeds pooled "
+                   "per user; step: mean [95% CI]): " + ", ".join(f"{s}: {i}" for s, i in points)
+                   for name, points in pooled.items()]  # fmt: skip
+    walls = ", ".join(f"{k.removesuffix('_s')} {v:.0f}" for k, v in timing.items())
+    summary += "".join(f"\n\n- {line}" for line in curve_lines) + f"\n\nWall time (s, all seeds): {walls}."
+    write_results(results, out, title, summary, oracle=oracle)
     (out / "timing.json").write_text(json.dumps(timing, indent=2), encoding="utf-8")
     _say(title)
     _say(markdown_table(results, oracle=oracle))
     _say(summary)
-    for name, points in pooled.items():
-        _say(f"learning curve {name}: " + ", ".join(f"{s}: {i}" for s, i in points))
     _say(f"total {timing['total_s']:.0f}s; written to {out}")
     return results
 
