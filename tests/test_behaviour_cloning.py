@@ -123,8 +123,8 @@ def test_bc_ppo_trains_with_the_penalty(dataset):
 
 
 def test_cloning_examples_target_the_training_users_real_future_only(dataset):
-    from recagent_gym.runs.evaluation.agreement.pools import temporal_split
     from recagent_gym.runs.comparisons.cloning import cloning_examples
+    from recagent_gym.runs.evaluation.agreement.pools import temporal_split
 
     config = Config()
     config.train.n_candidates = 20
@@ -182,3 +182,18 @@ def test_headroom_fraction_is_the_share_of_the_oracle_margin():
     learner = np.random.default_rng(0).normal(2.0, 0.1, 50)
     fraction, low, high = headroom_fraction(learner, best, oracle, n_boot=200)
     assert abs(fraction - (learner.mean() - 1.0) / 2.0) < 1e-9 and low < fraction < high
+
+
+def test_headroom_line_reads_each_learners_fraction_only_when_the_oracle_is_above_the_best_baseline():
+    from recagent_gym.runs.comparisons.headroom import headroom_line
+
+    rng = np.random.default_rng(0)
+    per_user = {
+        "mf": rng.normal(8.0, 0.1, 60),
+        "ppo": rng.normal(8.5, 0.1, 60),
+        "oracle_rollout": rng.normal(9.0, 0.1, 60),
+    }
+    line = headroom_line(per_user, ["ppo"], ["mf"], "oracle_rollout", 200)
+    assert "best non-learning baseline (mf) is +0.9" in line and "ppo +5" in line
+    per_user["oracle_rollout"] = per_user["mf"] - 0.1
+    assert "not above zero" in headroom_line(per_user, ["ppo"], ["mf"], "oracle_rollout", 200)

@@ -58,7 +58,7 @@ def headroom_line(
         f, low, high = headroom_fraction(per_user[name], per_user[best], per_user[oracle], n_boot=n_boot)
         parts.append(f"{name} {f:+.0%} [{low:+.0%}, {high:+.0%}]")
     return (
-        f"Headroom: {oracle} minus the best non-learning baseline ({best}) is {margin:+.3f} per session; each "
+        f"Headroom: {oracle} minus the best non-learning baseline ({best}) is {margin} per session; each "
         f"learner's fraction of it (95% bootstrap over users): {'; '.join(parts)}."
     )
 
