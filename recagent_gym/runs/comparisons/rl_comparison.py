@@ -378,7 +378,7 @@ def _selection(
 
 def _steps_text(config: Config) -> str:
     learners = [n for n in config.train.compare if n in LEARNERS]
-    return ", ".join(f"{n} {learner_steps(config, n)}" for n in learners) or "none"
+    return ", ".join(f"{n} {0 if n == 'bc' else learner_steps(config, n)}" for n in learners) or "none"
 
 
 def _write_curves(
