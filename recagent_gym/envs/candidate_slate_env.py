@@ -74,6 +74,13 @@ class RecAgentCandidateEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
     policy picks the page among them. A policy that scores items with shared weights therefore learns
     item-level preferences and generalises to unseen users and items.
 
+    Hidden state: with ``env.hide_quality`` the quality column is constant, but RecSim-style users' nutrition
+    (the hidden "kale", which follows the mean rating) is partly public: ridge regression on the observed item
+    columns recovers it with out-of-sample R2 0.32 (linear) / 0.36 (quadratic) over the 2,814 items offered to 200
+    training users, mostly through the latent block (0.29; popularity 0.01). The retriever adds nothing to that
+    (its blocks are ordered by public signals; block and position add 0.002 to the R2): see
+    ``benchmarks/probe_hidden_nutrition.py``.
+
     ## Action Space
 
     ``action_mode='scores'`` (default): ``Box(-1, 1, (n_candidates,), float32)``, one score per candidate; the page

@@ -5,7 +5,7 @@ Default mix for K = 50 (:data:`DEFAULT_MIX`, shares of K, rounded; the remainder
 | source    | share | what                                                                          |
 |-----------|-------|-------------------------------------------------------------------------------|
 | `mf`      | 0.40  | top items by a rank-``mf_dim`` (randomised) SVD of the user x item matrix     |
-| `genre`   | 0.20  | best-rated items of the user's top-3 genres (by dataset genre shares)         |
+| `genre`   | 0.20  | most popular items of the user's top-3 genres (by dataset genre shares)       |
 | `popular` | 0.15  | most interacted items                                                         |
 | `friends` | 0.10  | items the user's friends (dataset social links) watched, most popular first  |
 | `random`  | 0.15  | uniform over the catalogue (exploration; fills what the others cannot)        |
@@ -13,6 +13,12 @@ Default mix for K = 50 (:data:`DEFAULT_MIX`, shares of K, rounded; the remainder
 Items the user already watched (dataset history and this session) are never candidates; items shown earlier in
 the session may be (the observation flags them). Sources are taken in the table's order and an item found by two
 sources counts once. Everything is numpy over precomputed arrays; only ``random`` draws, from the env's generator.
+
+Every source orders its items by something the policy observes (MF, genre shares, popularity, the friends' graph):
+none reads the items' quality, which RecSim-style users' hidden nutrition follows (``env.hide_quality`` hides it
+from the observation). The genre block used to rank by quality + 0.25 x popularity, which handed the hidden
+nutrition over by position (``benchmarks/probe_hidden_nutrition.py`` measures what the blocks and the public item
+features still carry about it).
 """
 
 from __future__ import annotations
@@ -53,7 +59,7 @@ class CandidateRetriever:
         self.quota["random"] = k - sum(self.quota.values())  # random fills the rest (and whatever others lack)
         self.tables = tables
         self.user_factors, self.item_factors = svd_factors(dataset, mf_dim)
-        rank = tables.quality + 0.25 * tables.popularity
+        rank = tables.popularity  # public (an item feature); never the hidden quality
         self._genre_order = [
             np.flatnonzero(tables.topics[:, g] > 0)[np.argsort(-rank[tables.topics[:, g] > 0], kind="stable")]
             for g in range(tables.n_genres)
@@ -99,10 +105,14 @@ class CandidateRetriever:
         factors = self.item_factors if items is None else self.item_factors[items]
         return factors @ self.user_factors[user]
 
-    def retrieve(self, user: int, excluded: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        """Candidate ids for ``user``; ``excluded`` marks items that may not be candidates (watched)."""
+    def retrieve(
+        self, user: int, excluded: np.ndarray, rng: np.random.Generator, *, sources: list[str] | None = None
+    ) -> np.ndarray:
+        """Candidate ids for ``user``; ``excluded`` marks items that may not be candidates (watched). ``sources``,
+        when given, receives the source of each candidate (a probe's diagnostic)."""
         taken = excluded.copy()
         out: list[np.ndarray] = []
+        source = ["mf"]
 
         def take(ordered: np.ndarray, n: int) -> None:
             if n <= 0 or len(ordered) == 0:
@@ -112,6 +122,8 @@ class CandidateRetriever:
                 fresh = fresh[:n]
             taken[fresh] = True
             out.append(fresh)
+            if sources is not None:
+                sources.extend(source * len(fresh))
 
         quota = self.quota
         if "mf" in quota:
@@ -125,16 +137,20 @@ class CandidateRetriever:
                     top = np.argpartition(-scores, n - 1)[:n]
                     take(top[np.argsort(-scores[top], kind="stable")], n)
         if "genre" in quota:
+            source[0] = "genre"
             genres = self._top_genres[user]
             per = [quota["genre"] // len(genres) + (1 if i < quota["genre"] % len(genres) else 0) for i in range(3)]
             for genre, n in zip(genres.tolist(), per, strict=True):
                 take(self._genre_order[genre][: n + 64], n)
         if "popular" in quota:
+            source[0] = "popular"
             take(self.tables.popularity_order[: quota["popular"] + 256], quota["popular"])
         if "friends" in quota:
+            source[0] = "friends"
             take(self._friends_items[user], quota["friends"])
         missing = self.k - sum(len(o) for o in out)
         free = np.flatnonzero(~taken)
         if missing > 0 and len(free):
+            source[0] = "random"
             take(rng.choice(free, size=min(missing, len(free)), replace=False), missing)
         return np.concatenate(out).astype(np.int64) if out else np.zeros(0, np.int64)

@@ -17,20 +17,35 @@ SHOWN_COLUMN = -2
 """Column of ``candidates`` flagging an item shown earlier this session (see :mod:`recagent_gym.envs.encoding`)."""
 
 
-def rank_action(scores: np.ndarray, shown: np.ndarray | None = None) -> np.ndarray:
-    """Scores in ``[-1, 1]`` that keep the order of ``scores`` (shown items last): the env takes the top-k."""
+def rank_action(scores: np.ndarray, shown: np.ndarray | None = None, tie: np.ndarray | None = None) -> np.ndarray:
+    """Scores in ``[-1, 1]`` that keep the order of ``scores`` (shown items last): the env takes the top-k.
+    ``tie``: keys that order equal scores (a seeded random key per candidate, :meth:`_CandidateRecommender.predict`);
+    without them ties keep the retrieval order, which is itself a ranking (MF's top first)."""
     scores = np.asarray(scores, dtype=np.float64).copy()
     if shown is not None:
         scores[shown > 0] = -np.inf
-    order = np.argsort(-scores, kind="stable")
+    order = np.argsort(-scores, kind="stable") if tie is None else np.lexsort((np.asarray(tie), -scores))
     action = np.empty(len(scores), dtype=np.float32)
     action[order] = 1.0 - 2.0 * np.arange(len(scores)) / max(len(scores), 1)
     return action
 
 
+def keys_by_item(ids: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """One uniform draw per candidate, handed out in item-id order: the same item gets the same key wherever the
+    retriever put it (a seeded shuffle of the candidates that forgets their retrieval order)."""
+    keys = np.empty(len(ids), dtype=np.float64)
+    keys[np.argsort(np.asarray(ids), kind="stable")] = rng.random(len(ids))
+    return keys
+
+
 class _CandidateRecommender:
-    def __init__(self, env: Any) -> None:
+    """Base of the score rankers. Equal scores are ordered by a seeded random key per candidate
+    (:func:`keys_by_item`, from ``seed``): the retrieval order (MF's top first, then genre, popular, friends,
+    random blocks) never decides, so a ranker that cannot tell candidates apart shows a random page."""
+
+    def __init__(self, env: Any, seed: int = 0) -> None:
         self.env = env.unwrapped
+        self.tie_rng = np.random.default_rng([seed, 7411])
 
     def scores(self, observation: dict[str, np.ndarray]) -> np.ndarray:
         raise NotImplementedError
@@ -43,21 +58,33 @@ class _CandidateRecommender:
         scores = np.full(len(mask), -np.inf)  # fewer candidates than K (a short pool): the padding ranks last
         found = np.asarray(self.scores(observation), dtype=np.float64)[: len(mask)]
         scores[: len(found)] = found
-        return rank_action(scores, shown), None
+        ids = np.asarray(self.env.candidate_ids)[: len(mask)]
+        tie = np.zeros(len(mask))
+        tie[: len(ids)] = keys_by_item(ids, self.tie_rng)
+        return rank_action(scores, shown, tie), None
+
+    def get_state(self) -> dict[str, Any]:
+        return {"tie_rng": self.tie_rng.bit_generator.state}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self.tie_rng.bit_generator.state = state["tie_rng"]
 
 
 class RandomCandidates(_CandidateRecommender):
+    """A uniformly random page (drawn per item id, so the retrieval order does not matter)."""
+
     def __init__(self, env: Any, seed: int = 0) -> None:
-        super().__init__(env)
+        super().__init__(env, seed)
         self.rng = np.random.default_rng(seed)
 
     def scores(self, observation: dict[str, np.ndarray]) -> np.ndarray:
-        return self.rng.random(len(observation["candidate_mask"]))
+        return keys_by_item(np.asarray(self.env.candidate_ids), self.rng)
 
     def get_state(self) -> dict[str, Any]:
-        return {"rng": self.rng.bit_generator.state}
+        return {**super().get_state(), "rng": self.rng.bit_generator.state}
 
     def set_state(self, state: dict[str, Any]) -> None:
+        super().set_state(state)
         self.rng.bit_generator.state = state["rng"]
 
 
@@ -70,7 +97,9 @@ class PopularCandidates(_CandidateRecommender):
 
 class QualityCandidates(_CandidateRecommender):
     """The candidates by their observed quality column (the item feature ``quality``, the shrunk mean rating's
-    quantile): no user information at all, the strongest simple baseline that reads the same features."""
+    quantile): no user information at all, the strongest simple baseline that reads the same features. Where the env
+    hides quality (``env.hide_quality``: the column is constant) every candidate ties and the page is a seeded
+    random one, not the retrieval order."""
 
     def scores(self, observation: dict[str, np.ndarray]) -> np.ndarray:
         return np.asarray(observation["candidates"][:, quality_column(self.env)], dtype=np.float64)

@@ -130,6 +130,20 @@ class TrainConfig(Section):
     slateq_train_every: int = Field(4, ge=1)
     """SlateQ: one gradient step every N env steps (as DQN's ``train_freq``)."""
 
+    ppo_epochs: int = Field(10, ge=1)
+    """PPO's passes over each rollout (SB3's ``n_epochs``) in the RL comparison (``ppo`` and ``bc_ppo``): the update
+    is PPO's cost, the env is cheap."""
+
+    bc_epochs: int = Field(20, ge=1)
+    """``bc`` / ``bc_ppo``: epochs of behaviour cloning on the training users' real logs
+    (:mod:`recagent_gym.runs.comparisons.cloning`)."""
+
+    bc_learning_rate: float = Field(1e-3, gt=0.0)
+    """``bc`` / ``bc_ppo``: Adam's learning rate for the cloning."""
+
+    bc_kl_beta: float = Field(0.1, ge=0.0)
+    """``bc_ppo``: weight of ``KL(pi || pi_bc)`` (first slot) in PPO's loss; 0 is PPO started from the clone."""
+
     oracle_minute_value: float = Field(0.2, ge=0.0)
     """Reward the oracle row prices one minute of the RecSim user's time budget at (``RecSimUser.oracle_values``;
     0 ranks by appeal alone, the myopic oracle). 0.2 was the best of 0.1-0.3 on ``rl_recsim`` (training users)."""

@@ -80,6 +80,16 @@ def markdown(rows: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _seed_section(seed: int, report: Path) -> str:
+    """Each env seed's own report (its table, headroom and real-hit lines), its title one level down."""
+    if not report.exists():
+        return ""
+    body = report.read_text(encoding="utf-8").strip()
+    start = body.find("RecAgent-v1")  # after a provenance block, if the report has one
+    body = body[start:] if start > 0 else body
+    return f"\n## Env seed {seed}\n\n" + body.replace("\n# ", "\n### ").removeprefix("# ") + "\n"
+
+
 def run_env_seeds(
     config: Config, seeds: Sequence[int], *, output_dir: str | Path, dataset: Dataset | None = None
 ) -> list[dict[str, Any]]:
@@ -104,6 +114,7 @@ def run_env_seeds(
                                  dataset=dataset, per_user=per_user)  # fmt: skip
         rows.append(seed_row(int(seed), results, per_user, config.train.n_bootstrap))
     text = f"# RL comparison at env seeds {', '.join(str(s) for s in seeds)}\n\n{markdown(rows)}"
+    text += "".join(_seed_section(seed, out / f"env_seed_{seed}" / "policies.md") for seed in seeds)
     (out / "env_seeds.md").write_text(text, encoding="utf-8")
     with (out / "env_seeds.csv").open("w", newline="", encoding="utf-8") as handle:
         writer = csv.DictWriter(handle, fieldnames=COLUMNS)

@@ -41,6 +41,8 @@ from recagent_gym.policies.candidate_baselines import (
 )
 from recagent_gym.policies.slateq import train_slateq
 from recagent_gym.policies.threads import blas_threads
+from recagent_gym.runs.comparisons.cloning import cloning_examples, train_cloned
+from recagent_gym.runs.comparisons.headroom import headroom_line, real_transfer_lines
 from recagent_gym.runs.comparisons.oracles import ORACLES, OracleRows
 from recagent_gym.runs.config import Config, dump_config
 from recagent_gym.runs.make_env import make_candidate_env
@@ -55,8 +57,10 @@ from recagent_gym.runs.policies.protocol import Interval, bootstrap_mean, split_
 from recagent_gym.runs.policies.results_table import markdown_table, summary_line, write_results
 from recagent_gym.runs.policies.selection import BestOnValidation, validation_split
 
-LEARNERS: tuple[str, ...] = ("ppo", "a2c", "slateq", "bandit")
+LEARNERS: tuple[str, ...] = ("ppo", "a2c", "slateq", "bandit", "bc", "bc_ppo")
 KNOWN: tuple[str, ...] = ("random", "popularity", "quality", "mf", "itemknn", *ORACLES, *LEARNERS)
+CLONED: tuple[str, ...] = ("bc", "bc_ppo")
+"""Learners pre-trained on the training users' real logs (:mod:`recagent_gym.runs.comparisons.cloning`)."""
 REAL_BASELINES: tuple[str, ...] = ("random", "popularity", "quality", "mf", "itemknn")
 """Rows whose real offline metric is measured by the agreement test's zoo under the same name (the oracle reads the
 simulated users' hidden state: it has no real counterpart)."""
@@ -99,7 +103,8 @@ def train_item_scoring(
         "policy_kwargs": {"page_size": venv.get_attr("page_size", [0])[0]},
     }
     if name == "ppo":
-        model = PPO(ItemScoringPolicy, venv, n_steps=train.n_steps, batch_size=train.batch_size, **common)
+        model = PPO(ItemScoringPolicy, venv, n_steps=train.n_steps, batch_size=train.batch_size,
+                    n_epochs=train.ppo_epochs, **common)  # fmt: skip
     else:
         model = A2C(ItemScoringPolicy, venv, n_steps=train.n_steps, **common)
     steps = learner_steps(config, name)
@@ -176,6 +181,7 @@ def _run_comparison(
 
     select = _selection(config, dataset, val_users, eval_env.retriever)
     kept: dict[str, list[int]] = {}
+    examples = None  # the training users' real logs, built once for bc and bc_ppo
 
     recommenders: dict[str, Any] = {}
     oracles = OracleRows()
@@ -221,6 +227,12 @@ def _run_comparison(
                 )
                 if name == "slateq":
                     model = _train_slateq(config, dataset, learn_users, seed, curve, eval_env.retriever)
+                elif name in CLONED:
+                    if examples is None:
+                        features = (eval_env.item_features, eval_env.latent_source)
+                        examples = cloning_examples(config, dataset, learn_users, features, seed=train.split_seed)
+                    model = train_cloned(name, config, dataset, learn_users, seed, curve, eval_env.retriever,
+                                         examples, learner_steps(config, name), say=_say)  # fmt: skip
                 else:
                     retriever = eval_env.retriever
                     model = train_item_scoring(name, config, dataset, learn_users, seed, curve, retriever)
@@ -247,9 +259,10 @@ def _run_comparison(
     results = evaluate_recommenders(recommenders, eval_env, protocol, oracle=oracle, progress=_say,
                                     per_user_out=per_user)  # fmt: skip
     timing["evaluate_s"] = time.perf_counter() - tick
+    hits: dict[str, dict[str, np.ndarray]] = {}
     if train.real_metric:
         tick = time.perf_counter()
-        results = _with_real_metric(results, recommenders, config, dataset, test_users, eval_env, out)
+        results = _with_real_metric(results, recommenders, config, dataset, test_users, eval_env, out, hits)
         timing["real_metric_s"] = time.perf_counter() - tick
     timing["total_s"] = time.perf_counter() - started
     learned = [n for n in recommenders if n in LEARNERS]
@@ -259,6 +272,10 @@ def _run_comparison(
     )
     summary = summary_line([r for r in results if r.recommender not in ORACLES], learned=learned)
     summary += f" {oracles.note(train, per_user)}" if oracle else ""
+    baselines = [n for n in recommenders if n not in (*LEARNERS, *ORACLES)]
+    summary += " " + headroom_line(per_user, learned, baselines, oracle, train.n_bootstrap) if learned else ""
+    best_sim = max(learned, key=lambda n: float(per_user[n].mean())) if learned else None
+    summary += "".join(" " + line for line in real_transfer_lines(hits, learned, train.n_bootstrap, best_sim))
     if kept:
         summary += (
             f" Learners kept at their best validation point ({len(val_users)} training users set aside, never "
@@ -275,31 +292,45 @@ def _run_comparison(
             "hidden state). Real swapped drop: the real hit rate lost when the recommender reads another held-out "
             "user's encoding, paired over users."
         )
-    write_results(results, out, title, summary, oracle=oracle)
     pooled = _write_curves(curves, out, train.n_bootstrap)
+    curve_lines = [f"learning curve {name} (held-out return on {len(curve_protocol.users)} curve users, seeds pooled "
+                   "per user; step: mean [95% CI]): " + ", ".join(f"{s}: {i}" for s, i in points)
+                   for name, points in pooled.items()]  # fmt: skip
+    walls = ", ".join(f"{k.removesuffix('_s')} {v:.0f}" for k, v in timing.items())
+    summary += "".join(f"\n\n- {line}" for line in curve_lines) + f"\n\nWall time (s, all seeds): {walls}."
+    write_results(results, out, title, summary, oracle=oracle)
     (out / "timing.json").write_text(json.dumps(timing, indent=2), encoding="utf-8")
     _say(title)
     _say(markdown_table(results, oracle=oracle))
     _say(summary)
-    for name, points in pooled.items():
-        _say(f"learning curve {name}: " + ", ".join(f"{s}: {i}" for s, i in points))
     _say(f"total {timing['total_s']:.0f}s; written to {out}")
     return results
 
 
 def _with_real_metric(
     results: list[PolicyMetrics], recommenders: dict[str, Any], config: Config, dataset: Dataset,
-    users: np.ndarray, eval_env: RecAgentCandidateEnv, out: Path,
+    users: np.ndarray, eval_env: RecAgentCandidateEnv, out: Path, hits: dict[str, dict[str, np.ndarray]],
 ) -> list[PolicyMetrics]:  # fmt: skip
-    """Each row's real offline metric on the held-out users (sim2real), the learners as trained."""
+    """Each row's real offline metric on the held-out users (sim2real), the learners as trained: the table's
+    column with ``evaluation.sim2real_negatives``, and ``hits[sampler][row]`` (per-user real hit rates) with both
+    samplers."""
     from recagent_gym.runs.evaluation.agreement.sim2real import attach, real_metrics
 
     _say(f"real side: every recommender on the real future items of {len(users)} held-out users")
     ready = {n: r if isinstance(r, list) else [r] for n, r in recommenders.items() if n in LEARNERS}
-    real = real_metrics(config, dataset, users, baselines={n: n for n in REAL_BASELINES if n in recommenders},
-                        ready=ready, item_features=(eval_env.item_features, eval_env.latent_source),
-                        swapped=[n for n in recommenders if n in REAL_SWAPPED], out=out)  # fmt: skip
-    return attach(results, real)
+    table = config.evaluation.sim2real_negatives
+    attached = results
+    for sampler in (table, *(s for s in ("popularity-matched", "uniform") if s != table)):
+        cfg = config.model_copy(deep=True)
+        cfg.evaluation.sim2real_negatives = sampler  # type: ignore[assignment]
+        real = real_metrics(cfg, dataset, users, baselines={n: n for n in REAL_BASELINES if n in recommenders},
+                            ready=ready, item_features=(eval_env.item_features, eval_env.latent_source),
+                            swapped=[n for n in recommenders if n in REAL_SWAPPED] if sampler == table else [],
+                            out=out / f"real_{sampler}")  # fmt: skip
+        hits[sampler] = {name: metric.per_user for name, metric in real.items()}
+        if sampler == table:
+            attached = attach(results, real)
+    return attached
 
 
 def _train_slateq(
@@ -347,7 +378,7 @@ def _selection(
 
 def _steps_text(config: Config) -> str:
     learners = [n for n in config.train.compare if n in LEARNERS]
-    return ", ".join(f"{n} {learner_steps(config, n)}" for n in learners) or "none"
+    return ", ".join(f"{n} {0 if n == 'bc' else learner_steps(config, n)}" for n in learners) or "none"
 
 
 def _write_curves(

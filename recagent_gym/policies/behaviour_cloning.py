@@ -1,0 +1,123 @@
+"""Behaviour cloning of the item-scoring policy on real logs, and PPO fine-tuning with a KL penalty towards the clone.
+
+The standard sim-to-real recipe in recommendation: pre-train on what real users chose, then fine-tune in the
+simulator without drifting far from it.
+
+* :func:`clone` fits an :class:`~recagent_gym.policies.item_scoring.ItemScoringPolicy` (its page logits) to logged
+  choices: softmax cross-entropy over the valid candidates towards the items the real user went on to watch (a
+  uniform target over those present), on observations the env built for the user (``targets[n, k]`` marks
+  candidate ``k`` of observation ``n``).
+* :class:`KLPenalisedPolicy` is that policy with ``beta * KL(pi || pi_bc)`` added to PPO's loss, ``pi_bc`` a
+  frozen copy of the cloned policy (:meth:`KLPenalisedPolicy.anchor`). The KL is that of the page's first slot
+  (the softmax of the logits; the Plackett-Luce page's KL has no closed form, as its entropy has none), zero when
+  the two policies agree. stable-baselines3's PPO adds ``ent_coef * -mean(entropy)`` to its loss and has no other
+  hook: the policy returns ``entropy_coef * entropy - kl_beta * KL`` as the "entropy" and PPO runs with
+  ``ent_coef=1`` (:data:`PPO_ENT_COEF`), which adds exactly ``-entropy_coef * H + kl_beta * KL``.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import numpy as np
+import torch
+
+from recagent_gym.policies.item_scoring import ItemScoringPolicy
+
+PPO_ENT_COEF = 1.0
+"""The ``ent_coef`` PPO must run :class:`KLPenalisedPolicy` with (its own ``entropy_coef`` is the real one)."""
+
+
+def first_slot_kl(logits: torch.Tensor, reference: torch.Tensor) -> torch.Tensor:
+    """``(B,)`` KL(softmax(logits) || softmax(reference)) over the last axis."""
+    log_p = torch.log_softmax(logits, dim=-1)
+    log_q = torch.log_softmax(reference, dim=-1)
+    return (log_p.exp() * (log_p - log_q)).sum(-1)
+
+
+def page_logits(policy: ItemScoringPolicy, obs: dict[str, torch.Tensor]) -> torch.Tensor:
+    """``(B, K)`` the Plackett-Luce logits of ``policy`` (built with ``page_size``) for a batch of observations."""
+    return policy.get_distribution(obs).logits
+
+
+def cloning_loss(logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Mean softmax cross-entropy over valid candidates (``mask``) towards a uniform target over ``targets``."""
+    logits = logits.masked_fill(mask <= 0, float("-inf"))
+    log_p = torch.log_softmax(logits, dim=-1)
+    wanted = targets * (mask > 0)
+    wanted = wanted / wanted.sum(-1, keepdim=True).clamp(min=1.0)
+    return -(wanted * log_p.masked_fill(mask <= 0, 0.0)).sum(-1).mean()
+
+
+def clone(
+    policy: ItemScoringPolicy,
+    observations: dict[str, np.ndarray],
+    targets: np.ndarray,
+    *,
+    epochs: int = 20,
+    batch_size: int = 64,
+    learning_rate: float = 1e-3,
+    seed: int = 0,
+) -> list[float]:
+    """Fit ``policy``'s page logits to ``targets`` (``(N, K)``, 1 for a logged choice) on ``observations`` (each
+    value ``(N, ...)``); rows without a target are dropped. Returns the mean loss of each epoch."""
+    keep = targets.reshape(len(targets), -1).sum(1) > 0
+    if not keep.any():
+        raise ValueError("behaviour cloning: no observation holds a logged choice among its candidates")
+    obs = {k: torch.as_tensor(np.asarray(v)[keep], dtype=torch.float32) for k, v in observations.items()}
+    wanted = torch.as_tensor(targets[keep], dtype=torch.float32)
+    generator = torch.Generator().manual_seed(seed)
+    optimiser = torch.optim.Adam(policy.parameters(), lr=learning_rate)
+    n, losses = len(wanted), []
+    policy.set_training_mode(True)
+    for _ in range(epochs):
+        total = 0.0
+        for batch in torch.randperm(n, generator=generator).split(batch_size):
+            part = {k: v[batch] for k, v in obs.items()}
+            loss = cloning_loss(page_logits(policy, part), wanted[batch], part["candidate_mask"])
+            optimiser.zero_grad()
+            loss.backward()
+            optimiser.step()
+            total += float(loss.detach()) * len(batch)
+        losses.append(total / n)
+    policy.set_training_mode(False)
+    return losses
+
+
+class KLPenalisedPolicy(ItemScoringPolicy):
+    """:class:`ItemScoringPolicy` whose PPO loss carries ``kl_beta * KL(pi || pi_bc)`` (see the module docstring;
+    run PPO with ``ent_coef=PPO_ENT_COEF``). Without an anchor it is the plain policy with ``entropy_coef``."""
+
+    def __init__(self, *args: Any, kl_beta: float = 0.0, entropy_coef: float = 0.0, **kwargs: Any) -> None:
+        self.kl_beta, self.entropy_coef = float(kl_beta), float(entropy_coef)
+        super().__init__(*args, **kwargs)
+        self.__dict__["reference"] = None  # not a submodule: neither trained, nor saved with the policy
+
+    def anchor(self) -> None:
+        """Freeze a copy of the policy as it is now (the cloned one) as ``pi_bc``."""
+        self.__dict__["reference"] = None
+        self.action_dist.logits = None  # the last batch's logits (a graph's tensor) cannot be copied
+        reference = copy.deepcopy(self)
+        for parameter in reference.parameters():
+            parameter.requires_grad_(False)
+        reference.set_training_mode(False)
+        self.__dict__["reference"] = reference
+
+    def kl_to_reference(self, obs: dict[str, torch.Tensor], logits: torch.Tensor) -> torch.Tensor:
+        """``(B,)`` the first-slot KL from ``logits`` (this policy's, on ``obs``) to the anchor's (0 without one)."""
+        reference: KLPenalisedPolicy | None = self.__dict__.get("reference")
+        if reference is None:
+            return torch.zeros(logits.shape[0], dtype=logits.dtype)
+        with torch.no_grad():
+            target = page_logits(reference, obs)
+        return first_slot_kl(logits, target)
+
+    def evaluate_actions(self, obs: Any, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        values, log_prob, entropy = super().evaluate_actions(obs, actions)
+        # SB3's distributions return themselves from proba_distribution: the one just used holds this batch's logits.
+        logits = self.action_dist.logits
+        return values, log_prob, self.entropy_coef * entropy - self.kl_beta * self.kl_to_reference(obs, logits)
+
+    def _get_constructor_parameters(self) -> dict[str, Any]:
+        return {**super()._get_constructor_parameters(), "kl_beta": self.kl_beta, "entropy_coef": self.entropy_coef}
