@@ -30,6 +30,7 @@ def dataset():
     return make_dataset(n_users=400, n_items=120)
 
 
+@pytest.mark.slow
 def test_make_vec_builds_the_batched_vector_env(dataset):
     venv = gym.make_vec(
         CANDIDATES_ENV_ID,
@@ -122,6 +123,7 @@ def test_what_a_user_was_shown_is_the_populations(dataset):
     assert moved > 0
 
 
+@pytest.mark.slow
 def test_one_respond_batch_per_step_for_all_sub_envs(dataset):
     class CountingUser(RecSimUser):
         batches: list[int] = []  # noqa: RUF012

@@ -17,12 +17,14 @@ def test_users_commands_are_registered(capsys):
     assert "collect" in out and "distill" in out and "fidelity" in out
 
 
+@pytest.mark.slow
 def test_distill_without_logs_is_one_line(tmp_path, capsys):
     assert main(["users", "distill", "--logs", str(tmp_path / "none"), "--out", str(tmp_path / "m")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "no decision logs" in err[0] and "users collect" in err[0]
 
 
+@pytest.mark.slow
 def test_fidelity_without_model_is_one_line(tmp_path, capsys):
     code = main(["users", "fidelity", "--logs", str(tmp_path), "--model", str(tmp_path), "--out", str(tmp_path)])
     assert code == 2

@@ -39,6 +39,7 @@ def test_split_is_seeded_and_disjoint():
     assert not np.array_equal(split_users(users, 0.25, 1)[1], test)
 
 
+@pytest.mark.slow
 def test_artefact_is_plain_data_with_logs_hash(artefact_dir):
     folder, logs_dir = artefact_dir
     meta = json.loads((folder / "model.json").read_text())
@@ -95,6 +96,7 @@ def test_same_seed_same_decisions(artefact_dir):
     assert run() == run()
 
 
+@pytest.mark.slow
 def test_wrong_dataset_and_missing_artefact_are_one_line_errors(artefact_dir, tmp_path):
     from recagent_gym.data.load import load_dataset
 

@@ -380,6 +380,7 @@ def test_llm_users_score_every_pool_item_once_before_the_sessions(tiny_ml, tmp_p
     assert "'invalidations': 0" in stats and "'hits': 0" not in stats
 
 
+@pytest.mark.slow
 def test_the_llm_ablations_reuse_the_llm_rows_scores(tiny_ml, tmp_path):  # noqa: F811
     """``llm-only`` and ``llm-embedding-term`` are the ``llm`` row's agents with one weight of the item score at 0:
     they add rows but no LLM scoring call, and the embedding term alone differs from the LLM alone."""
@@ -402,6 +403,7 @@ def test_the_llm_ablations_reuse_the_llm_rows_scores(tiny_ml, tmp_path):  # noqa
     assert not np.array_equal(only.returns, term.returns)
 
 
+@pytest.mark.slow
 def test_llm_prior_parts_row_weighs_each_part_of_the_agents_score(tiny_ml, tmp_path):  # noqa: F811
     """``llm+prior-parts`` runs the agents with the weights file's ``parts`` fit: with the LLM's score at 0, the
     embedding term at 1 and no prior feature its sessions are the ``llm-embedding-term`` row's, from the same scores."""

@@ -45,6 +45,7 @@ def test_an_instruction_set_cap_changes_the_capability(monkeypatch: pytest.Monke
     assert cpu_capability() == plain + "+ONEDNN_MAX_CPU_ISA=AVX2"
 
 
+@pytest.mark.slow
 def test_bf16_vectors_do_not_depend_on_the_batch(bf16_embedder: Any) -> None:
     together = bf16_embedder(TEXTS)
     alone = np.stack([bf16_embedder([t])[0] for t in TEXTS])
@@ -56,6 +57,7 @@ def test_bf16_vectors_do_not_depend_on_the_batch(bf16_embedder: Any) -> None:
         assert np.array_equal(together, bf16_embedder._encode_by_length(TEXTS))
 
 
+@pytest.mark.slow
 def test_bf16_is_close_to_fp32_but_not_it(bf16_embedder: Any, sentence_embedder: Any) -> None:
     bf16, fp32 = bf16_embedder(TEXTS), sentence_embedder(TEXTS)
     cosines = (bf16 * fp32).sum(axis=1)

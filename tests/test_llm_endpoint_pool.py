@@ -12,6 +12,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from recagent_gym.llm.config import LLMConfig
 from recagent_gym.llm.local_server import LocalServer
 from recagent_gym.llm.openai_backend import OpenAIBackend
@@ -104,6 +106,7 @@ def test_requests_waiting_when_an_endpoint_fails_never_go_there() -> None:
     assert healthy.request_count == 8 and backend.retries == 1
 
 
+@pytest.mark.slow
 def test_an_endpoint_killed_mid_run_loses_no_request() -> None:
     server = ["-m", "recagent_gym.llm.local_server", "--latency-s", "0.2", "--per-key-concurrency", "4"]
     command = [sys.executable, *server]

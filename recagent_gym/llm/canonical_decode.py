@@ -67,13 +67,15 @@ class CanonicalDecoder:
         """Longest resident prefix that this sequence's own decoding would have computed identically."""
         limit = min(common_prefix(tokens, self._tokens), first_wanted, len(tokens) - 1)
         keep = 0
-        for mine, resident in zip(starts, self._starts + [len(self._tokens)], strict=False):
+        for mine, resident in zip(starts, [*self._starts, len(self._tokens)], strict=False):
             if mine != resident or mine > limit:
                 break
             keep = mine
         return keep
 
-    def decode(self, tokens: Sequence[int], wanted: Sequence[int], on_logits: OnLogits, marks: Sequence[int] = ()) -> None:
+    def decode(
+        self, tokens: Sequence[int], wanted: Sequence[int], on_logits: OnLogits, marks: Sequence[int] = ()
+    ) -> None:
         """Decode ``tokens`` (positions ``0..n-1``); ``on_logits(position, batch index)`` for each wanted position,
         right after the decode that computed it. The sequence stays resident for the next call."""
         tokens = list(tokens)

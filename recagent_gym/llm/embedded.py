@@ -345,7 +345,9 @@ class EmbeddedLLM:
             keep: dict[int, int] = {}
             for k, (i, _, _, _) in enumerate(chunk):
                 keep.setdefault(i, k)
-            self._engine.finish(_group_prefixes([(k, chunk[k][2][: chunk[k][3]]) for k in keep.values()]), self._priority())
+            self._engine.finish(
+                _group_prefixes([(k, chunk[k][2][: chunk[k][3]]) for k in keep.values()]), self._priority()
+            )
         except BaseException:
             self._engine.clear_working()
             raise
