@@ -123,7 +123,6 @@ def test_what_a_user_was_shown_is_the_populations(dataset):
     assert moved > 0
 
 
-@pytest.mark.slow
 def test_one_respond_batch_per_step_for_all_sub_envs(dataset):
     class CountingUser(RecSimUser):
         batches: list[int] = []  # noqa: RUF012

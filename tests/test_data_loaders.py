@@ -174,7 +174,6 @@ def test_split_title_variants():
     assert split_title("No Year") == ("No Year", -1)
 
 
-@pytest.mark.slow
 def test_bundled_dataset_matches_its_readme():
     ds = load_dataset("bundled")  # its load time is measured by benchmarks/bench_data_load.py, not asserted here
     # Counts stated in the bundled README.txt (MovieLens latest-small, September 2018).

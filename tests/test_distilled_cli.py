@@ -24,7 +24,6 @@ def test_distill_without_logs_is_one_line(tmp_path, capsys):
     assert len(err) == 1 and "no decision logs" in err[0] and "users collect" in err[0]
 
 
-@pytest.mark.slow
 def test_fidelity_without_model_is_one_line(tmp_path, capsys):
     code = main(["users", "fidelity", "--logs", str(tmp_path), "--model", str(tmp_path), "--out", str(tmp_path)])
     assert code == 2

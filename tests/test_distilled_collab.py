@@ -63,7 +63,6 @@ def test_collaborative_vectors_come_from_the_history_and_travel_with_the_model(t
     assert moved.arrays["user_table"].shape == model.arrays["user_table"].shape
 
 
-@pytest.mark.slow
 def test_negative_collab_dims_are_refused_and_the_cli_passes_them(tmp_path, monkeypatch):
     with pytest.raises(DistillError, match="collab_dims"):
         _fit(tmp_path, "bad", tiny_logs(tmp_path / "logs"), collab_dims=-1)

@@ -39,7 +39,6 @@ def test_split_is_seeded_and_disjoint():
     assert not np.array_equal(split_users(users, 0.25, 1)[1], test)
 
 
-@pytest.mark.slow
 def test_artefact_is_plain_data_with_logs_hash(artefact_dir):
     folder, logs_dir = artefact_dir
     meta = json.loads((folder / "model.json").read_text())

@@ -37,7 +37,6 @@ def test_leave_pages_hold_never_seen_negatives_drawn_as_the_real_items_are():
     assert not np.array_equal(leave_pages(dataset, real, range(6), page_size=5, seed=1).items, pages.items)
 
 
-@pytest.mark.slow
 def test_the_watch_target_lowers_the_watch_on_pages_without_a_real_item(tmp_path):
     logs_dir = tiny_logs(tmp_path / "logs")
     order = fit_tiny(tmp_path / "order", logs_dir, 30, real_weight=2.0, **TINY)

@@ -380,7 +380,6 @@ def test_llm_users_score_every_pool_item_once_before_the_sessions(tiny_ml, tmp_p
     assert "'invalidations': 0" in stats and "'hits': 0" not in stats
 
 
-@pytest.mark.slow
 def test_the_llm_ablations_reuse_the_llm_rows_scores(tiny_ml, tmp_path):  # noqa: F811
     """``llm-only`` and ``llm-embedding-term`` are the ``llm`` row's agents with one weight of the item score at 0:
     they add rows but no LLM scoring call, and the embedding term alone differs from the LLM alone."""

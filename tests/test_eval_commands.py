@@ -51,7 +51,6 @@ def test_sequence_command_without_judge(movielens_dir: Path, tmp_path: Path) -> 
     assert (out / "plot.png").stat().st_size > 0
 
 
-@pytest.mark.slow
 def test_sequence_command_with_the_scripted_backend_as_agent_and_judge(
     movielens_dir: Path,  # noqa: F811
     tmp_path: Path,

@@ -50,7 +50,6 @@ def test_trials_mix_held_out_items_with_unseen_negatives(tiny_ml: Dataset) -> No
     assert other[("uniform", 1, 5)] != trials[("uniform", 1, 5)]
 
 
-@pytest.mark.slow
 def test_classical_users_every_row_and_interval(tiny_ml: Dataset) -> None:  # noqa: F811
     resources = make_resources(tiny_ml, user_models=["embedding", "recsim"], settings=SETTINGS)
     result = run_discrimination(resources, progress=False)
@@ -76,7 +75,6 @@ def test_classical_users_every_row_and_interval(tiny_ml: Dataset) -> None:  # no
     assert again == timeless
 
 
-@pytest.mark.slow
 def test_oracle_scores_one_and_user_agnostic_model_drops_nothing(
     tiny_ml: Dataset,  # noqa: F811
     monkeypatch: pytest.MonkeyPatch,
@@ -155,7 +153,6 @@ def test_module_documents_the_banding() -> None:
     assert "popularity_bands" in discrimination.__doc__ and "widened" in discrimination.__doc__
 
 
-@pytest.mark.slow
 def test_runs_with_fewer_settings_or_models_share_users_and_results(tiny_ml: Dataset) -> None:  # noqa: F811
     full = run_discrimination(make_resources(tiny_ml, user_models=["embedding", "recsim"], settings=SETTINGS),
                               progress=False)  # fmt: skip

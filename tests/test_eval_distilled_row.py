@@ -34,7 +34,6 @@ def distilled_dir(tiny_ml: Dataset, tmp_path):  # noqa: F811
     return tmp_path / "model"
 
 
-@pytest.mark.slow
 def test_discrimination_scores_the_distilled_row_on_users_it_was_not_fitted_on(tiny_ml, distilled_dir) -> None:  # noqa: F811
     resources = make_resources(tiny_ml, user_models=["distilled"], users=12, settings=[(1, 5)],
                                config_overrides=[f"user.distilled_path={distilled_dir}"])  # fmt: skip

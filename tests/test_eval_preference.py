@@ -55,7 +55,6 @@ def test_ranks_land_on_the_users_own_scale() -> None:
     assert ranks_to_ratings(np.zeros(5), [0, 4], scale).tolist() == [3.0, 3.0]  # ties: the median
 
 
-@pytest.mark.slow
 def test_rating_prediction_rows_controls_and_anchors(tiny_ml: Dataset) -> None:  # noqa: F811
     resources = make_resources(tiny_ml, user_models=["embedding", "recsim"], users=8, rating_held_out=2,
                                rating_negatives=6)  # fmt: skip

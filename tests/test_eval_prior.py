@@ -142,7 +142,6 @@ def test_calibrate_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     assert code == 2 and "--users" in err and "Traceback" not in err
 
 
-@pytest.mark.slow
 def test_rating_and_preference_take_the_prior_rows(ml40: Dataset, tmp_path: Path) -> None:
     from recagent_gym.runs.evaluation.preference import run_preference
     from recagent_gym.runs.evaluation.rating import run_rating

@@ -51,7 +51,6 @@ def config_error(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
     ],
     ids=["flow-lists", "block-mappings", "flow-mappings"],
 )
-@pytest.mark.slow
 def test_a_deeply_nested_config_is_one_line(capsys: pytest.CaptureFixture[str], tmp_path: Path, text: str) -> None:
     path = write(tmp_path / "deep.yaml", text)
     line = config_error(capsys, "simulate", "--config", str(path), "--out", str(tmp_path / "run"))

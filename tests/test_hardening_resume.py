@@ -112,7 +112,6 @@ def test_a_checkpoint_with_wrong_values_is_refused_in_one_line(
     assert snapshot(tmp_path) == before
 
 
-@pytest.mark.slow
 def test_an_event_log_replaced_by_a_folder_is_refused(
     run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

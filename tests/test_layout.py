@@ -128,12 +128,10 @@ def unit_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
     return units
 
 
-@pytest.mark.slow
 def test_every_unit_has_a_layer() -> None:
     assert sorted(u for u in unit_graph(import_graph()) if u.split(".")[0] not in RANK) == []
 
 
-@pytest.mark.slow
 def test_the_library_imports_only_lower_layers_and_never_a_run() -> None:
     graph = import_graph()
     upward = [

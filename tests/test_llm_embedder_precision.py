@@ -45,7 +45,6 @@ def test_an_instruction_set_cap_changes_the_capability(monkeypatch: pytest.Monke
     assert cpu_capability() == plain + "+ONEDNN_MAX_CPU_ISA=AVX2"
 
 
-@pytest.mark.slow
 def test_bf16_vectors_do_not_depend_on_the_batch(bf16_embedder: Any) -> None:
     together = bf16_embedder(TEXTS)
     alone = np.stack([bf16_embedder([t])[0] for t in TEXTS])

@@ -52,7 +52,6 @@ def test_recency_decays_per_hour_and_never_exceeds_one():
     assert got.tolist() == [1.0, 0.25, 1.0]
 
 
-@pytest.mark.slow
 def test_forgetting_samples_in_proportion_to_g():
     rng = np.random.default_rng(0)
     weights = np.array([0.1, 0.3, 0.6])
@@ -186,7 +185,6 @@ def test_retrieval_returns_long_term_top_n_then_all_short_term():
     assert [r.content for r in got] == ["war one", "musical three", "drama four"]
 
 
-@pytest.mark.slow
 def test_faiss_and_numpy_search_agree():
     results = []
     for index in ("faiss", "numpy"):

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import pytest
 
 from recagent_gym.runs.metrics import bootstrap_replicates, percentile_interval, summarize
 from recagent_gym.runs.policies.protocol import bootstrap_mean, bootstrap_ratio
@@ -59,7 +58,6 @@ def test_summarize_gives_the_former_loop_figures():
     _close((estimate.low, estimate.high), tuple(np.quantile(old, [0.025, 0.975])))
 
 
-@pytest.mark.slow
 def test_rank_agreement_gives_the_former_loop_figures():
     from scipy.stats import kendalltau, spearmanr
 

@@ -48,7 +48,6 @@ def test_collaborative_latents_are_unit_deterministic_and_follow_co_watching(tin
     assert affinity[seen].mean() > affinity[unseen].mean() + 0.1
 
 
-@pytest.mark.slow
 def test_the_fit_recovers_a_popularity_driven_choice():
     """Real choices simulated from a known logit on popularity: the fit finds a positive popularity weight near the
     truth and beats the null model."""
@@ -68,7 +67,6 @@ def test_the_fit_recovers_a_popularity_driven_choice():
     assert mass == pytest.approx(3.0, rel=0.25) and ll > null
 
 
-@pytest.mark.slow
 def test_fit_on_a_dataset_never_reads_the_holdout(movielens_dir, tmp_path):  # noqa: F811
     from recagent_gym.data.load import load_dataset
 
@@ -120,7 +118,6 @@ def test_the_shipped_bundled_fit_loads_with_a_likelihood_gain():
     assert all(math.isfinite(v) for v in fit.values.values() if isinstance(v, float))
 
 
-@pytest.mark.slow
 def test_fit_recsim_command_writes_a_file_the_users_read(tmp_path):
     folder = write_movielens(tmp_path / "ml", n_users=20, per_user=40)
     out = tmp_path / "fit"

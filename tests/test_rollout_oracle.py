@@ -46,7 +46,6 @@ def _state(env):
     )
 
 
-@pytest.mark.slow
 def test_forks_own_their_state(env):
     env.reset(seed=0, options={"user_id": 3})
     before = (env.user_model.get_state(), env.session.get_state())
@@ -86,7 +85,6 @@ class _Watched:
         return self.quality.predict(observation)
 
 
-@pytest.mark.slow
 def test_other_recommenders_return_the_same_whether_or_not_the_oracle_ran(env):
     protocol = EvalProtocol(users=np.arange(12), seed=0, swapped=False)
     alone = run_sessions(QualityCandidates(env), env, protocol)
@@ -94,7 +92,6 @@ def test_other_recommenders_return_the_same_whether_or_not_the_oracle_ran(env):
     assert np.array_equal(alone.returns, watched.returns) and alone.pages == watched.pages
 
 
-@pytest.mark.slow
 def test_deterministic_given_the_seed_and_one_page_is_the_heuristic(env):
     protocol = EvalProtocol(users=np.arange(8), seed=3, swapped=False)
     first, again = (RolloutOracle(env, rollouts=2, seed=7) for _ in range(2))

@@ -64,7 +64,6 @@ def _killed_mid_write(target: Path) -> list[Path]:
     return sorted(target.parent.glob(f".{target.name}.*.tmp"))
 
 
-@pytest.mark.slow
 def test_temp_file_of_a_killed_writer_is_removed_and_live_ones_kept(tmp_path: Path) -> None:
     target = tmp_path / "checkpoints" / "round_0001.json"
     target.parent.mkdir()

@@ -95,7 +95,6 @@ def test_split_is_seeded_disjoint_and_covers_everyone():
     assert not np.array_equal(a.test, split_users(100, test_fraction=0.2, seed=4).test)
 
 
-@pytest.mark.slow
 def test_bootstrap_interval_is_over_users_and_narrows_with_more_users():
     rng = np.random.default_rng(0)
     small = bootstrap_mean(rng.normal(1.0, 1.0, 10), seed=0)
@@ -125,7 +124,6 @@ class _FavouriteGenre:
         return np.argsort(-scores)[: self.env.page_size], None
 
 
-@pytest.mark.slow
 def test_swapped_encoding_hurts_a_personalised_recommender_not_popularity(dataset):
     config = Config()
     config.user.model = "recsim"
@@ -176,7 +174,6 @@ def test_summary_line_reads_the_intervals():
     assert "above random" in line
 
 
-@pytest.mark.slow
 def test_training_meets_train_users_only_and_prints_progress(tmp_path, dataset, monkeypatch, capsys):
     import recagent_gym.runs.policies.training as training
 
@@ -206,7 +203,6 @@ def test_training_meets_train_users_only_and_prints_progress(tmp_path, dataset, 
     assert "it/s" not in out  # no progress bar when the output is not a terminal
 
 
-@pytest.mark.slow
 def test_held_out_learning_curve_is_written_with_intervals(tmp_path, dataset):
     config = Config(
         train=TrainConfig(total_timesteps=64, n_envs=2, n_steps=16, batch_size=16, eval_every=32, eval_curve_users=5)
