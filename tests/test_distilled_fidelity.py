@@ -44,7 +44,6 @@ def test_fidelity_report_rows_ranking_and_files(tmp_path):
     assert "Held-out users" in markdown and "| distilled |" in markdown
 
 
-@pytest.mark.slow
 def test_fidelity_on_a_policys_own_pages_scores_and_replays_but_ranks_nothing(tmp_path):
     """Logs of the ``policy`` source (the pages a trained policy chose): scores and action rates are compared as
     for any page; the ranking needs pages the report can rebuild, so it is left empty and said so."""

@@ -111,7 +111,6 @@ def test_keys_from_the_environment_are_used_on_resume(
     assert sent and all(h == "Bearer sk-from-the-env-0123456789abc" for h in sent)
 
 
-@pytest.mark.slow
 def test_a_failing_model_during_an_interview_is_one_clear_line(
     run: Path, server: FaultServer, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -157,7 +157,6 @@ def test_interview_answers_in_character(tmp_path: Path) -> None:
     assert sim.names[3] in prompt and "What did you watch?" in prompt
 
 
-@pytest.mark.slow
 def test_serial_execution_and_random_items(tmp_path: Path) -> None:
     sim = run(tmp_path / "serial", "simulation.execution=serial", "recommender.rec_random_k=2", rounds=1)
     events = [json.loads(x) for x in (tmp_path / "serial" / "events.jsonl").read_text().splitlines()]
