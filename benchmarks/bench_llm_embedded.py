@@ -1,6 +1,6 @@
 """Embedded Gemma 3 270M: latency of page decisions (cold vs cached prefix), token throughput, batched scoring.
 
-    .venv/bin/python benchmarks/bench_llm_embedded.py [--threads 2] [--repeats 5]
+    .venv/bin/python benchmarks/bench_llm_embedded.py [--threads 2] [--repeats 5] [--decoding canonical|batched]
 
 Prints figures; not a timed test. Prompts are synthetic (no dataset needed) and sized like the agent's.
 """
@@ -84,12 +84,13 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--memories", type=int, default=14, help="memory lines in the prefix (~600 tokens at 14)")
+    parser.add_argument("--decoding", choices=["canonical", "batched"], default="canonical", help="llm.decoding")
     args = parser.parse_args()
     rng = np.random.default_rng(0)
 
-    llm = EmbeddedLLM(LLMConfig(n_threads=args.threads))
+    llm = EmbeddedLLM(LLMConfig(n_threads=args.threads, decoding=args.decoding))
     rt = llm._rt  # the benchmark drops the prefix cache on purpose for the cold figures
-    print(f"model {llm.name}, {args.threads} threads, load {llm.load_s:.2f} s")
+    print(f"model {llm.name}, {args.threads} threads, {args.decoding} decoding, load {llm.load_s:.2f} s")
     prefix = profile_prefix(rng, args.memories)
     prompt = prefix + page_text(rng)
     n_tokens = len(rt.tokenize(prompt))
@@ -106,7 +107,7 @@ def main() -> None:
     print(f"  cold prefix   {summary(cold)}")
     print(f"  cached prefix {summary(cached)}")
 
-    grammar_llm_cfg = LLMConfig(n_threads=args.threads, choose_method="grammar")
+    grammar_llm_cfg = LLMConfig(n_threads=args.threads, choose_method="grammar", decoding=args.decoding)
     grammar_llm = EmbeddedLLM(grammar_llm_cfg)
     g_prompts = [prefix + page_text(rng) for _ in range(3)]
     g_times = [timed(lambda p=p: grammar_llm.choose([p], [DECISION_OPTIONS])) for p in g_prompts]

@@ -22,11 +22,11 @@ def sentence_embedder():  # type: ignore[no-untyped-def]
     return SentenceEmbedder(n_threads=1)
 
 
-def load_embedded_llm() -> Any:
+def load_embedded_llm(decoding: str = "canonical") -> Any:
     """The real Gemma 3 270M backend with a small KV cache (loads in about a second once assembled)."""
     from recagent_gym.llm.embedded import EmbeddedLLM
 
-    return EmbeddedLLM(LLMConfig(n_threads=2, kv_size=4096, prefix_slots=2))
+    return EmbeddedLLM(LLMConfig(n_threads=2, kv_size=4096, prefix_slots=2, decoding=decoding))
 
 
 @pytest.fixture(scope="session")

@@ -94,6 +94,7 @@ def genre_fans():
     return dataclasses.replace(dataset, interactions=inter)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["popularity", *HISTORY_MODELS])
 def test_every_history_model_ranks_held_out_items_above_chance_and_is_deterministic(genre_fans, name):
     split = leave_last_out(genre_fans, 4, min_train=10)
@@ -111,6 +112,7 @@ def test_every_history_model_ranks_held_out_items_above_chance_and_is_determinis
         assert np.mean(ranks) < 0.4  # the held-out items rank well above the middle on average (chance: 0.5)
 
 
+@pytest.mark.slow
 def test_the_report_leads_with_the_headline_and_writes_its_csv(tiny_ml, tmp_path):  # noqa: F811
     config = _config(agreement_user_models="[recsim]",
                      agreement_recommenders="[random,popularity,itemknn,ease,mf,oracle,anti-oracle]")  # fmt: skip

@@ -30,6 +30,7 @@ def dataset():
     return make_dataset(n_users=400, n_items=120)
 
 
+@pytest.mark.slow
 def test_make_vec_builds_the_batched_vector_env(dataset):
     venv = gym.make_vec(
         CANDIDATES_ENV_ID,

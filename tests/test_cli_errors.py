@@ -47,6 +47,7 @@ def sets(*pairs: str) -> list[str]:
 # --- version, help, logging -------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_version_and_help_describe_the_tool(tmp_path: Path) -> None:
     from recagent_gym import __version__
 
@@ -57,6 +58,7 @@ def test_version_and_help_describe_the_tool(tmp_path: Path) -> None:
     assert "registers itself here" not in text  # not the module's internal docstring
 
 
+@pytest.mark.slow
 def test_third_party_info_lines_only_with_verbose(tmp_path: Path) -> None:
     code = (
         "import logging, sys; from recagent_gym.runs.cli import configure_logging; "
@@ -218,6 +220,7 @@ def test_config_errors_never_echo_secrets(capsys: pytest.CaptureFixture[str], pa
 # --- simulator runs -------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_resume_after_the_event_log_was_deleted(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     out = tmp_path / "run"
     assert sim_main(["simulate", *sets(*settings("simulation.rounds=1")), "--out", str(out)]) == 0
@@ -232,6 +235,7 @@ def test_resume_after_the_event_log_was_deleted(capsys: pytest.CaptureFixture[st
     assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before  # nothing written
 
 
+@pytest.mark.slow
 def test_relative_cache_path_lands_in_the_run_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     elsewhere = tmp_path / "cwd"
     elsewhere.mkdir()

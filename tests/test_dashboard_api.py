@@ -96,6 +96,7 @@ def run_rounds(client: TestClient, dash: Dashboard, rounds: int) -> None:
 # -- reading ------------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_page_and_static_files(client: TestClient) -> None:
     page = client.get("/")
     assert page.status_code == 200 and "/static/app.js" in page.text and '<script src="http' not in page.text
@@ -104,6 +105,7 @@ def test_page_and_static_files(client: TestClient) -> None:
     assert client.get("/favicon.ico").status_code == 204
 
 
+@pytest.mark.slow
 def test_state_before_and_after_rounds(client: TestClient, dash: Dashboard) -> None:
     state = client.get("/api/state").json()
     assert state["status"] == "ready" and state["system"]["round"] == 0
@@ -180,6 +182,7 @@ def test_start_pause_and_busy(client: TestClient, dash: Dashboard, llm: Switchab
     assert dash.wait(120) and dash.sim.clock.round == done + 1  # type: ignore[union-attr]
 
 
+@pytest.mark.slow
 def test_start_validation(client: TestClient, dash: Dashboard) -> None:
     before = frozen(dash)
     assert "rounds" in error_of(client.post("/api/start", json={"rounds": 0}), 422)

@@ -70,6 +70,7 @@ def own(**extra: str) -> dict[str, str]:
     return {"Content-Type": "application/json", "X-Dashboard-Token": TOKEN, "Origin": BASE, **extra}
 
 
+@pytest.mark.slow
 def test_every_state_changing_route_is_covered(app: FastAPI) -> None:
     routes = changing_routes(app)
     named = {"/api/reset", "/api/start", "/api/step", "/api/pause", "/api/checkpoints/save"}
@@ -218,6 +219,7 @@ def test_hosts_and_origins_are_parsed_strictly() -> None:
         allowed_hosts("127.0.0.1", 8000, ["a:b"])
 
 
+@pytest.mark.slow
 def test_an_allowed_host_is_served(dash: Dashboard) -> None:
     client = TestClient(create_app(dash, host="0.0.0.0", port=8080, allow_hosts=["dash.lan"]), base_url=BASE)
     assert client.get("/", headers={"Host": "dash.lan:8080"}).status_code == 200

@@ -10,6 +10,7 @@ from recagent_gym.runs.cli import main
 from tests import _data_fixtures as fx
 
 
+@pytest.mark.slow
 def test_info_bundled_table(capsys):
     assert main(["data", "info", "bundled"]) == 0
     out = capsys.readouterr().out

@@ -21,6 +21,7 @@ def bundled():
     return load_dataset("bundled", min_user_interactions=5)
 
 
+@pytest.mark.slow
 def test_leave_last_out_holds_out_the_latest_and_does_not_leak(bundled):
     split = leave_last_out(bundled, a=3)
     assert len(split.train.interactions) + 3 * len(split.held_out) == len(bundled.interactions)

@@ -17,6 +17,7 @@ def test_users_commands_are_registered(capsys):
     assert "collect" in out and "distill" in out and "fidelity" in out
 
 
+@pytest.mark.slow
 def test_distill_without_logs_is_one_line(tmp_path, capsys):
     assert main(["users", "distill", "--logs", str(tmp_path / "none"), "--out", str(tmp_path / "m")]) == 2
     err = capsys.readouterr().err.strip().splitlines()

@@ -22,6 +22,7 @@ def item_cache(tmp_path_factory) -> str:
     return str(tmp_path_factory.getbasetemp().parent / "item-embeddings")
 
 
+@pytest.mark.slow
 def test_held_out_users_are_unseen_by_the_policy_and_the_distilled_model():
     from recagent_gym.runs.policies.protocol import split_users
     from recagent_gym.users.distilled.saved_model import Artefact

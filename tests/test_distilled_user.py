@@ -95,6 +95,7 @@ def test_same_seed_same_decisions(artefact_dir):
     assert run() == run()
 
 
+@pytest.mark.slow
 def test_wrong_dataset_and_missing_artefact_are_one_line_errors(artefact_dir, tmp_path):
     from recagent_gym.data.load import load_dataset
 

@@ -405,6 +405,7 @@ def test_the_llm_ablations_reuse_the_llm_rows_scores(tiny_ml, tmp_path):  # noqa
     assert not np.array_equal(only.returns, term.returns)
 
 
+@pytest.mark.slow
 def test_llm_prior_parts_row_weighs_each_part_of_the_agents_score(tiny_ml, tmp_path):  # noqa: F811
     """``llm+prior-parts`` runs the agents with the weights file's ``parts`` fit: with the LLM's score at 0, the
     embedding term at 1 and no prior feature its sessions are the ``llm-embedding-term`` row's, from the same scores."""

@@ -39,6 +39,7 @@ def _timed(backend: OpenAIBackend, n: int) -> float:
     return time.perf_counter() - started
 
 
+@pytest.mark.slow
 def test_latency_and_per_key_limit_set_the_wall_time() -> None:
     with LocalServer(latency_s=0.2, per_key_concurrency=1) as server:
         backend = _backend(server, keys=2, concurrency=4)
@@ -71,6 +72,7 @@ def test_answers_choices_and_completions() -> None:
         assert {c.option for c in backend.choose(["a", "b PICK:leave"], [options] * 2)} == {"watch", "leave"}
 
 
+@pytest.mark.slow
 def test_random_answers_follow_the_request_seed_not_the_arrival_order() -> None:
     """A benchmark's workload must not depend on which concurrent request reached the server first: with a seed in
     the request (the client derives one per prompt), the random option is a function of prompt and seed."""
@@ -286,6 +288,7 @@ def test_point_config_can_make_every_agent_active() -> None:
     assert (kept.activation, kept.active_threshold) == ("pareto", 50)
 
 
+@pytest.mark.slow
 def test_peak_memory_covers_the_cpu_floor_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from recagent_gym.runs.evaluation import efficiency
 

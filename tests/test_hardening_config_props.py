@@ -65,6 +65,7 @@ def test_any_mapping_validates_or_is_a_config_error(doc: dict[str, Any]) -> None
     _loads_or_config_error(lambda: config_from_dict(doc))
 
 
+@pytest.mark.slow
 @FAST
 @given(documents)
 def test_any_yaml_file_loads_or_is_a_config_error(doc: dict[str, Any]) -> None:
@@ -132,6 +133,7 @@ def test_any_movielens_rows_load_or_are_a_data_error(movies: str, ratings: str, 
         _loads_or_data_error(folder, mode)
 
 
+@pytest.mark.slow
 @FAST
 @given(csv_bodies, csv_bodies, csv_bodies, modes)
 def test_any_recagent_csv_rows_load_or_are_a_data_error(items: str, users: str, inter: str, mode: str) -> None:
@@ -155,6 +157,7 @@ rating_rows = st.tuples(
 )  # userId, movieId, rating, timestamp
 
 
+@pytest.mark.slow
 @FAST
 @given(st.lists(rating_rows, min_size=1, max_size=8))
 def test_only_ascii_numbers_are_loaded(rows: list[tuple[str, ...]]) -> None:

@@ -79,6 +79,7 @@ def test_evaluate_policies_with_a_bad_zip_is_one_line(tmp_path, capsys, v0_polic
     assert not out.exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["missing", *sorted(BAD_ZIPS)])
 def test_transfer_with_a_bad_zip_is_one_line(tmp_path, capsys, v0_policy, kind):
     policy = _bad_policy(tmp_path / "p", kind, v0_policy)

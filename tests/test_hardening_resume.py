@@ -171,6 +171,7 @@ def test_a_resume_from_another_folder_uses_the_runs_own_cache(run: Path, tmp_pat
     assert resumed["config"]["llm"]["cache_path"] == CACHE  # still relative to the run: it can move again
 
 
+@pytest.mark.slow
 def test_a_refused_resume_from_another_folder_creates_nothing_anywhere(
     run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -195,6 +195,7 @@ def preload() -> None:
             importlib.import_module(module.name)
 
 
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # a Budget swallowed by a gc hook
 def test_every_command_ends_in_exit_0_or_2_without_traceback_or_stray_files(tmp_path, monkeypatch):
     if threading.current_thread() is not threading.main_thread():

@@ -77,6 +77,7 @@ def paused(tmp_path: Path) -> Path:
     return run
 
 
+@pytest.mark.slow
 def test_two_resumes_of_one_run_one_is_refused_and_no_row_is_duplicated(paused, tmp_path, capsys):
     gate = tmp_path / "gate"
     first = spawn(["simulate", "--resume", str(paused), "--set", "simulation.rounds=3"], gate=gate)
@@ -101,6 +102,7 @@ def test_two_resumes_of_one_run_one_is_refused_and_no_row_is_duplicated(paused, 
     assert not (paused / LOCK_NAME).exists()
 
 
+@pytest.mark.slow
 def test_two_fresh_runs_into_one_folder_one_is_refused(tmp_path):
     out, gate = tmp_path / "out", tmp_path / "gate"
     first = spawn(["simulate", *sets(), "--out", str(out)], gate=gate)
@@ -115,6 +117,7 @@ def test_two_fresh_runs_into_one_folder_one_is_refused(tmp_path):
     assert sorted(p.name for p in out.iterdir() if p.name.startswith(".")) == []
 
 
+@pytest.mark.slow
 def test_the_lock_of_a_killed_writer_does_not_block_the_next_run(paused, tmp_path):
     first = spawn(["simulate", "--resume", str(paused)], gate=tmp_path / "never")
     wait_for_lock(paused, first)
@@ -126,6 +129,7 @@ def test_the_lock_of_a_killed_writer_does_not_block_the_next_run(paused, tmp_pat
     assert not (paused / LOCK_NAME).exists()
 
 
+@pytest.mark.slow
 def test_a_refused_command_leaves_no_folder_and_a_finished_one_no_lock(tmp_path, capsys):
     deep = tmp_path / "new" / "deeper"
     assert cli_main(["simulate", "--config", str(tmp_path / "missing.yaml"), "--out", str(deep)]) == 2

@@ -136,6 +136,7 @@ def test_a_damaged_policy_leaves_no_prior_behind_in_users_transfer(capsys, work)
 # -- simulate --resume --rounds on a finished run ---------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_rounds_beyond_a_finished_run_say_how_to_continue(capsys, tmp_path):
     run = tmp_path / "run"
     sets = [arg for s in settings("simulation.rounds=1") for arg in ("--set", s)]
@@ -154,6 +155,7 @@ def test_rounds_beyond_a_finished_run_say_how_to_continue(capsys, tmp_path):
 BAD_IDS = ["9" * 5000, "%23" + "9" * 5000, "²", "٣٣٣٣٣٣٣٣٣٣٣٣٣٣٣٣٣٣٣٣", "x" * 5000, "%00", "-1", "%23-1", "1e3"]
 
 
+@pytest.mark.slow
 def test_a_bad_agent_id_is_a_4xx_never_a_500(tmp_path):
     """``GET /api/agents/<5000 digits>`` was an HTTP 500 with a server traceback (int() refuses 4,300+ digits)."""
     dash = make_dashboard(tmp_path / "runs")

@@ -171,6 +171,7 @@ def test_session_kernel_is_free_of_gymnasium_and_of_its_faces() -> None:
             assert not [n for n in names if n.split(".")[0] in ("gymnasium", "stable_baselines3")], path
 
 
+@pytest.mark.slow
 def test_no_import_cycle_anywhere_in_the_package() -> None:
     assert cycles(import_graph()) == []
 
@@ -180,6 +181,7 @@ def test_the_cycle_finder_finds_a_three_module_cycle() -> None:
     assert cycles(graph) == [["a", "b", "c"]]
 
 
+@pytest.mark.slow
 def test_the_kernel_is_the_only_caller_of_respond_batch_outside_users() -> None:
     """No second session loop: outside users/ only the kernel asks users for a batch of responses (a user-model
     wrapper's own ``respond_batch`` or ``respond`` may delegate to the model it wraps)."""

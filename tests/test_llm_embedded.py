@@ -22,8 +22,9 @@ pytestmark = pytest.mark.embedded_llm
 def embedded_llm() -> Iterator[EmbeddedLLM]:
     """This module's own model, its prefix cache filled by these tests alone: they reason about the cache's contents,
     and seeded sampling repeats exactly only from the same cache state (a prefix reused from the cache is computed
-    in other batches than a fresh one, which moves the logits by a few hundredths: enough to change a sample)."""
-    llm = load_embedded_llm()
+    in other batches than a fresh one, which moves the logits by a few hundredths: enough to change a sample). Batched
+    decoding: these tests are about its prefix slots (canonical decoding: ``test_llm_canonical.py``)."""
+    llm = load_embedded_llm(decoding="batched")
     yield llm
     llm.close()
 

@@ -56,6 +56,7 @@ def test_bf16_vectors_do_not_depend_on_the_batch(bf16_embedder: Any) -> None:
         assert np.array_equal(together, bf16_embedder._encode_by_length(TEXTS))
 
 
+@pytest.mark.slow
 def test_bf16_is_close_to_fp32_but_not_it(bf16_embedder: Any, sentence_embedder: Any) -> None:
     bf16, fp32 = bf16_embedder(TEXTS), sentence_embedder(TEXTS)
     cosines = (bf16 * fp32).sum(axis=1)

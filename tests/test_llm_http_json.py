@@ -148,6 +148,7 @@ def test_base_url_checks_and_which_client_the_backend_uses() -> None:
     assert OpenAIBackend(config).http_client == "aiohttp"
 
 
+@pytest.mark.slow
 def test_the_aiohttp_client_never_imports_the_openai_package() -> None:
     """Importing ``openai`` costs seconds of CPU, which a simulator's first round would pay inside its timer."""
     import os

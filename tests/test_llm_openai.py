@@ -40,6 +40,7 @@ def server():  # type: ignore[no-untyped-def]
         yield srv
 
 
+@pytest.mark.slow
 def test_every_fault_recovers_results_in_order_without_duplicates(server: FaultServer) -> None:
     faults = ["429", "500", "slow", "drop", "badjson", None, "500", None]
     tags = [f"t{i}" for i in range(24)]
@@ -59,6 +60,7 @@ def test_every_fault_recovers_results_in_order_without_duplicates(server: FaultS
     assert all(g.usage.prompt_tokens == 7 and g.usage.calls == 1 for g in out)
 
 
+@pytest.mark.slow
 def test_retry_after_is_honoured(server: FaultServer) -> None:
     server.plan = {"r": ["429"]}
     backend = _backend(server)
@@ -77,6 +79,7 @@ def test_keys_are_used_round_robin(server: FaultServer) -> None:
     assert [h.split()[-1] for h in server.auth_headers] == [KEYS[0], KEYS[1], KEYS[0], KEYS[1]]
 
 
+@pytest.mark.slow
 def test_persistent_failure_raises_a_typed_error(server: FaultServer) -> None:
     server.plan = {"bad": ["500"] * 10}
     backend = _backend(server, max_retries=2)
@@ -89,6 +92,7 @@ def test_persistent_failure_raises_a_typed_error(server: FaultServer) -> None:
     backend.close()
 
 
+@pytest.mark.slow
 def test_client_errors_are_not_retried(server: FaultServer) -> None:
     server.schema_supported = False
     backend = _backend(server, structured_output="json_schema")
@@ -122,6 +126,7 @@ def test_choose_with_json_schema_and_fallback_to_text(server: FaultServer) -> No
     backend.close()
 
 
+@pytest.mark.slow
 def test_invalid_answer_gets_one_reask_then_comes_back_unanswered(server: FaultServer) -> None:
     server.plan = {"once": ["nonsense"], "twice": ["nonsense", "nonsense"]}
     backend = _backend(server, structured_output="text")
@@ -135,6 +140,7 @@ def test_invalid_answer_gets_one_reask_then_comes_back_unanswered(server: FaultS
     backend.close()
 
 
+@pytest.mark.slow
 def test_sync_facade_works_inside_a_running_event_loop(server: FaultServer) -> None:
     backend = _backend(server)
     assert backend.generate(["<<s0>>"])[0].text == "reply <<s0>>"

@@ -61,6 +61,7 @@ def _openai_settings(server: FaultServer, *extra: str) -> list[str]:
     return [s for s in settings(*extra) if not s.startswith("llm.backend=")] + llm
 
 
+@pytest.mark.slow
 def test_timeout_bounds_the_whole_request_not_each_read(server: FaultServer) -> None:
     server.plan = {"t": ["trickle"] * 5}  # every read makes progress: a per-read timeout never fires
     backend = _backend(server, timeout_s=2.0, max_retries=0)

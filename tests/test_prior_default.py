@@ -137,6 +137,7 @@ def test_the_agents_take_the_shipped_prior_on_the_bundled_data_only() -> None:
     assert scripted.config.prior_weights is None and scripted._pages.prior is None
 
 
+@pytest.mark.slow
 def test_calibration_and_default_evaluations_share_no_user(tmp_path: Path) -> None:
     """The shipped calibration's users are none of the policy split's held-out users (the RL comparisons' and the
     quickstart's) and none of the users the default evaluations sample (200 and 20 at seed 0)."""

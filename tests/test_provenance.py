@@ -164,7 +164,9 @@ def test_the_llm_is_named_only_when_a_user_model_called_it() -> None:
 
     served = LLMConfig(backend="openai", model="m", base_url="http://127.0.0.1:8000/v1")
     assert llm_of(["distilled", "llm+prior"], served) == "openai m at http://127.0.0.1:8000/v1"
-    assert llm_of(["llm"], LLMConfig()) == "embedded gemma-3-270m-q4_k_m"
+    embedded = llm_of(["llm"], LLMConfig())
+    assert embedded.startswith("embedded gemma-3-270m-q4_k_m (canonical decoding, llama-cpp-python ")
+    assert "(batched decoding" in llm_of(["llm"], LLMConfig(decoding="batched"))
     assert llm_of(["recsim", "embedding", "distilled"], LLMConfig()).startswith("none")
 
 

@@ -135,6 +135,7 @@ def test_fit_recsim_command_writes_a_file_the_users_read(tmp_path):
     assert main(["users", "fit-recsim", "--dataset", str(folder), "--choices", "0", "--out", str(out)]) == 2
 
 
+@pytest.mark.slow
 def test_a_fit_of_another_dataset_is_refused_and_auto_fits_a_new_dataset_first(tiny_ml, caplog):  # noqa: F811
     with pytest.raises(ConfigError, match="fitted on"):
         RecSimUser(tiny_ml, UserConfig(recsim_fitted="bundled", recsim_hidden_dims=4))

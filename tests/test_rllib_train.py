@@ -58,6 +58,7 @@ def test_rllib_ppo_with_two_env_runners_trains_and_is_evaluated_on_held_out_user
     assert np.array_equal(page, again) and env.action_space.contains(page)
 
 
+@pytest.mark.slow
 def test_engine_rllib_without_ray_is_one_line_exit_2(tmp_path: Path) -> None:
     code = (
         "import sys; sys.modules['ray'] = None\n"  # import ray raises ImportError, as without the extra
@@ -86,6 +87,7 @@ def test_rllib_settings_mirror_the_sb3_ppo() -> None:
     assert "api_keys" in ppo.env_config["config"]["llm"] and ppo.env_config["config"]["llm"]["api_keys"] == []
 
 
+@pytest.mark.slow
 def test_the_rllib_env_steps_in_gymnasiums_sync_vector_env_as_env_runners_do() -> None:
     """RLlib's env runners vectorize the registered env with Gymnasium's ``SyncVectorEnv``, which stacks each info
     key across envs: the env's info (``item`` an int in one env and None in another) is kept whole for it."""

@@ -78,6 +78,7 @@ def test_checkpoints_load_to_the_saved_state_and_tables_equal_a_full_export(tmp_
     assert len(sim.interactions) > 0
 
 
+@pytest.mark.slow
 def test_a_round_appends_only_its_new_vectors(tmp_path: Path) -> None:
     out = tmp_path / "run"
     sim = runner.start(make_config("simulation.active_prob=1.0"), out, llm=make_llm(), embedder=make_embedder())

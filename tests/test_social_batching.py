@@ -134,6 +134,7 @@ def social_dataset():
     return make_dataset(n_users=40, n_items=60)
 
 
+@pytest.mark.slow
 def test_vector_env_social_round_reads_as_the_unbatched_calls_with_fewer_calls(social_dataset, monkeypatch) -> None:
     talk, records, batches = social_run(social_dataset)
     again = social_run(social_dataset)

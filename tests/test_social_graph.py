@@ -22,6 +22,7 @@ def _assert_symmetric(graph: SocialGraph) -> None:
             assert u in graph.friends(v) and v != u
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", ["similarity", "random"])
 def test_generated_graph_is_symmetric_with_the_asked_degree(bundled, method):
     graph = generate_graph(bundled, method, mean_friends=6, random_k=0, rng=np.random.default_rng(0))

@@ -104,6 +104,19 @@ class LLMConfig(Section):
     n_batch: int = Field(512, ge=32, le=8192)
     """Embedded model: tokens per ``llama_decode`` call."""
 
+    decoding: Literal["canonical", "batched"] = "canonical"
+    """Embedded model: ``canonical`` decodes each prompt (each prompt-option pair when scoring) on its own, in
+    segments fixed by its tokens alone, so that every score and generation is a function of its prompt: the same
+    whatever else the call held, which items an earlier call or a cache already answered, and what earlier calls
+    left in the KV cache (a warm run repeats a cold one to the digit; ``llm/canonical_decode.py``). ``batched``
+    decodes a call's prompts together in one trie with resident prefix slots (``prefix_slots``): faster on large
+    batches, but scores move by up to a few tenths of a nat with the batch and the cache
+    (``benchmarks/probe_embedded_invariance.py``)."""
+
+    canonical_block: int = Field(64, ge=1, le=512)
+    """Embedded model, ``canonical`` decoding: tokens per segment. A resident prefix is reused up to a multiple of
+    it, so a smaller block recomputes less of a prompt that diverges from the previous one, in more decode calls."""
+
     choose_method: Literal["score", "grammar"] = "score"
     """Embedded model: ``score`` ranks options by log-likelihood after the prompt (gives scores); ``grammar``
     generates under a GBNF grammar that only admits the options (no scores)."""

@@ -9,8 +9,11 @@
 - Prompt prefixes stay in the KV cache between calls (:mod:`~recagent_gym.llm.llama_runtime`): put the fixed
   parts of a prompt (instructions, profile, memory) first and the page last.
 
-Scores may differ in the last bits with the batch composition and cache state (llama.cpp sums in a different
-order); use the response cache (``llm.cache_mode``) for bit-identical replays.
+With ``llm.decoding: canonical`` (the default) every prompt is decoded on its own in segments fixed by its tokens
+(:mod:`~recagent_gym.llm.canonical_decode`): a score or generation is then a function of its prompt alone, the same in
+a warm run as in a cold one. With ``batched``, scores move by up to a few tenths of a nat with the batch composition
+and the resident prefixes (llama.cpp sums in another order); the response cache (``llm.cache_mode: replay``) then
+gives bit-identical replays.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from recagent_gym.llm.canonical_decode import CanonicalDecoder, OneAtATime
 from recagent_gym.llm.config import LLMConfig
 from recagent_gym.llm.llama_runtime import LlamaRuntime, common_prefix
 from recagent_gym.llm.model_files import packaged_gemma_path
@@ -70,6 +74,12 @@ class EmbeddedLLM:
             seed=cfg.seed,
         )
         self.load_s = time.perf_counter() - started
+        # what evaluate/step/finish go through: the shared-trie batches, or one sequence at a time (canonical)
+        self._engine: LlamaRuntime | OneAtATime = self._rt
+        if cfg.decoding == "canonical":
+            if cfg.canonical_block > cfg.n_batch:
+                raise LLMError(f"llm.canonical_block {cfg.canonical_block} exceeds llm.n_batch {cfg.n_batch}")
+            self._engine = OneAtATime(CanonicalDecoder(self._rt, cfg.canonical_block))
         self._calls = 0
         self._local = threading.local()
         log.info(
@@ -105,6 +115,15 @@ class EmbeddedLLM:
         self._calls += 1
         return derive_seed(self.config.seed, "call", self._calls) if seed is None else seed
 
+    def _per_batch(self) -> int:
+        """Sequences decoded together: ``max_sequences``, or one with canonical decoding."""
+        return 1 if self.config.decoding == "canonical" else self.config.max_sequences
+
+    def forget_prefixes(self) -> None:
+        """Empty the KV cache (every resident prefix): the next call starts cold."""
+        with self._rt.lock:
+            self._rt.reset()
+
     def _check_length(self, n_tokens: int, what: str) -> None:
         if n_tokens > self.n_ctx:
             raise LLMError(f"{what} needs {n_tokens} tokens, more than the context of {self.n_ctx} (llm.n_ctx)")
@@ -128,7 +147,7 @@ class EmbeddedLLM:
             raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
         call_seed = self._call_seed(seed)
         results: list[Generation] = []
-        size = self.config.max_sequences
+        size = self._per_batch()
         with self._rt.lock:
             for start in range(0, len(prompts), size):
                 chunk = list(prompts[start : start + size])
@@ -195,7 +214,7 @@ class EmbeddedLLM:
                 accept(k, rt.sample(samplers[k], batch_index))
 
         try:
-            rt.evaluate(tokens, [[len(t) - 1] for t in tokens], first, reserve=n * max_tokens)
+            self._engine.evaluate(tokens, [[len(t) - 1] for t in tokens], first, reserve=n * max_tokens)
             while True:
                 active = [k for k in range(n) if finish[k] is None]
                 if not active:
@@ -206,10 +225,10 @@ class EmbeddedLLM:
                     k = entries[entry][0]
                     accept(k, rt.sample(samplers[k], batch_index))
 
-                rt.step(entries, next_token)
-            rt.finish([(k, tokens[k]) for k in _distinct(prompts)], self._priority())
+                self._engine.step(entries, next_token)
+            self._engine.finish([(k, tokens[k]) for k in _distinct(prompts)], self._priority())
         except BaseException:
-            rt.clear_working()
+            self._engine.clear_working()
             raise
         finally:
             for sampler in samplers:
@@ -300,7 +319,7 @@ class EmbeddedLLM:
         cells = 0
         for pair in pairs:
             new = len(pair[2]) - (common_prefix(pair[2], current[-1][2]) if current else 0)
-            if current and (len(current) >= self.config.max_sequences or cells + new > limit):
+            if current and (len(current) >= self._per_batch() or cells + new > limit):
                 chunks.append(current)
                 current, cells = [], 0
                 new = len(pair[2])
@@ -322,13 +341,15 @@ class EmbeddedLLM:
                 scores[i][j] += rt.log_softmax_at(batch_index, full[pos + 1])
 
         try:
-            rt.evaluate(sequences, outputs, collect)
+            self._engine.evaluate(sequences, outputs, collect)
             keep: dict[int, int] = {}
             for k, (i, _, _, _) in enumerate(chunk):
                 keep.setdefault(i, k)
-            rt.finish(_group_prefixes([(k, chunk[k][2][: chunk[k][3]]) for k in keep.values()]), self._priority())
+            self._engine.finish(
+                _group_prefixes([(k, chunk[k][2][: chunk[k][3]]) for k in keep.values()]), self._priority()
+            )
         except BaseException:
-            rt.clear_working()
+            self._engine.clear_working()
             raise
 
     def _choose_by_grammar(

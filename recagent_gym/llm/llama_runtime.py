@@ -157,6 +157,7 @@ class LlamaRuntime:
         """Held by callers for a whole request: a llama.cpp context is not thread-safe."""
         self.tokens_decoded = 0
         self.tokens_reused = 0
+        self.resets = 0  # times reset() emptied the KV cache: a prefix tracked elsewhere is gone
 
     # -- tokens ---------------------------------------------------------------------------------------------------
 
@@ -215,6 +216,13 @@ class LlamaRuntime:
             raise LLMError(f"llama_decode failed with status {status}")
         self.tokens_decoded += len(entries)
 
+    def decode_one(self, entries: Sequence[tuple[int, int, bool]]) -> None:
+        """Decode ``(token, position, wants logits)`` entries of sequence 0 alone (``llm/canonical_decode.py``)."""
+        self._decode([(token, pos, (0,), want) for token, pos, want in entries])
+
+    def drop_positions(self, seq: int, start: int) -> None:  # forget sequence seq's cells from position start on
+        self._lib.llama_memory_seq_rm(self._mem, seq, start, -1)
+
     def _seq(self, index: int) -> int:
         return self.n_slots + index
 
@@ -225,6 +233,7 @@ class LlamaRuntime:
     def reset(self) -> None:
         """Forget every resident prefix and working sequence."""
         self._lib.llama_memory_clear(self._mem, True)
+        self.resets += 1
         self._slots = [[] for _ in range(self.n_slots)]
         self._slot_priority = [0] * self.n_slots
 

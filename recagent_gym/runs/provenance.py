@@ -58,14 +58,27 @@ def declare_report(args: argparse.Namespace, facts: ReportFacts) -> None:
 
 
 def llm_description(llm: object) -> str:
-    """``backend model`` of an ``LLMConfig`` (``embedded gemma-3-270m-q4_k_m``, ``openai gpt-4o-mini at URL``)."""
+    """``backend model`` of an ``LLMConfig`` (``openai gpt-4o-mini at URL``); for the embedded model also what its
+    figures depend on beyond the prompts: the decoding (``llm.decoding``) and the llama.cpp build
+    (``embedded gemma-3-270m-q4_k_m (canonical decoding, llama-cpp-python 0.3.16)``)."""
     from recagent_gym.llm.config import EMBEDDED_MODEL
 
     backend = str(getattr(llm, "backend", "unknown"))
     model = getattr(llm, "model", None) or (EMBEDDED_MODEL if backend == "embedded" else "unknown")
     urls = list(getattr(llm, "base_urls", []) or []) or [u for u in [getattr(llm, "base_url", None)] if u]
     where = f" at {', '.join(urls)}" if backend != "embedded" and urls else ""
+    if backend == "embedded":
+        where = f" ({getattr(llm, 'decoding', 'batched')} decoding, llama-cpp-python {_version('llama-cpp-python')})"
     return f"{backend} {model}{where}"
+
+
+def _version(package: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(package)
+    except PackageNotFoundError:
+        return "not installed"
 
 
 def llm_of(user_models: Sequence[str], llm: object) -> str:
