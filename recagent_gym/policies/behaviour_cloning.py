@@ -38,7 +38,7 @@ def first_slot_kl(logits: torch.Tensor, reference: torch.Tensor) -> torch.Tensor
 
 def page_logits(policy: ItemScoringPolicy, obs: dict[str, torch.Tensor]) -> torch.Tensor:
     """``(B, K)`` the Plackett-Luce logits of ``policy`` (built with ``page_size``) for a batch of observations."""
-    return policy.get_distribution(obs).logits
+    return policy.get_distribution(obs).logits  # type: ignore[attr-defined]
 
 
 def cloning_loss(logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -97,7 +97,7 @@ class KLPenalisedPolicy(ItemScoringPolicy):
     def anchor(self) -> None:
         """Freeze a copy of the policy as it is now (the cloned one) as ``pi_bc``."""
         self.__dict__["reference"] = None
-        self.action_dist.logits = None  # the last batch's logits (a graph's tensor) cannot be copied
+        self.action_dist.logits = None  # type: ignore[attr-defined]  # a graph's tensor cannot be copied
         reference = copy.deepcopy(self)
         for parameter in reference.parameters():
             parameter.requires_grad_(False)
@@ -116,8 +116,9 @@ class KLPenalisedPolicy(ItemScoringPolicy):
     def evaluate_actions(self, obs: Any, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         values, log_prob, entropy = super().evaluate_actions(obs, actions)
         # SB3's distributions return themselves from proba_distribution: the one just used holds this batch's logits.
-        logits = self.action_dist.logits
-        return values, log_prob, self.entropy_coef * entropy - self.kl_beta * self.kl_to_reference(obs, logits)
+        logits = self.action_dist.logits  # type: ignore[attr-defined]
+        bonus = self.entropy_coef * entropy  # type: ignore[operator]
+        return values, log_prob, bonus - self.kl_beta * self.kl_to_reference(obs, logits)
 
     def _get_constructor_parameters(self) -> dict[str, Any]:
         return {**super()._get_constructor_parameters(), "kl_beta": self.kl_beta, "entropy_coef": self.entropy_coef}

@@ -45,7 +45,7 @@ def cloning_examples(
     observations: list[dict[str, np.ndarray]] = []
     targets: list[np.ndarray] = []
     for s, sampler in enumerate(SAMPLERS):
-        pools = build_pools(dataset, split, eligible, sampler=sampler, size=k, seed=seed + 7919 * s,
+        pools = build_pools(dataset, split, [int(u) for u in eligible], sampler=sampler, size=k, seed=seed + 7919 * s,
                             n_bands=ev.popularity_bands)  # fmt: skip
         env = candidates_env(split.train, ReplayUser(future), config.env.page_size, ev.agreement_pages, False, config,
                              n_candidates=k, users=eligible, retriever=PoolRetriever(pools, k, split.train.n_users),
@@ -102,9 +102,10 @@ def train_cloned(
     model = PPO(KLPenalisedPolicy, venv, n_steps=train.n_steps, batch_size=train.batch_size, gamma=train.gamma,
                 learning_rate=train.learning_rate, ent_coef=PPO_ENT_COEF, n_epochs=train.ppo_epochs, seed=seed,
                 device="cpu", verbose=0, policy_kwargs=kwargs)  # fmt: skip
-    losses = clone(model.policy, *examples, epochs=train.bc_epochs, learning_rate=train.bc_learning_rate, seed=seed)
+    policy: Any = model.policy  # a KLPenalisedPolicy (SB3 types it as its base class)
+    losses = clone(policy, *examples, epochs=train.bc_epochs, learning_rate=train.bc_learning_rate, seed=seed)
     say(f"{name} seed {seed}: cloned on {len(examples[1])} logged pages, loss {losses[0]:.3f} -> {losses[-1]:.3f}")
-    model.policy.anchor()
+    policy.anchor()
     if name == "bc":
         curve.per_user.append((0, curve.evaluate(model)))
         if curve.also is not None:

@@ -153,7 +153,9 @@ def run_fit_agreement(config: Config, dataset: Dataset, *, out: Path, users: int
     cfg.evaluation.agreement_users = len(chosen)
     log = PageLog({int(u): set(split.held_out[int(u)]) for u in chosen}, [])
     say(f"{dataset.name}: fitting the LLM agents' page decision on {len(chosen)} train users")
-    zoo = run_agreement(cfg, dataset, out=out / "zoo", only_users=chosen, progress=progress, say=say, on_page=log)
+    zoo = run_agreement(
+        cfg, dataset, out=out / "zoo", only_users=chosen.tolist(), progress=progress, say=say, on_page=log
+    )
     if not log.rows:
         raise DataError("no page of the LLM agents reported its scores; nothing to fit")
     from recagent_gym.runs.evaluation.agreement.report import Report
@@ -166,14 +168,11 @@ def run_fit_agreement(config: Config, dataset: Dataset, *, out: Path, users: int
     start = {PARTS[0]: ucfg.score_llm_weight, PARTS[1]: ucfg.score_embedding_weight}
     halves = child_rng(seed, "fit-agreement-halves").permutation(chosen)
     in_fit = np.isin(records.user, halves[: len(halves) // 2])
-    fit = lambda r, prior: fit_page_weights(
-        r,
-        start=start,
-        temperature=ucfg.watch_temperature,  # noqa: E731
-        use_prior=prior,
-        rank_rows=rank_rows,
-        rank_weight=rank_weight,
-    )
+
+    def fit(r: PageRecords, prior: bool) -> PageWeights:
+        return fit_page_weights(r, start=start, temperature=ucfg.watch_temperature, use_prior=prior,
+                                rank_rows=rank_rows, rank_weight=rank_weight)  # fmt: skip
+
     validation = {}
     for prior in (False, True):
         weights = fit(records.subset(in_fit), prior)
