@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from recagent_gym.runs.metrics import bootstrap_replicates
 from recagent_gym.runs.policies.protocol import bootstrap_mean
 
 HISTORY_RECOMMENDERS: tuple[str, ...] = ("mf", "itemknn")
@@ -25,9 +26,8 @@ def headroom_fraction(
     over users (resampled together)."""
     rows = np.stack([learner, best, oracle])
     point = _fraction(rows.mean(axis=1))
-    rng = np.random.default_rng(seed)
-    draws = rng.integers(0, rows.shape[1], size=(n_boot, rows.shape[1]))
-    boots = np.array([_fraction(rows[:, d].mean(axis=1)) for d in draws])
+    boots = bootstrap_replicates(lambda d: _fraction(rows[:, d].mean(axis=1)), rows.shape[1],
+                                 np.random.default_rng(seed), n_boot=n_boot)  # fmt: skip
     boots = boots[np.isfinite(boots)]
     if not len(boots):
         return point, float("nan"), float("nan")
