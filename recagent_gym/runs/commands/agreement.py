@@ -14,19 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from recagent_gym.runs.cli import add_config_arguments
+from recagent_gym.runs.config.evaluation_section import AGREEMENT_USER_MODELS as USER_MODELS
 from recagent_gym.runs.provenance import ReportFacts, add_results_page_argument, declare_report, llm_of
-
-USER_MODELS = (
-    "recsim",
-    "embedding",
-    "distilled",
-    "llm",
-    "llm+fit",
-    "llm+prior",
-    "llm+prior-parts",
-    "llm-only",
-    "llm-embedding-term",
-)
 
 
 def add_evaluate_agreement(evaluate_subparsers: Any) -> None:

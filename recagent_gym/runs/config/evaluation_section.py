@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Literal, get_args
 
 from pydantic import Field, Strict, StrictInt, field_validator, model_validator
 
@@ -19,6 +19,21 @@ AGREEMENT_RECOMMENDERS: tuple[str, ...] = (
 
 Setting = Annotated[tuple[StrictInt, StrictInt], Strict(False)]
 """A discrimination setting ``(a, b)``; a YAML or JSON list ``[a, b]`` is accepted (strict sections want tuples)."""
+
+
+AgreementUserModel = Literal[
+    "recsim",
+    "embedding",
+    "distilled",
+    "llm",
+    "llm+fit",
+    "llm+prior",
+    "llm+prior-parts",
+    "llm-only",
+    "llm-embedding-term",
+]
+AGREEMENT_USER_MODELS: tuple[str, ...] = get_args(AgreementUserModel)
+"""The user models ``evaluate agreement`` knows (``--user-model``, ``evaluation.agreement_user_models``)."""
 
 
 class EvaluationConfig(Section):
@@ -183,19 +198,9 @@ class EvaluationConfig(Section):
     patience and noise, so with one session its ranking of recommenders carries that sampling noise on top of the
     users'; the replayed real users are deterministic and always play one."""
 
-    agreement_user_models: list[
-        Literal[
-            "recsim",
-            "embedding",
-            "distilled",
-            "llm",
-            "llm+fit",
-            "llm+prior",
-            "llm+prior-parts",
-            "llm-only",
-            "llm-embedding-term",
-        ]
-    ] = Field(default_factory=lambda: ["recsim", "embedding", "distilled", "llm", "llm+fit"])
+    agreement_user_models: list[AgreementUserModel] = Field(
+        default_factory=lambda: ["recsim", "embedding", "distilled", "llm", "llm+fit"]
+    )
     """Agreement: simulated user models compared with the real users (``distilled`` needs a model for the dataset;
     ``llm+fit`` are the LLM agents with the page decision ``recagent-gym users fit-agreement`` fitted to the ranking
     on this dataset's train users: ``user.prior_weights`` where it names such a fit, else the fit shipped for the
