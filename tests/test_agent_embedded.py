@@ -59,7 +59,9 @@ def test_scores_depend_on_the_user(dataset, embedded_llm, sentence_embedder) -> 
 
 def test_session_feelings_and_chat_with_memory(dataset, embedded_llm, sentence_embedder) -> None:
     # the Yes/No score without the prior (``user.prior_weights: null``); the default agents are the next test's
-    model = make(dataset, embedded_llm, sentence_embedder, watch_threshold=-10.0, prior_weights=None)
+    model = make(
+        dataset, embedded_llm, sentence_embedder, watch_threshold=-10.0, prior_weights=None, llm_item_score="yes_no"
+    )  # the Yes/No score: one prompt per item (the count below)
     rng = np.random.default_rng(1)
     user = 0
     model.start_session(user, rng)

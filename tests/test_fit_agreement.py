@@ -75,7 +75,7 @@ def test_fit_agreement_end_to_end_and_the_llm_fit_row(tiny_ml, tmp_path):  # noq
     config = _config(agreement_recommenders="[random,popularity,mf,oracle]", negatives="uniform")
     config.user.score_cache = True
     result = run_fit_agreement(config, tiny_ml, out=tmp_path / "fit", users=6, seed=0, rank_weight=1.0,
-                               progress=False)  # fmt: skip
+                               play=run_agreement, progress=False)  # fmt: skip
     assert result.pages > 0 and set(result.validation) == {"no prior", "prior"}
     path = write_fit(result, tmp_path / "fit", "scripted")
     meta = read_prior_file(path).meta

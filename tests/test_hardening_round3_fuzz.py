@@ -44,7 +44,9 @@ EXAMPLES = int(os.environ.get("RECAGENT_FUZZ_EXAMPLES", "200"))
 RANDOM = os.environ.get("RECAGENT_FUZZ_RANDOM") == "1"
 """CI draws the same examples every run; ``RECAGENT_FUZZ_RANDOM=1`` (with more examples and seconds) hunts."""
 LEFT_OUT = {("serve",), ("data", "download"), ("evaluate", "efficiency")}
-LEFT_OUT_OPTIONS = {"--human", "--help", "-h"}
+LEFT_OUT_OPTIONS = {"--human", "--help", "-h", "--results-page"}
+"""``--results-page PATH`` writes the page where it is told, the working folder included (its checks:
+``tests/test_hardening_round3_lock.py``)."""
 
 
 class Budget(BaseException):

@@ -36,7 +36,8 @@ def test_cold_and_warm_runs_of_the_embedded_model_give_the_same_figures(
     args = ["evaluate", "discrimination", "--dataset", str(movielens_dir), "--user-model", "llm", "--users", "1",
             "--seed", "3", "--negatives", "uniform", "--no-progress", "--set", "evaluation.settings=[[1,5]]",
             "--set", "evaluation.bootstrap_samples=50", "--set", "evaluation.min_interactions=14", "--set",
-            "llm.n_threads=2", "--set", f"llm.cache_path={responses}", "--set", "llm.cache_mode=read_write"]  # fmt:skip
+            "llm.n_threads=2", "--set", f"llm.cache_path={responses}", "--set", "llm.cache_mode=read_write",
+            "--set", "user.llm_item_score=yes_no"]  # fmt:skip  # a prompt per item: hits and misses mix
     assert main([*args, "--out", str(tmp_path / "cold")]) == 0
     cold_answers = _answers(responses)
     assert len(cold_answers) >= 4, "too few prompts for the warm run to mix hits and misses"

@@ -96,7 +96,7 @@ def test_posts_keep_their_own_call_otherwise(case) -> None:
 
 # ---------------------------------------------------------------------------------------------- the vector env
 SOCIAL = {
-    "user": {"model": "llm", "session_end_batch": 4, "score_cache": False},
+    "user": {"model": "llm", "session_end_batch": 4, "score_cache": False, "llm_item_score": "yes_no"},
     "memory": {"implementation": "recagent", "sensory": False, "reflection": False},
     "social": {"activation_rate": 0.6, "max_active_agents": 8, "max_chat_turns": 2, "utterance_max_tokens": 24},
     "env": {"page_size": 3, "max_pages": 2},

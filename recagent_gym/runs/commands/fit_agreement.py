@@ -43,7 +43,9 @@ def add_fit_agreement(users_subparsers: Any) -> None:
 def run_fit_agreement_command(args: argparse.Namespace) -> int:
     from recagent_gym.data.load import load_dataset_from_config
     from recagent_gym.runs.config import dump_config, load_config
+    from recagent_gym.runs.evaluation.agreement.evaluate import run_agreement
     from recagent_gym.runs.evaluation.agreement.fit import fit_markdown, run_fit_agreement, write_fit
+    from recagent_gym.runs.evaluation.agreement.report import Report
     from recagent_gym.settings_section import ConfigError
     from recagent_gym.users.prior_default import configured_llm_name
 
@@ -54,9 +56,10 @@ def run_fit_agreement_command(args: argparse.Namespace) -> int:
         config.data.dataset = args.dataset
     dataset = load_dataset_from_config(config.data)
     out = Path(args.out)
-    result = run_fit_agreement(config, dataset, out=out, users=args.users, seed=args.seed,
+    result = run_fit_agreement(config, dataset, out=out, users=args.users, seed=args.seed, play=run_agreement,
                                rank_weight=args.rank_weight, progress=not args.no_progress, say=print)  # fmt: skip
     path = write_fit(result, out, configured_llm_name(config.llm))
+    Report(result.zoo).write(out / "zoo")  # the train users' own agreement (the LLM agents before the fit)
     (out / "config.yaml").write_text(dump_config(config), encoding="utf-8")
     print(fit_markdown(result))
     print(f"written: {path}, {out / 'fit.md'}")

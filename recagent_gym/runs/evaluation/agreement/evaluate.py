@@ -86,6 +86,7 @@ def _fit_weights(resources: Resources, dataset: Dataset, out: Path, progress: bo
     result = run_fit_agreement(
         resources.config,
         dataset,
+        play=run_agreement,
         out=out / "fit",
         users=FIT_USERS,
         seed=resources.config.evaluation.seed,

@@ -136,13 +136,15 @@ class FitResult:
     skipped: int
     seconds: float
     meta: dict[str, Any]
+    zoo: Any = None
+    """The train users' own agreement run (the LLM agents before the fit), for its report."""
 
 
 def run_fit_agreement(config: Config, dataset: Dataset, *, out: Path, users: int, seed: int, rank_weight: float,
-                      progress: bool = True, say: Callable[[str], None] = logger.info) -> FitResult:  # fmt: skip
-    """The whole fit (see the module docstring); writes ``out/zoo``."""
-    from recagent_gym.runs.evaluation.agreement.evaluate import run_agreement
-
+                      play: Callable[..., Any], progress: bool = True, say: Callable[[str], None] = logger.info
+                      ) -> FitResult:  # fmt: skip
+    """The whole fit (see the module docstring); ``play`` is :func:`~.evaluate.run_agreement` (passed in: the
+    agreement test calls this fit in turn)."""
     started = time.perf_counter()
     chosen, split = fit_users(dataset, config, users, seed)
     cfg = config.model_copy(deep=True)
@@ -153,14 +155,9 @@ def run_fit_agreement(config: Config, dataset: Dataset, *, out: Path, users: int
     cfg.evaluation.agreement_users = len(chosen)
     log = PageLog({int(u): set(split.held_out[int(u)]) for u in chosen}, [])
     say(f"{dataset.name}: fitting the LLM agents' page decision on {len(chosen)} train users")
-    zoo = run_agreement(
-        cfg, dataset, out=out / "zoo", only_users=chosen.tolist(), progress=progress, say=say, on_page=log
-    )
+    zoo = play(cfg, dataset, out=out / "zoo", only_users=chosen.tolist(), progress=progress, say=say, on_page=log)
     if not log.rows:
         raise DataError("no page of the LLM agents reported its scores; nothing to fit")
-    from recagent_gym.runs.evaluation.agreement.report import Report
-
-    Report(zoo).write(out / "zoo")  # the train users' own agreement (the LLM agents before the fit)
     records = _records(log, split.train, zoo.recommenders)
     records.save(out / "pages.npz")
     rank_rows = np.array([zoo.recommenders.index(r) for r in history_rows(zoo.recommenders)])
@@ -189,7 +186,7 @@ def run_fit_agreement(config: Config, dataset: Dataset, *, out: Path, users: int
         "prior_used": use_prior, "validation": validation,
     }  # fmt: skip
     return FitResult(final, use_prior, validation, chosen, len(log.rows), log.skipped,
-                     time.perf_counter() - started, meta)  # fmt: skip
+                     time.perf_counter() - started, meta, zoo)  # fmt: skip
 
 
 def write_fit(result: FitResult, out: Path, llm_name: str | None) -> Path:
