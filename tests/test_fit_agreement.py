@@ -88,6 +88,14 @@ def test_fit_agreement_end_to_end_and_the_llm_fit_row(tiny_ml, tmp_path):  # noq
     raw = tiny_ml.users["raw_id"].astype(str).to_numpy()
     assert not {raw[u] for u in run.users} & set(meta["users_raw"])  # no fit user is evaluated
     assert "llm+fit" in run.user_models
+    # the same fit given by name (as another dataset's fit is, for the transfer): a row of its own, its weights in
+    # the run, its users still left out (made on this dataset)
+    config.evaluation.agreement_user_models = ["llm"]
+    named = run_agreement(config, tiny_ml, out=tmp_path / "named", fits={"same": path},
+                          resources=_resources(tiny_ml, config), progress=False)  # fmt: skip
+    assert "llm+fit:same" in named.user_models and named.prior["other_fits"]["same"]["file"] == str(path)
+    assert list(named.users) == list(run.users)
+    assert named.prior["other_fits"]["same"]["weights"] == run.prior["fit_weights"]
 
 
 from tests._eval_fixtures import movielens_dir, tiny_ml  # noqa: E402, F401

@@ -33,6 +33,8 @@ threshold), fitted by ``recagent-gym users fit-agreement``; 0 where absent (``ca
 PARTS_BLOCK = "parts"
 """The fit with the agent's score taken apart (:data:`PARTS`, each its own weight, with the features): stored under
 ``parts_fits.parts.weights`` by ``recagent-gym calibrate`` with the LLM; ``user.prior_fit: parts`` uses it."""
+FIT_MADE_BY = "recagent-gym users fit-agreement"
+"""``meta.made_by`` of the files ``users fit-agreement`` writes (else a ``calibrate`` file)."""
 DEFAULT_WINDOW_DAYS = 180.0
 
 
@@ -90,3 +92,8 @@ def read_prior_file(path: str | Path) -> PriorFile:
         raise DataError(f"prior weights {file}: window_days is {window!r}, not a number of days > 0")
     meta = {key: value for key, value in data.items() if key not in (*BLOCKS, "parts_fits")}
     return PriorFile(file, fits, float(window), meta)
+
+
+def is_fit_file(path: str | Path | None) -> bool:
+    """Whether ``path`` is a ``users fit-agreement`` file (else a ``calibrate`` file, or none)."""
+    return path is not None and read_prior_file(path).meta.get("made_by") == FIT_MADE_BY

@@ -37,6 +37,9 @@ def add_evaluate_agreement(evaluate_subparsers: Any) -> None:
     parser.add_argument("--policy", action="append", default=[], metavar="NAME=PATH",
                         help="a trained RecAgent-v1 policy (policy.zip or its folder); a name given several times "
                              "is one row, its seeds pooled per user (repeatable)")  # fmt: skip
+    parser.add_argument("--fit", action="append", default=[], metavar="NAME=PATH",
+                        help="a users fit-agreement file (prior.json), e.g. one made on another dataset: a row "
+                             "llm+fit:NAME beside the others, at no LLM cost of its own (repeatable)")  # fmt: skip
     parser.add_argument("--negatives", choices=("uniform", "popularity-matched", "both"), default=None,
                         help="how the pools' negatives are drawn (default both)")  # fmt: skip
     parser.add_argument("--split", choices=("leave-last-out", "global"), default=None,
@@ -51,15 +54,30 @@ def add_evaluate_agreement(evaluate_subparsers: Any) -> None:
     parser.set_defaults(func=run_agreement_command)
 
 
-def parse_policies(values: list[str]) -> dict[str, list[Path]]:
+def parse_policies(values: list[str], flag: str = "--policy") -> dict[str, list[Path]]:
     from recagent_gym.settings_section import ConfigError
 
     out: dict[str, list[Path]] = {}
     for value in values:
         name, sep, path = value.partition("=")
         if not sep or not name or not path:
-            raise ConfigError(f"--policy wants NAME=PATH, got {value!r}")
+            raise ConfigError(f"{flag} wants NAME=PATH, got {value!r}")
         out.setdefault(name, []).append(Path(path))
+    return out
+
+
+def parse_fits(values: list[str]) -> dict[str, Path]:
+    """``--fit NAME=PATH`` values, each file checked now (not after the zoo is fitted)."""
+    from recagent_gym.settings_section import ConfigError
+    from recagent_gym.users.prior_file import is_fit_file
+
+    out: dict[str, Path] = {}
+    for name, paths in parse_policies(values, "--fit").items():
+        if len(paths) > 1:
+            raise ConfigError(f"--fit: the name {name!r} is given {len(paths)} times")
+        if not is_fit_file(paths[0]):
+            raise ConfigError(f"--fit {name}={paths[0]}: not a 'users fit-agreement' file")
+        out[name] = paths[0]
     return out
 
 
@@ -71,6 +89,7 @@ def run_agreement_command(args: argparse.Namespace) -> int:
     from recagent_gym.runs.policies.policy_files import check_policy
 
     policies = parse_policies(args.policy)
+    fits = parse_fits(args.fit)
     for given in policies.values():  # a damaged or foreign zip fails now, not after the zoo is fitted
         for path in given:
             check_policy(path)
@@ -86,14 +105,15 @@ def run_agreement_command(args: argparse.Namespace) -> int:
         config.data.dataset = args.dataset
     dataset = load_dataset_from_config(config.data)
     out = Path(args.out)
-    run = run_agreement(config, dataset, out=out, policies=policies, progress=not args.no_progress, say=print)
+    run = run_agreement(config, dataset, out=out, policies=policies, fits=fits, progress=not args.no_progress,
+                        say=print)  # fmt: skip
     report = Report(run)
     paths = report.write(out)
     (out / "config.yaml").write_text(dump_config(config), encoding="utf-8")
     print(report.markdown())
     print("written: " + ", ".join(str(p) for p in paths.values()))
     evaluation = config.evaluation
-    models = list(evaluation.agreement_user_models)
+    models = [*evaluation.agreement_user_models, *(f"llm+fit:{name}" for name in fits)]
     facts = ReportFacts(paths["markdown"], str(config.data.dataset), models, llm_of(models, config.llm),
                         [evaluation.seed], evaluation.agreement_users)  # fmt: skip
     declare_report(args, facts)

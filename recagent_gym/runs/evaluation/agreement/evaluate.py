@@ -29,6 +29,9 @@ LLM_FIT = "llm+fit"
 """The default users: the LLM agents with the page decision ``users fit-agreement`` fitted for this dataset (the
 shipped fit where ``user.prior_weights`` resolves to one, else a fit on other users made first)."""
 FIT_USERS = 60
+OTHER_FIT = "llm+fit:"
+"""Prefix of the rows of fits given by name (``--fit NAME=PATH``: e.g. another dataset's fit, for the transfer);
+they share the ``llm`` rows' score cache."""
 ABLATIONS: dict[str, dict[str, float]] = {
     "llm-only": {"score_embedding_weight": 0.0},
     "llm-embedding-term": {"score_llm_weight": 0.0},
@@ -62,10 +65,9 @@ class AgreementRun:
 
 
 def _is_fit(path: str | None) -> bool:
-    """Whether ``path`` is a ``users fit-agreement`` file (else a ``calibrate`` file, or none)."""
-    from recagent_gym.users.prior_file import read_prior_file
+    from recagent_gym.users.prior_file import is_fit_file
 
-    return path is not None and read_prior_file(path).meta.get("made_by") == "recagent-gym users fit-agreement"
+    return is_fit_file(path)
 
 
 def _fit_weights(resources: Resources, dataset: Dataset, out: Path, progress: bool, say: Callable[[str], None]
@@ -127,6 +129,7 @@ def run_agreement(
     *,
     out: Path,
     policies: Mapping[str, Sequence[Path]] | None = None,
+    fits: Mapping[str, str | Path] | None = None,
     ready: Mapping[str, Sequence[Any]] | None = None,
     only_users: Sequence[int] | None = None,
     item_features: tuple[np.ndarray, str] | None = None,
@@ -137,8 +140,9 @@ def run_agreement(
     on_page: Callable[[str, str, int, dict[str, Any], float], None] | None = None,
 ) -> AgreementRun:
     """The whole test (see the package docstring). ``policies``: trained RecAgent-v1 policies by name (paths);
-    ``ready``: recommenders already built; ``only_users``: sample among these users only (a policy's held-out
-    users); ``item_features``: the observation's item features (default: see :func:`_item_features`);
+    ``fits``: more fit-agreement files by name, each a row ``llm+fit:NAME`` (a fit made on another dataset reads
+    the transfer); ``ready``: recommenders already built; ``only_users``: sample among these users only (a policy's
+    held-out users); ``item_features``: the observation's item features (default: see :func:`_item_features`);
     ``distilled_features``: describe the candidates with the distilled users' item table (re-encoded on the history)
     even when those users are not evaluated (the quickstart's policies were trained on it);
     ``resources`` may bring an LLM and embedder (tests do); ``on_page(user model, recommender row, user index, info,
@@ -185,6 +189,19 @@ def run_agreement(
         excluded |= _excluded(dataset, fitted.get("users_raw", []))
         prior.update({"fit_file": path, "fitted_here": fresh, "prior_used": fitted.get("prior_used"),
                       "fit_weights": load_weights(path, which="parts").to_dict()})  # fmt: skip
+    for name, path in (fits or {}).items():
+        from recagent_gym.users.agent.prior import load_weights
+        from recagent_gym.users.prior_file import read_prior_file
+
+        fitted = read_prior_file(path).meta
+        if fitted.get("dataset") == dataset.name:  # raw ids name this dataset's users only where it was fitted here
+            excluded |= _excluded(dataset, fitted.get("users_raw", []))
+        prior.setdefault("other_fits", {})[name] = {
+            "file": str(path),
+            "dataset": fitted.get("dataset"),
+            "weights": load_weights(path, which="parts").to_dict(),
+        }
+        models.append(OTHER_FIT + name)
     candidates = set(split.held_out) if only_users is None else set(split.held_out) & {int(u) for u in only_users}
     eligible = np.array(sorted(candidates - excluded), dtype=np.int64)
     if len(eligible) < 2:
@@ -288,18 +305,22 @@ def _user_models(
             model = build_distilled_row(history, artefact, config, resources.item_vectors())
         elif name == "embedding":
             model = resources.build("embedding", history)
-        elif name in ("llm", LLM_FIT, *LLM_PRIOR_FITS, *ABLATIONS):
+        elif name in ("llm", LLM_FIT, *LLM_PRIOR_FITS, *ABLATIONS) or name.startswith(OTHER_FIT):
             cfg = config.model_copy(deep=True)
             cfg.user.prior_weights = prior["file"] if name in LLM_PRIOR_FITS else None  # the llm row: the LLM alone
             cfg.user.prior_fit = LLM_PRIOR_FITS.get(name, cfg.user.prior_fit)  # type: ignore[assignment]
             if name == LLM_FIT:
                 cfg.user.prior_weights, cfg.user.prior_fit = prior["fit_file"], "parts"
+            if name.startswith(OTHER_FIT):
+                cfg.user.prior_weights = prior["other_fits"][name.removeprefix(OTHER_FIT)]["file"]
+                cfg.user.prior_fit = "parts"
             for field, value in ABLATIONS.get(name, {}).items():
                 setattr(cfg.user, field, value)
             model = build_user_model("llm", history, **cfg.user_model_sections(), llm=resources.language_model(),
                                      embedder=resources.embedder())  # fmt: skip
-            shared = [out[n][0].score_cache for n in ("llm", LLM_FIT, *LLM_PRIOR_FITS, *ABLATIONS)
-                      if n in out and getattr(out[n][0], "score_cache", None) is not None]  # fmt: skip
+            llm_rows = ("llm", LLM_FIT, *LLM_PRIOR_FITS, *ABLATIONS)
+            shared = [out[n][0].score_cache for n in out if (n in llm_rows or n.startswith(OTHER_FIT))
+                      and getattr(out[n][0], "score_cache", None) is not None]  # fmt: skip
             if shared:
                 # The same agents in the same contexts (the prior and the weights act after the LLM's score): their
                 # raw item scores are the first LLM row's, so one cache serves all and the others cost no LLM call.

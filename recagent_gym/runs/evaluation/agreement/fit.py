@@ -36,7 +36,7 @@ from recagent_gym.runs.config import Config
 from recagent_gym.runs.evaluation.agreement.headline import history_rows
 from recagent_gym.runs.evaluation.agreement.pools import temporal_split
 from recagent_gym.users.agent.page_fit import PageRecords, PageWeights, fit_page_weights, watch_probability
-from recagent_gym.users.prior_file import DEFAULT_WINDOW_DAYS, FEATURES, PARTS, PARTS_BLOCK
+from recagent_gym.users.prior_file import DEFAULT_WINDOW_DAYS, FEATURES, FIT_MADE_BY, PARTS, PARTS_BLOCK
 
 logger = logging.getLogger(__name__)
 
@@ -181,7 +181,7 @@ def run_fit_agreement(config: Config, dataset: Dataset, *, out: Path, users: int
     meta = {
         "dataset": dataset.name, "n_users": dataset.n_users, "n_items": dataset.n_items,
         "llm": zoo.settings.get("llm", "").replace("embedded ", "") or None, "llm_item_score": ucfg.llm_item_score,
-        "users_raw": [str(raw[u]) for u in chosen], "made_by": "recagent-gym users fit-agreement", "seed": seed,
+        "users_raw": [str(raw[u]) for u in chosen], "made_by": FIT_MADE_BY, "seed": seed,
         "rank_weight": rank_weight, "futures_set_aside": config.evaluation.agreement_future,
         "prior_used": use_prior, "validation": validation,
     }  # fmt: skip

@@ -125,6 +125,10 @@ class Report:
                 f"`{run.prior['fit_file']}`), {used}: {weights}.",
                 "",
             ]
+        for name, other in run.prior.get("other_fits", {}).items():
+            weights = ", ".join(f"{k} {v:+.3f}" for k, v in other["weights"].items())
+            lines += [f"`llm+fit:{name}` users: the fit `{other['file']}` (made on {other['dataset']}), given: "
+                      f"{weights}.", ""]  # fmt: skip
         lines += headline.markdown(run, self.headline)
         for sampler in run.samplers:
             lines += self._sampler_table(sampler)
