@@ -329,6 +329,11 @@ def test_agreement_cli(movielens_dir, tmp_path, capsys):  # noqa: F811
     capsys.readouterr()
     assert cli_exit_code([*cmd[3:-6], "--policy", "nameonly"]) != 0  # refused before any work: in process
     assert "NAME=PATH" in capsys.readouterr().err
+    # --fit wants a users fit-agreement file: a calibrate file (the shipped one) is refused before any work
+    from recagent_gym.users.prior_default import BUNDLED_CALIBRATION
+
+    assert cli_exit_code([*cmd[3:-6], "--fit", f"cal={BUNDLED_CALIBRATION}"]) != 0
+    assert "not a 'users fit-agreement' file" in capsys.readouterr().err
 
 
 ML_100K_GENRES = ("unknown", "Action", "Adventure", "Animation", "Children's", "Comedy", "Crime", "Documentary",

@@ -1,4 +1,5 @@
-"""``user.prior_weights: auto``: the calibration shipped for the bundled data, on where it applies, off elsewhere."""
+"""``user.prior_weights: auto``: the page-decision fit shipped for the bundled data, on where it applies (its model;
+another dataset only for a fit without prior terms), off elsewhere."""
 
 from __future__ import annotations
 
@@ -38,11 +39,12 @@ def fitted_on() -> SimpleNamespace:
     return SimpleNamespace(name=meta["dataset"], n_users=meta["n_users"], n_items=meta["n_items"])
 
 
-def test_the_shipped_calibration_is_valid_for_the_embedded_model_on_the_bundled_data() -> None:
+def test_the_shipped_fit_is_valid_for_the_embedded_model_on_the_bundled_data() -> None:
     meta = bundled_prior().meta
     assert meta["llm"] == EMBEDDED == "embedded:gemma-3-270m-q4_k_m"
     assert meta["dataset"] == "ml-latest-small (bundled)" and meta["llm_item_score"] in ("yes_no", "continuation")
     assert BUNDLED_FIT in bundled_prior().fits and len(meta["users_raw"]) >= 40
+    assert meta["made_by"] == "recagent-gym users fit-agreement" and BUNDLED_PRIOR == prior_default.BUNDLED_FIT_FILE
 
 
 def test_auto_is_the_default_and_uses_the_shipped_file_with_its_item_score_and_fit() -> None:
@@ -72,34 +74,50 @@ def test_settings_given_explicitly_win_over_the_files_defaults(caplog: pytest.Lo
 @pytest.mark.parametrize(
     "dataset, llm, strategy, why",
     [
-        (SimpleNamespace(name="ml-1m", n_users=6040, n_items=3706), EMBEDDED, "auto", "not on 'ml-1m' (6040 users"),
-        # a subset of the same dataset keeps its name: the sizes say why the weights do not apply
-        (
-            SimpleNamespace(name="ml-latest-small (bundled)", n_users=100, n_items=9742),
-            EMBEDDED,
-            "auto",
-            "not on 'ml-latest-small (bundled)' (100 users, 9742 items)",
-        ),
         (None, "openai:gpt-4o-mini", "auto", "the agents run openai:gpt-4o-mini"),
         (None, None, "auto", "another model"),
         (None, EMBEDDED, "direct", "direct"),
     ],
 )
-def test_auto_is_off_where_the_calibration_does_not_apply_and_says_why(
+def test_auto_is_off_where_the_fit_does_not_apply_and_says_why(
     dataset, llm, strategy, why, caplog: pytest.LogCaptureFixture
 ) -> None:
     user = UserConfig(decision_strategy=strategy)
     with caplog.at_level(logging.INFO, logger="recagent_gym.users.prior_default"):
         resolved = resolve_prior(user, dataset or fitted_on(), llm)
     assert resolved.prior_weights is None and resolved.llm_item_score == user.llm_item_score
-    assert why in caplog.text and "no behavioural prior" in caplog.text
+    assert why in caplog.text and "does not apply" in caplog.text
     with pytest.raises((ConfigError, ValueError), match=r"does not apply here|does not produce"):  # direct: at load
         resolve_prior(UserConfig(prior_weights="bundled", decision_strategy=strategy), dataset or fitted_on(), llm)
 
 
+OTHER = SimpleNamespace(name="ml-1m", n_users=6040, n_items=3706)
+SUBSET = SimpleNamespace(name="ml-latest-small (bundled)", n_users=100, n_items=9742)
+
+
+@pytest.mark.parametrize("dataset", [OTHER, SUBSET])
+def test_a_fit_without_prior_terms_applies_on_another_dataset_and_one_with_them_does_not(
+    dataset, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    assert bundled_prior().meta["prior_used"] is False  # the shipped fit: the LLM's score, embedding, intercept
+    resolved = resolve_prior(UserConfig(), dataset, EMBEDDED)
+    assert resolved.prior_weights == str(BUNDLED_PRIOR) and resolved.prior_fit == BUNDLED_FIT
+    document = json.loads(BUNDLED_PRIOR.read_text(encoding="utf-8"))
+    document["prior_used"] = True
+    with_prior = tmp_path / "fit.json"
+    with_prior.write_text(json.dumps(document), encoding="utf-8")
+    monkeypatch.setattr(prior_default, "BUNDLED_PRIOR", with_prior)
+    monkeypatch.setattr(prior_default, "bundled_prior", lambda: prior_default.read_prior_file(with_prior))
+    with caplog.at_level(logging.INFO, logger="recagent_gym.users.prior_default"):
+        assert resolve_prior(UserConfig(), dataset, EMBEDDED).prior_weights is None
+    # a subset of the same dataset keeps its name: the sizes say why the prior terms do not apply
+    assert f"not on {dataset.name!r} ({dataset.n_users} users" in caplog.text
+    assert resolve_prior(UserConfig(), fitted_on(), EMBEDDED).prior_weights == str(with_prior)
+
+
 def test_null_turns_the_prior_off_and_a_path_brings_its_item_score(tmp_path: Path) -> None:
     assert resolve_prior(UserConfig(prior_weights=None), fitted_on(), EMBEDDED).prior_weights is None
-    document = json.loads(BUNDLED_PRIOR.read_text(encoding="utf-8"))
+    document = json.loads(prior_default.BUNDLED_CALIBRATION.read_text(encoding="utf-8"))
     document["llm_item_score"] = "yes_no"
     path = tmp_path / "prior.json"
     path.write_text(json.dumps(document), encoding="utf-8")
@@ -107,14 +125,19 @@ def test_null_turns_the_prior_off_and_a_path_brings_its_item_score(tmp_path: Pat
     assert resolved.prior_weights == str(path) and resolved.llm_item_score == "continuation"  # set: kept
     resolved = resolve_prior(UserConfig(prior_weights=str(path)), SimpleNamespace(name="x", n_users=1, n_items=1), None)
     assert resolved.llm_item_score == "yes_no" and resolved.prior_fit == "both"  # a path: as calibrated, any dataset
+    fit = resolve_prior(UserConfig(prior_weights=str(BUNDLED_PRIOR)), SimpleNamespace(name="x", n_users=1, n_items=1),
+                        None)  # fmt: skip
+    assert fit.prior_fit == BUNDLED_FIT  # a fit file's one fit, unless set
 
 
 def test_the_run_folder_keeps_the_weights_the_agents_use(tmp_path: Path) -> None:
     config = Config()
     assert keep_weights(config, fitted_on(), tmp_path / "run") == str(BUNDLED_PRIOR)
     assert (tmp_path / "run" / "prior.json").read_bytes() == BUNDLED_PRIOR.read_bytes()
-    other = SimpleNamespace(name="ml-1m", n_users=6040, n_items=3706)
-    assert keep_weights(config, other, tmp_path / "off") is None and not (tmp_path / "off").exists()
+    assert keep_weights(config, OTHER, tmp_path / "other") == str(BUNDLED_PRIOR)  # a fit without prior terms
+    config.user.decision_strategy = "direct"
+    assert keep_weights(config, OTHER, tmp_path / "off") is None and not (tmp_path / "off").exists()
+    config.user.decision_strategy = "auto"
     # the model the agents were given decides, not the one the configuration names (a scripted model: no prior)
     scripted = SimpleNamespace(name="scripted")
     assert keep_weights(config, fitted_on(), tmp_path / "given", llm=scripted) is None

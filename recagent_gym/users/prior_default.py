@@ -1,21 +1,21 @@
-"""``user.prior_weights: auto``: the behavioural prior shipped for the bundled data, on where it was fitted; and the
-shipped page-decision fit of ``users fit-agreement``.
-
-``prior_bundled.json`` is ``recagent-gym calibrate`` with the title-continuation item score on the bundled data (40
-train users, none of whom any default evaluation or the policy split's held-out users include; their raw ids are in
-the file and every evaluation with the prior leaves them out). :func:`resolve_prior` turns ``auto`` (the default)
-into that file, with the item score it was fitted with (``llm_item_score``) and the fit (:data:`BUNDLED_FIT`) as
-defaults of fields the config does not set. On another dataset, with another language model, or with
-``decision_strategy: direct`` it turns ``auto`` off and logs why (the weights price one model's scores on one
-catalogue). ``bundled`` asks for the file and is an error where it does not apply; ``null`` turns the prior off; a
-path uses that file (a calibration or a fit) as it is.
+"""``user.prior_weights: auto``: the page decision ``users fit-agreement`` fitted on the bundled data, where it
+applies; and the behavioural prior ``calibrate`` fitted there, for the evaluations' ``llm+prior`` rows.
 
 ``fit_bundled.json`` is ``recagent-gym users fit-agreement`` on the bundled data (train users that no default
 evaluation samples): the decision's weights (the LLM's title-continuation score, the embedding relevance, an
 intercept, and the prior's features only where the fit's validation users said the prior raises agreement) fitted
 to the real outcomes of the pages a zoo of history recommenders showed them
-(:mod:`recagent_gym.runs.evaluation.agreement.fit`). ``evaluate agreement``'s ``llm+fit`` row uses it on the
-bundled data (:func:`shipped_file`) and fits first elsewhere.
+(:mod:`recagent_gym.runs.evaluation.agreement.fit`). :func:`resolve_prior` turns ``auto`` (the default) into that
+file, with its item score (``llm_item_score``) and the ``parts`` fit as defaults of fields the config does not set,
+by one rule on every dataset: with the model it was fitted for, and on another dataset only where the fit uses no
+prior term (its weights then price the LLM's score and the embedding relevance, which every dataset has; the prior's
+terms price one catalogue's popularity and time). Elsewhere (another model, ``decision_strategy: direct``, a fit with
+prior terms on another dataset) ``auto`` is off and the log says why. ``bundled`` asks for the file and is an error
+where it does not apply; ``null`` turns it off; a path uses that file (a fit or a calibration) as it is.
+
+``prior_bundled.json`` is ``recagent-gym calibrate`` with the title-continuation item score on the bundled data (40
+train users, their raw ids in the file; every evaluation with it leaves them out): the ``llm+prior`` and
+``llm+prior-parts`` rows of the evaluations use it (:func:`shipped_file`).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from typing import Any
 
 from recagent_gym.llm.config import EMBEDDED_MODEL
 from recagent_gym.settings_section import ConfigError
-from recagent_gym.users.prior_file import PriorFile, read_prior_file
+from recagent_gym.users.prior_file import PARTS_BLOCK, PriorFile, is_fit_file, read_prior_file
 
 logger = logging.getLogger(__name__)
 
@@ -37,11 +37,10 @@ BUNDLED_FIT_FILE = Path(__file__).parent / "fit_bundled.json"
 BUNDLED_CALIBRATION = Path(__file__).parent / "prior_bundled.json"
 """``recagent-gym calibrate`` on the bundled data (40 train users, title-continuation score), for the evaluations'
 ``llm+prior`` and ``llm+prior-parts`` rows, which need a calibrate file."""
-BUNDLED_PRIOR = BUNDLED_CALIBRATION
-"""The file ``auto`` resolves to on the bundled data (see the module docstring)."""
-BUNDLED_FIT = "parts"
-"""The fit of :data:`BUNDLED_PRIOR` the agents use by default (the ``parts`` block, which ``users fit-agreement``
-writes too)."""
+BUNDLED_PRIOR = BUNDLED_FIT_FILE
+"""The file ``auto`` resolves to (see the module docstring)."""
+BUNDLED_FIT = PARTS_BLOCK
+"""The fit of :data:`BUNDLED_PRIOR` the agents use by default (the one block ``users fit-agreement`` writes)."""
 AUTO, BUNDLED = "auto", "bundled"
 """``user.prior_weights`` values that name the shipped calibration."""
 
@@ -72,6 +71,17 @@ def shipped_file(path: Path, dataset: Any, llm_name: str | None) -> str | None:
     return str(path) if same and llm_name == meta.get("llm") else None
 
 
+def calibration_file(where: str | None, dataset: Any, llm_name: str | None) -> str | None:
+    """The ``calibrate`` file the evaluations' prior rows (``prior``, ``llm+prior``, ``llm+prior-parts``) use when
+    ``user.prior_weights`` is ``where``: that file where it is a calibration, else the shipped calibration where it
+    applies (:func:`shipped_file`), else None."""
+    if where is None:
+        return None
+    if where not in (AUTO, BUNDLED) and not is_fit_file(where):
+        return str(where)
+    return shipped_file(BUNDLED_CALIBRATION, dataset, llm_name)
+
+
 def configured_llm_name(llm: Any) -> str | None:
     """The name (``LanguageModel.name``) of the model ``llm`` (an ``LLMConfig``) builds, where known without building
     it: the packaged embedded model's; None for anything else."""
@@ -81,10 +91,12 @@ def configured_llm_name(llm: Any) -> str | None:
 
 
 def _why_not(user: Any, dataset: Any, llm_name: str | None, meta: dict[str, Any]) -> str | None:
-    if (dataset.name, dataset.n_users, dataset.n_items) != (meta.get("dataset"), meta.get("n_users"),
-                                                            meta.get("n_items")):  # fmt: skip
+    other = (dataset.name, dataset.n_users, dataset.n_items) != (meta.get("dataset"), meta.get("n_users"),
+                                                                 meta.get("n_items"))  # fmt: skip
+    if other and meta.get("prior_used", True):  # a calibration, or a fit with prior terms: one catalogue's
         fitted = f"{meta.get('dataset')!r} ({meta.get('n_users')} users, {meta.get('n_items')} items)"
-        return f"it was fitted on {fitted}, not on {dataset.name!r} ({dataset.n_users} users, {dataset.n_items} items)"
+        return (f"its prior terms were fitted on {fitted}, not on {dataset.name!r} ({dataset.n_users} users, "
+                f"{dataset.n_items} items)")  # fmt: skip
     if llm_name != meta.get("llm"):
         return f"it prices the scores of {meta.get('llm')}, and the agents run {llm_name or 'another model'}"
     if user.decision_strategy == "direct":
@@ -98,20 +110,23 @@ def resolve_prior(user: Any, dataset: Any, llm_name: str | None) -> Any:
     where = user.prior_weights
     if where is None:
         return user
-    if where not in (AUTO, BUNDLED):
-        return _with_file_defaults(user, read_prior_file(where), {})
+    if where not in (AUTO, BUNDLED):  # a fit file holds one fit, ``parts``: the default where none is set
+        return _with_file_defaults(
+            user, read_prior_file(where), {"prior_fit": PARTS_BLOCK} if is_fit_file(where) else {}
+        )
     shipped = bundled_prior()
     reason = _why_not(user, dataset, llm_name, dict(shipped.meta))
     if reason is not None:
         if where == BUNDLED:
             raise ConfigError(f"user.prior_weights=bundled: {BUNDLED_PRIOR.name} does not apply here: {reason}")
-        _say_once(f"user.prior_weights=auto: no behavioural prior ({reason}); the LLM agents use their own scores. "
-                  "Fit one with 'recagent-gym users fit-agreement'.")  # fmt: skip
+        _say_once(f"user.prior_weights=auto: the shipped fit {BUNDLED_PRIOR.name} does not apply ({reason}); the "
+                  "LLM agents use their own scores. Fit one with 'recagent-gym users fit-agreement'.")  # fmt: skip
         return user.model_copy(update={"prior_weights": None})
     resolved = _with_file_defaults(user, shipped, {"prior_weights": str(BUNDLED_PRIOR), "prior_fit": BUNDLED_FIT})
+    fitted = "" if shipped.meta.get("dataset") == dataset.name else f", fitted on {shipped.meta.get('dataset')}"
     _say_once(
-        f"user.prior_weights={where}: the behavioural prior shipped for {dataset.name} ({resolved.prior_fit} "
-        f"fit, {resolved.llm_item_score} item score; --set user.prior_weights=null turns it off)"
+        f"user.prior_weights={where}: the page decision shipped in {BUNDLED_PRIOR.name} ({resolved.prior_fit} "
+        f"fit, {resolved.llm_item_score} item score{fitted}; --set user.prior_weights=null turns it off)"
     )
     return resolved
 
@@ -155,6 +170,7 @@ def prior_note(config: Any, dataset: Any) -> str:
     """How the LLM agents of ``config`` score items on ``dataset``, for a report's title or header."""
     user = resolve_prior(config.user, dataset, configured_llm_name(config.llm))
     if user.prior_weights is None:
-        return f"{user.llm_item_score} item score, no behavioural prior"
+        return f"{user.llm_item_score} item score, no fitted decision or prior"
     fit = f"{user.prior_fit} fit, {Path(user.prior_weights).name}"
-    return f"{user.llm_item_score} item score + behavioural prior ({fit})"
+    what = "fitted page decision" if is_fit_file(user.prior_weights) else "behavioural prior"
+    return f"{user.llm_item_score} item score + {what} ({fit})"

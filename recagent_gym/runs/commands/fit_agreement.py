@@ -1,6 +1,6 @@
 """``recagent-gym users fit-agreement``: fit the LLM agents' page decision to the ranking, on train users only.
 
-    recagent-gym users fit-agreement [--config agreement] [--dataset D] [--users 100] [--seed 0]
+    recagent-gym users fit-agreement [--config agreement] [--dataset D] [--users 60] [--seed 0]
                                      [--rank-weight 1.0] [--out DIR] [--results-page PATH]
 
 Writes ``DIR/prior.json`` (use it with ``--set user.prior_weights=DIR/prior.json --set user.prior_fit=parts``; every
@@ -19,6 +19,7 @@ from recagent_gym.runs.provenance import ReportFacts, add_results_page_argument,
 
 def add_fit_agreement(users_subparsers: Any) -> None:
     from recagent_gym.runs.cli import add_config_arguments
+    from recagent_gym.runs.evaluation.agreement.fit import FIT_USERS
 
     parser = users_subparsers.add_parser(
         "fit-agreement", help="fit the LLM agents' page decision (LLM score, embedding, prior, threshold) to the "
@@ -26,7 +27,7 @@ def add_fit_agreement(users_subparsers: Any) -> None:
     )  # fmt: skip
     add_config_arguments(parser)
     parser.add_argument("--dataset", default=None, help="'bundled' or a dataset folder (default: data.dataset)")
-    parser.add_argument("--users", type=int, default=100, help="train users to fit on (default 100)")
+    parser.add_argument("--users", type=int, default=FIT_USERS, help=f"train users to fit on (default {FIT_USERS})")
     parser.add_argument("--seed", type=int, default=0, help="seed of the fit users' draw (default 0)")
     parser.add_argument(
         "--rank-weight",

@@ -149,14 +149,17 @@ def _check_setting_files(config: Config, source: str) -> None:
     if path is None:
         return
     from recagent_gym.users.prior_default import AUTO, BUNDLED, BUNDLED_PRIOR
-    from recagent_gym.users.prior_file import read_prior_file
+    from recagent_gym.users.prior_file import is_fit_file, read_prior_file
 
-    if path in (AUTO, BUNDLED):  # the shipped calibration; whether it applies is known with the dataset and model
+    shipped = path in (AUTO, BUNDLED)
+    if shipped:  # the shipped fit; whether it applies is known with the dataset and model
         path = str(BUNDLED_PRIOR)
     try:
         checked = read_prior_file(path)
     except RecAgentError as exc:
         raise ConfigError(f"invalid configuration in {source}:\n  user.prior_weights: {exc}") from None
+    if "prior_fit" not in config.user.model_fields_set and (shipped or is_fit_file(path)):
+        return  # resolve_prior gives it the file's fit
     if config.user.prior_fit not in checked.fits:
         raise ConfigError(
             f"invalid configuration in {source}:\n  user.prior_fit: {path} has no {config.user.prior_fit!r} fit "

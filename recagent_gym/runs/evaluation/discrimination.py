@@ -178,7 +178,7 @@ def run_discrimination(
     users = [int(u) for u in sample_users(full, cfg.users, min_count, child_rng(seed, "users"))]
     drawn = len(users)
     if any(kind in PRIOR_KINDS for kind in cfg.user_models):
-        users = without_calibration_users(full, users, weights_file(resources.config, "prior"))
+        users = without_calibration_users(full, users, weights_file(resources.calibration, "prior"))
     if DISTILLED in cfg.user_models:  # nor the users the distilled model was fitted on
         users = without_distilled_users(users, resources.distilled_artefact())
     splits = {a: leave_last_out(full, a, min_train=min_count - a) for a in a_values}
@@ -245,7 +245,7 @@ def run_discrimination(
     result = DiscriminationResult(
         dataset=full.name, users=users, settings=settings, samplers=samplers, models=models, labels=labels,
         cells=cells, donors=donors, widened=widened, build_seconds=build_seconds, usage=resources.usage_line(),
-        seconds=time.perf_counter() - started, prior=prior_record(resources.config, models),
+        seconds=time.perf_counter() - started, prior=prior_record(resources.calibration, models),
         left_out=drawn - len(users), left_out_why=left_out_why(cfg.user_models),
     )  # fmt: skip
     logger.info("discrimination on %s: %d users, %d cells in %.1fs", full.name, len(users), len(cells), result.seconds)
@@ -274,7 +274,7 @@ def _build(
         if kind in LLM_PRIOR_KINDS:
             held = shared.get(slot) if shared is not None else None
             llm = held if held is not None else Memo(resources.build("llm", train))
-        return build_prior_row(kind, train, resources.config, llm)
+        return build_prior_row(kind, train, resources.calibration, llm)
     model = resources.build(kind, train)
     if kind == "llm" and shared is not None:
         model = shared[slot] = Memo(model)

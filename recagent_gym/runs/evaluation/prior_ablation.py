@@ -20,6 +20,7 @@ import numpy as np
 
 from recagent_gym.data.schema import DataError, Dataset
 from recagent_gym.users.agent.prior import BehaviouralPrior, PriorWeights, choice_scores, load_weights
+from recagent_gym.users.prior_file import read_prior_file
 
 PRIOR = "prior"
 LLM_PRIOR = "llm+prior"
@@ -90,16 +91,20 @@ class Memo:
         return self._parts[key]
 
 
-def weights_file(config: Any, kind: str) -> str:
-    path = config.user.prior_weights
+def weights_file(path: str | None, kind: str) -> str:
+    """``path`` (``Resources.calibration``), or an error saying what the ``kind`` row needs."""
     if path is None:
-        raise DataError(f"user model {kind!r} needs user.prior_weights (a file from `recagent-gym calibrate`)")
+        raise DataError(f"user model {kind!r} needs user.prior_weights to name a file from `recagent-gym calibrate` "
+                        "(the shipped one applies to the bundled data and the embedded model only)")  # fmt: skip
     return str(path)
 
 
 def without_calibration_users(dataset: Dataset, users: Sequence[int], path: str) -> list[int]:
-    """``users`` minus those the prior was calibrated on (matched by raw id): they are never evaluated."""
-    meta = load_weights(path, which="prior_only").meta  # present in every calibrate file
+    """``users`` minus those the prior file ``path`` (a calibration or a fit) was made on (matched by raw id, where
+    it was made on ``dataset``): they are never evaluated."""
+    meta = read_prior_file(path).meta
+    if meta.get("dataset", dataset.name) != dataset.name:  # another dataset's raw ids name other people
+        return [int(u) for u in users]
     fitted = {str(u) for u in meta.get("users_raw", [])}
     raw = dataset.users["raw_id"].astype(str).to_numpy()
     kept = [int(u) for u in users if raw[int(u)] not in fitted]
@@ -108,9 +113,10 @@ def without_calibration_users(dataset: Dataset, users: Sequence[int], path: str)
     return kept
 
 
-def build_prior_row(kind: str, train: Dataset, config: Any, llm_model: Any) -> Any:
-    """The ``prior`` or ``llm+prior`` scorer on ``train`` (``llm_model``: the ``llm`` row's model, memoised)."""
-    path = weights_file(config, kind)
+def build_prior_row(kind: str, train: Dataset, calibration: str | None, llm_model: Any) -> Any:
+    """The ``prior`` or ``llm+prior`` scorer on ``train`` with the ``calibrate`` file ``calibration``
+    (``llm_model``: the ``llm`` row's model, memoised)."""
+    path = weights_file(calibration, kind)
     weights = load_weights(path, which=FIT_OF[kind])
     prior = BehaviouralPrior(train, window_days=float(weights.meta.get("window_days", 180.0)))
     if kind == PRIOR:
@@ -118,11 +124,11 @@ def build_prior_row(kind: str, train: Dataset, config: Any, llm_model: Any) -> A
     return PriorCombined(llm_model, prior, weights)
 
 
-def prior_record(config: Any, models: Sequence[str]) -> dict[str, Any]:
-    """The weights file's content when a prior row is evaluated (stored with the run and shown in its table)."""
+def prior_record(calibration: str | None, models: Sequence[str]) -> dict[str, Any]:
+    """The ``calibrate`` file's content when a prior row is evaluated (stored with the run and shown in its table)."""
     if not any(kind in PRIOR_KINDS for kind in models):
         return {}
-    path = weights_file(config, "prior")
+    path = weights_file(calibration, "prior")
     record = {"file": path, "prior_only": load_weights(path, which="prior_only").to_dict()}
     for kind in LLM_PRIOR_KINDS:
         if kind in models:

@@ -232,7 +232,7 @@ def run_rating(resources: Resources, *, progress: bool = True) -> RatingResult:
     drawn = [int(u) for u in sample_users(full, cfg.users, cfg.min_interactions, child_rng(seed, "users"))]
     sampled = len(drawn)
     if any(kind in PRIOR_KINDS for kind in cfg.user_models):  # calibration users are never evaluated
-        drawn = without_calibration_users(full, drawn, weights_file(resources.config, "prior"))
+        drawn = without_calibration_users(full, drawn, weights_file(resources.calibration, "prior"))
     if DISTILLED in cfg.user_models:  # nor the users the distilled model was fitted on
         drawn = without_distilled_users(drawn, resources.distilled_artefact())
     inter = full.interactions[full.interactions["user_id"].isin(drawn)]
@@ -296,7 +296,7 @@ def run_rating(resources: Resources, *, progress: bool = True) -> RatingResult:
         dataset=full.name, users=users, samplers=samplers, models=models, labels=labels, cells=cells, held_out=a,
         negatives=b, skipped=len(drawn) - len(users), usage=resources.usage_line(),
         seconds=time.perf_counter() - started, build_seconds=build_seconds,
-        prior=prior_record(resources.config, models), left_out=sampled - len(drawn),
+        prior=prior_record(resources.calibration, models), left_out=sampled - len(drawn),
         left_out_why=left_out_why(cfg.user_models),
     )  # fmt: skip
     logger.info("rating on %s: %d users in %.1fs", full.name, len(users), result.seconds)

@@ -116,7 +116,6 @@ class Resources:
     _embedder: Any = field(default=None, repr=False)
     _item_vectors: np.ndarray | None = field(default=None, repr=False)
     _distilled: Any = field(default=None, repr=False)
-
     def __post_init__(self) -> None:
         # ``user.prior_weights: auto`` resolved once for this dataset and model: every evaluation reads a file or None.
         from recagent_gym.users.prior_default import configured_llm_name, resolve_prior
@@ -125,6 +124,15 @@ class Resources:
         user = resolve_prior(self.config.user, self.dataset, name)
         if user is not self.config.user:
             self.config = self.config.model_copy(update={"user": user})
+
+    @property
+    def calibration(self) -> str | None:
+        """The ``calibrate`` file of the prior rows (``prior``, ``llm+prior``, ``llm+prior-parts``), or None
+        (:func:`~recagent_gym.users.prior_default.calibration_file`)."""
+        from recagent_gym.users.prior_default import calibration_file, configured_llm_name
+
+        name = self.llm.name if self.llm is not None else configured_llm_name(self.config.llm)
+        return calibration_file(self.config.user.prior_weights, self.dataset, name)
 
     def language_model(self) -> Any:
         if self.llm is None:

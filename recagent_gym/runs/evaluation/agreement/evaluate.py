@@ -12,12 +12,13 @@ import numpy as np
 
 from recagent_gym.data.schema import DataError, Dataset
 from recagent_gym.runs.config import Config
+from recagent_gym.runs.evaluation.agreement.fit import FIT_USERS, sample_users
 from recagent_gym.runs.evaluation.agreement.pools import PoolRetriever, build_pools, temporal_split
 from recagent_gym.runs.evaluation.agreement.run import REAL, Arm, run_arms
 from recagent_gym.runs.evaluation.agreement.zoo import Zoo
 from recagent_gym.runs.evaluation.distilled_row import build_distilled_row, fitting_artefact
 from recagent_gym.runs.evaluation.prior_ablation import FIT_OF, LLM_PRIOR_KINDS
-from recagent_gym.runs.evaluation.subjects import Resources, child_rng
+from recagent_gym.runs.evaluation.subjects import Resources
 from recagent_gym.runs.make_env import candidates_env
 from recagent_gym.users.distilled.user import DistilledUser
 
@@ -28,7 +29,6 @@ LLM_PRIOR_FITS = {kind: FIT_OF[kind] for kind in LLM_PRIOR_KINDS}
 LLM_FIT = "llm+fit"
 """The default users: the LLM agents with the page decision ``users fit-agreement`` fitted for this dataset (the
 shipped fit where ``user.prior_weights`` resolves to one, else a fit on other users made first)."""
-FIT_USERS = 60
 OTHER_FIT = "llm+fit:"
 """Prefix of the rows of fits given by name (``--fit NAME=PATH``: e.g. another dataset's fit, for the transfer);
 they share the ``llm`` rows' score cache."""
@@ -100,16 +100,10 @@ def _fit_weights(resources: Resources, dataset: Dataset, out: Path, progress: bo
 
 
 def _prior_weights(resources: Resources, out: Path, progress: bool, say: Callable[[str], None]) -> tuple[str, bool]:
-    """``user.prior_weights`` where it is a calibrate file, or a fresh calibration on other users written to
-    ``out/prior``; ``(path, fresh)``."""
-    path = resources.config.user.prior_weights
-    if path is not None and not _is_fit(path):
-        return str(path), False
-    from recagent_gym.users.prior_default import BUNDLED_CALIBRATION, shipped_file
-
-    shipped = shipped_file(BUNDLED_CALIBRATION, resources.dataset, resources.language_model().name)
-    if shipped is not None:
-        return shipped, False
+    """The ``calibrate`` file of the run (``Resources.calibration``), or a fresh calibration on other users written
+    to ``out/prior``; ``(path, fresh)``."""
+    if resources.calibration is not None:
+        return resources.calibration, False
     from recagent_gym.runs.evaluation.calibrate import run_calibration, write_calibration
 
     say(f"llm+prior: no user.prior_weights given; calibrating on {CALIBRATION_USERS} other users first")
@@ -117,8 +111,12 @@ def _prior_weights(resources: Resources, out: Path, progress: bool, say: Callabl
     return str(write_calibration(result, out / "prior")["prior.json"]), True
 
 
-def _excluded(dataset: Dataset, raw_ids: Sequence[str]) -> set[int]:
-    wanted = {str(r) for r in raw_ids}
+def _excluded(dataset: Dataset, meta: Mapping[str, Any]) -> set[int]:
+    """The users a fit or calibration file (its ``meta``) was made on, where it was made on ``dataset`` (raw ids
+    name another dataset's users otherwise)."""
+    if meta.get("dataset", dataset.name) != dataset.name:
+        return set()
+    wanted = {str(r) for r in meta.get("users_raw", [])}
     raw = dataset.users["raw_id"].astype(str).to_numpy()
     return {u for u in range(dataset.n_users) if raw[u] in wanted}
 
@@ -173,7 +171,7 @@ def run_agreement(
 
         path, fresh = _prior_weights(resources, out, progress, say)
         meta = load_weights(path, which="prior_only").meta
-        excluded |= _excluded(dataset, meta.get("users_raw", []))
+        excluded |= _excluded(dataset, meta)
         fits = [fit for name, fit in LLM_PRIOR_FITS.items() if name in models]
         prior = {
             "file": path,
@@ -186,7 +184,7 @@ def run_agreement(
 
         path, fresh = _fit_weights(resources, dataset, out, progress, say)
         fitted = read_prior_file(path).meta
-        excluded |= _excluded(dataset, fitted.get("users_raw", []))
+        excluded |= _excluded(dataset, fitted)
         prior.update({"fit_file": path, "fitted_here": fresh, "prior_used": fitted.get("prior_used"),
                       "fit_weights": load_weights(path, which="parts").to_dict()})  # fmt: skip
     for name, path in (fits or {}).items():
@@ -194,8 +192,7 @@ def run_agreement(
         from recagent_gym.users.prior_file import read_prior_file
 
         fitted = read_prior_file(path).meta
-        if fitted.get("dataset") == dataset.name:  # raw ids name this dataset's users only where it was fitted here
-            excluded |= _excluded(dataset, fitted.get("users_raw", []))
+        excluded |= _excluded(dataset, fitted)
         prior.setdefault("other_fits", {})[name] = {
             "file": str(path),
             "dataset": fitted.get("dataset"),
@@ -210,7 +207,7 @@ def run_agreement(
     n = min(ev.agreement_users, len(eligible))
     if n < ev.agreement_users:
         notes.append(f"only {len(eligible)} eligible users (asked for {ev.agreement_users})")
-    users = np.sort(child_rng(ev.seed, "agreement-users").choice(eligible, size=n, replace=False))
+    users = sample_users(eligible, n, ev.seed)
     future = {int(u): tuple(dict.fromkeys(split.held_out[int(u)])) for u in users}
     say(f"{dataset.name}: {n} held-out users, {sum(len(f) for f in future.values()) / n:.1f} future items each "
         f"on average, pools of {ev.agreement_pool}, {ev.agreement_pages} pages of {config.env.page_size}")  # fmt: skip

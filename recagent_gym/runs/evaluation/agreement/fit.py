@@ -41,6 +41,9 @@ from recagent_gym.users.prior_file import DEFAULT_WINDOW_DAYS, FEATURES, FIT_MAD
 logger = logging.getLogger(__name__)
 
 MIN_USERS = 10
+FIT_USERS = 60
+"""Train users of a fit: ``users fit-agreement``'s default and the fit ``evaluate agreement``'s ``llm+fit`` row makes
+first where no fit applies."""
 FIT_ROW = "llm"
 
 
@@ -67,6 +70,11 @@ class PageLog:
                           float(extra["threshold"]), hit))  # fmt: skip
 
 
+def sample_users(eligible: np.ndarray, n: int, seed: int) -> np.ndarray:
+    """The agreement test's draw of ``n`` users among ``eligible`` (sorted), as :func:`fit_users` avoids it."""
+    return np.sort(child_rng(seed, "agreement-users").choice(eligible, size=min(n, len(eligible)), replace=False))
+
+
 def fit_users(dataset: Dataset, config: Config, n: int, seed: int) -> tuple[np.ndarray, Any]:
     """``(fit users, split)``: ``n`` users with a future, none of those the default agreement test samples nor any
     other default evaluation (:func:`~recagent_gym.runs.evaluation.calibrate.evaluated_users`)."""
@@ -74,8 +82,7 @@ def fit_users(dataset: Dataset, config: Config, n: int, seed: int) -> tuple[np.n
     split = temporal_split(dataset, ev.agreement_future, ev.agreement_min_history, kind=ev.agreement_split,
                            quantile=ev.agreement_cut_quantile)  # fmt: skip
     eligible = np.array(sorted(split.held_out), dtype=np.int64)
-    evaluated = child_rng(ev.seed, "agreement-users").choice(eligible, size=min(ev.agreement_users, len(eligible)),
-                                                             replace=False)  # fmt: skip
+    evaluated = sample_users(eligible, ev.agreement_users, ev.seed)
     from recagent_gym.runs.evaluation.calibrate import evaluated_users
 
     rest = np.setdiff1d(eligible, evaluated)
@@ -180,7 +187,7 @@ def run_fit_agreement(config: Config, dataset: Dataset, *, out: Path, users: int
     raw = dataset.users["raw_id"].astype(str).to_numpy()
     meta = {
         "dataset": dataset.name, "n_users": dataset.n_users, "n_items": dataset.n_items,
-        "llm": zoo.settings.get("llm", "").replace("embedded ", "") or None, "llm_item_score": ucfg.llm_item_score,
+        "llm_item_score": ucfg.llm_item_score,
         "users_raw": [str(raw[u]) for u in chosen], "made_by": FIT_MADE_BY, "seed": seed,
         "rank_weight": rank_weight, "futures_set_aside": config.evaluation.agreement_future,
         "prior_used": use_prior, "validation": validation,
