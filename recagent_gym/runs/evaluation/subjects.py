@@ -116,6 +116,7 @@ class Resources:
     _embedder: Any = field(default=None, repr=False)
     _item_vectors: np.ndarray | None = field(default=None, repr=False)
     _distilled: Any = field(default=None, repr=False)
+
     def __post_init__(self) -> None:
         # ``user.prior_weights: auto`` resolved once for this dataset and model: every evaluation reads a file or None.
         from recagent_gym.users.prior_default import configured_llm_name, resolve_prior
