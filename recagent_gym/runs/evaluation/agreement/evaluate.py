@@ -172,11 +172,11 @@ def run_agreement(
         path, fresh = _prior_weights(resources, out, progress, say)
         meta = load_weights(path, which="prior_only").meta
         excluded |= _excluded(dataset, meta)
-        fits = [fit for name, fit in LLM_PRIOR_FITS.items() if name in models]
+        used = [fit for name, fit in LLM_PRIOR_FITS.items() if name in models]
         prior = {
             "file": path,
             "calibrated_here": fresh,
-            "weights": {f: load_weights(path, which=f).to_dict() for f in fits},
+            "weights": {f: load_weights(path, which=f).to_dict() for f in used},
         }
     if LLM_FIT in models:
         from recagent_gym.users.agent.prior import load_weights
