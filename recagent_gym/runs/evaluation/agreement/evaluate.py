@@ -187,16 +187,16 @@ def run_agreement(
         excluded |= _excluded(dataset, fitted)
         prior.update({"fit_file": path, "fitted_here": fresh, "prior_used": fitted.get("prior_used"),
                       "fit_weights": load_weights(path, which="parts").to_dict()})  # fmt: skip
-    for name, path in (fits or {}).items():
+    for name, given in (fits or {}).items():
         from recagent_gym.users.agent.prior import load_weights
         from recagent_gym.users.prior_file import read_prior_file
 
-        fitted = read_prior_file(path).meta
+        fitted = read_prior_file(given).meta
         excluded |= _excluded(dataset, fitted)
         prior.setdefault("other_fits", {})[name] = {
-            "file": str(path),
+            "file": str(given),
             "dataset": fitted.get("dataset"),
-            "weights": load_weights(path, which="parts").to_dict(),
+            "weights": load_weights(given, which="parts").to_dict(),
         }
         models.append(OTHER_FIT + name)
     candidates = set(split.held_out) if only_users is None else set(split.held_out) & {int(u) for u in only_users}
