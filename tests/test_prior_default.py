@@ -115,6 +115,17 @@ def test_a_fit_without_prior_terms_applies_on_another_dataset_and_one_with_them_
     assert resolve_prior(UserConfig(), fitted_on(), EMBEDDED).prior_weights == str(with_prior)
 
 
+def test_the_llm_fit_row_takes_a_dataset_s_own_fit_not_the_shipped_one_auto_transfers(tmp_path: Path) -> None:
+    from recagent_gym.runs.evaluation.agreement.evaluate import dataset_fit
+
+    shipped = str(BUNDLED_PRIOR)
+    assert dataset_fit(shipped, fitted_on()) and not dataset_fit(shipped, OTHER)  # on ML-1M: fit there first
+    copy = tmp_path / "fit.json"
+    copy.write_bytes(BUNDLED_PRIOR.read_bytes())
+    assert dataset_fit(str(copy), OTHER)  # named explicitly: used as given
+    assert not dataset_fit(str(prior_default.BUNDLED_CALIBRATION), fitted_on()) and not dataset_fit(None, OTHER)
+
+
 def test_null_turns_the_prior_off_and_a_path_brings_its_item_score(tmp_path: Path) -> None:
     assert resolve_prior(UserConfig(prior_weights=None), fitted_on(), EMBEDDED).prior_weights is None
     document = json.loads(prior_default.BUNDLED_CALIBRATION.read_text(encoding="utf-8"))

@@ -27,8 +27,9 @@ logger = logging.getLogger(__name__)
 LLM_PRIOR_FITS = {kind: FIT_OF[kind] for kind in LLM_PRIOR_KINDS}
 """The LLM + prior rows and the weights file's fit each uses (``user.prior_fit``), as in the per-item evaluations."""
 LLM_FIT = "llm+fit"
-"""The default users: the LLM agents with the page decision ``users fit-agreement`` fitted for this dataset (the
-shipped fit where ``user.prior_weights`` resolves to one, else a fit on other users made first)."""
+"""The LLM agents with the page decision ``users fit-agreement`` fitted for this dataset (:func:`dataset_fit`: the
+fit ``user.prior_weights`` names or the shipped one on its dataset, else a fit on other users made first): the
+default users on the bundled data."""
 OTHER_FIT = "llm+fit:"
 """Prefix of the rows of fits given by name (``--fit NAME=PATH``: e.g. another dataset's fit, for the transfer);
 they share the ``llm`` rows' score cache."""
@@ -70,12 +71,25 @@ def _is_fit(path: str | None) -> bool:
     return is_fit_file(path)
 
 
+def dataset_fit(path: str | None, dataset: Any) -> bool:
+    """Whether ``path`` (``user.prior_weights``, resolved) is this dataset's fit for the ``llm+fit`` row: a
+    fit-agreement file, made on ``dataset`` or named explicitly; not the shipped fit that ``auto`` transfers to
+    another dataset (there the row fits on the dataset's own users, and ``--fit`` adds the transfer's row)."""
+    from recagent_gym.users.prior_default import BUNDLED_FIT_FILE
+    from recagent_gym.users.prior_file import read_prior_file
+
+    if path is None or not _is_fit(path):
+        return False
+    own = read_prior_file(path).meta.get("dataset") == dataset.name
+    return own or Path(path).resolve() != BUNDLED_FIT_FILE.resolve()
+
+
 def _fit_weights(resources: Resources, dataset: Dataset, out: Path, progress: bool, say: Callable[[str], None]
                  ) -> tuple[str, bool]:  # fmt: skip
-    """The ``llm+fit`` row's file: ``user.prior_weights`` where it is a fit-agreement file, else a fit on other
-    users written to ``out/fit``; ``(path, fresh)``."""
+    """The ``llm+fit`` row's file: ``user.prior_weights`` where it is this dataset's fit (:func:`dataset_fit`), else
+    a fit on other users written to ``out/fit``; ``(path, fresh)``."""
     path = resources.config.user.prior_weights
-    if _is_fit(path):
+    if dataset_fit(path, dataset):
         return str(path), False
     from recagent_gym.runs.evaluation.agreement.fit import run_fit_agreement, write_fit
     from recagent_gym.users.prior_default import BUNDLED_FIT_FILE, shipped_file
