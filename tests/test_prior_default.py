@@ -138,7 +138,9 @@ def test_null_turns_the_prior_off_and_a_path_brings_its_item_score(tmp_path: Pat
     assert resolved.llm_item_score == "yes_no" and resolved.prior_fit == "both"  # a path: as calibrated, any dataset
     fit = resolve_prior(UserConfig(prior_weights=str(BUNDLED_PRIOR)), SimpleNamespace(name="x", n_users=1, n_items=1),
                         None)  # fmt: skip
-    assert fit.prior_fit == BUNDLED_FIT  # a fit file's one fit, unless set
+    assert fit.prior_fit == BUNDLED_FIT  # a fit file's one fit
+    both = UserConfig(prior_weights=str(BUNDLED_PRIOR), prior_fit="both")  # as a resumed run's config may say
+    assert resolve_prior(both, OTHER, None).prior_fit == BUNDLED_FIT
 
 
 def test_the_run_folder_keeps_the_weights_the_agents_use(tmp_path: Path) -> None:

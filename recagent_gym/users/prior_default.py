@@ -110,10 +110,10 @@ def resolve_prior(user: Any, dataset: Any, llm_name: str | None) -> Any:
     where = user.prior_weights
     if where is None:
         return user
-    if where not in (AUTO, BUNDLED):  # a fit file holds one fit, ``parts``: the default where none is set
-        return _with_file_defaults(
-            user, read_prior_file(where), {"prior_fit": PARTS_BLOCK} if is_fit_file(where) else {}
-        )
+    if where not in (AUTO, BUNDLED):
+        if is_fit_file(where) and user.prior_fit != PARTS_BLOCK:  # a fit file holds one fit, ``parts``: that one
+            user = user.model_copy(update={"prior_fit": PARTS_BLOCK})
+        return _with_file_defaults(user, read_prior_file(where), {})
     shipped = bundled_prior()
     reason = _why_not(user, dataset, llm_name, dict(shipped.meta))
     if reason is not None:

@@ -158,8 +158,8 @@ def _check_setting_files(config: Config, source: str) -> None:
         checked = read_prior_file(path)
     except RecAgentError as exc:
         raise ConfigError(f"invalid configuration in {source}:\n  user.prior_weights: {exc}") from None
-    if "prior_fit" not in config.user.model_fields_set and (shipped or is_fit_file(path)):
-        return  # resolve_prior gives it the file's fit
+    if is_fit_file(path) or (shipped and "prior_fit" not in config.user.model_fields_set):
+        return  # a fit file's one fit (``parts``) is used whatever user.prior_fit says (resolve_prior)
     if config.user.prior_fit not in checked.fits:
         raise ConfigError(
             f"invalid configuration in {source}:\n  user.prior_fit: {path} has no {config.user.prior_fit!r} fit "
