@@ -116,14 +116,15 @@ def test_a_fit_without_prior_terms_applies_on_another_dataset_and_one_with_them_
 
 
 def test_the_llm_fit_row_takes_a_dataset_s_own_fit_not_the_shipped_one_auto_transfers(tmp_path: Path) -> None:
-    from recagent_gym.runs.evaluation.agreement.evaluate import dataset_fit
+    from recagent_gym.runs.evaluation.agreement.evaluate import own_fit
 
     shipped = str(BUNDLED_PRIOR)
-    assert dataset_fit(shipped, fitted_on()) and not dataset_fit(shipped, OTHER)  # on ML-1M: fit there first
+    assert own_fit("auto", fitted_on(), EMBEDDED) == shipped and own_fit("auto", OTHER, EMBEDDED) is None
     copy = tmp_path / "fit.json"
     copy.write_bytes(BUNDLED_PRIOR.read_bytes())
-    assert dataset_fit(str(copy), OTHER)  # named explicitly: used as given
-    assert not dataset_fit(str(prior_default.BUNDLED_CALIBRATION), fitted_on()) and not dataset_fit(None, OTHER)
+    assert own_fit(str(copy), OTHER, None) == str(copy)  # named explicitly: used as given, on any dataset
+    calibration = str(prior_default.BUNDLED_CALIBRATION)  # not a fit: the shipped fit where it applies
+    assert own_fit(calibration, fitted_on(), EMBEDDED) == shipped and own_fit(None, OTHER, EMBEDDED) is None
 
 
 def test_null_turns_the_prior_off_and_a_path_brings_its_item_score(tmp_path: Path) -> None:

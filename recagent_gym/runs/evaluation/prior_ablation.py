@@ -14,6 +14,7 @@ table says how many).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -99,15 +100,21 @@ def weights_file(path: str | None, kind: str) -> str:
     return str(path)
 
 
-def without_calibration_users(dataset: Dataset, users: Sequence[int], path: str) -> list[int]:
-    """``users`` minus those the prior file ``path`` (a calibration or a fit) was made on (matched by raw id, where
-    it was made on ``dataset``): they are never evaluated."""
+def made_on_users(dataset: Dataset, path: str | Path) -> set[int]:
+    """The users of ``dataset`` the prior file ``path`` (a calibration or a fit) was made on, matched by raw id; none
+    where it was made on another dataset (its raw ids name other people)."""
     meta = read_prior_file(path).meta
-    if meta.get("dataset", dataset.name) != dataset.name:  # another dataset's raw ids name other people
-        return [int(u) for u in users]
-    fitted = {str(u) for u in meta.get("users_raw", [])}
+    if meta.get("dataset", dataset.name) != dataset.name:
+        return set()
+    wanted = {str(u) for u in meta.get("users_raw", [])}
     raw = dataset.users["raw_id"].astype(str).to_numpy()
-    kept = [int(u) for u in users if raw[int(u)] not in fitted]
+    return {u for u in range(dataset.n_users) if raw[u] in wanted}
+
+
+def without_calibration_users(dataset: Dataset, users: Sequence[int], path: str) -> list[int]:
+    """``users`` minus those the prior file ``path`` was made on (:func:`made_on_users`): they are never evaluated."""
+    fitted = made_on_users(dataset, path)
+    kept = [int(u) for u in users if int(u) not in fitted]
     if not kept:
         raise DataError(f"every sampled user was a calibration user of {path}: sample more users")
     return kept

@@ -116,11 +116,14 @@ class Resources:
     _embedder: Any = field(default=None, repr=False)
     _item_vectors: np.ndarray | None = field(default=None, repr=False)
     _distilled: Any = field(default=None, repr=False)
+    prior_setting: str | None = field(default=None, init=False)
+    """``user.prior_weights`` as configured, before ``auto`` is resolved (``evaluate agreement``'s ``llm+fit`` row)."""
 
     def __post_init__(self) -> None:
         # ``user.prior_weights: auto`` resolved once for this dataset and model: every evaluation reads a file or None.
         from recagent_gym.users.prior_default import configured_llm_name, resolve_prior
 
+        self.prior_setting = self.config.user.prior_weights
         name = self.llm.name if self.llm is not None else configured_llm_name(self.config.llm)
         user = resolve_prior(self.config.user, self.dataset, name)
         if user is not self.config.user:

@@ -17,7 +17,7 @@ from recagent_gym.runs.evaluation.agreement.pools import PoolRetriever, build_po
 from recagent_gym.runs.evaluation.agreement.run import REAL, Arm, run_arms
 from recagent_gym.runs.evaluation.agreement.zoo import Zoo
 from recagent_gym.runs.evaluation.distilled_row import build_distilled_row, fitting_artefact
-from recagent_gym.runs.evaluation.prior_ablation import FIT_OF, LLM_PRIOR_KINDS
+from recagent_gym.runs.evaluation.prior_ablation import FIT_OF, LLM_PRIOR_KINDS, made_on_users
 from recagent_gym.runs.evaluation.subjects import Resources
 from recagent_gym.runs.make_env import candidates_env
 from recagent_gym.users.distilled.user import DistilledUser
@@ -65,38 +65,26 @@ class AgreementRun:
         raise KeyError((sampler, user_model, recommender))
 
 
-def _is_fit(path: str | None) -> bool:
+def own_fit(setting: str | None, dataset: Any, llm_name: str | None) -> str | None:
+    """The ``llm+fit`` row's file for ``user.prior_weights`` as configured (``setting``, before ``auto`` is resolved):
+    a fit-agreement file it names, else the fit shipped for the bundled data on that data; None: fit first (the
+    shipped fit ``auto`` carries to another dataset is not that dataset's fit; ``--fit`` adds its row)."""
+    from recagent_gym.users.prior_default import AUTO, BUNDLED, BUNDLED_FIT_FILE, shipped_file
     from recagent_gym.users.prior_file import is_fit_file
 
-    return is_fit_file(path)
-
-
-def dataset_fit(path: str | None, dataset: Any) -> bool:
-    """Whether ``path`` (``user.prior_weights``, resolved) is this dataset's fit for the ``llm+fit`` row: a
-    fit-agreement file, made on ``dataset`` or named explicitly; not the shipped fit that ``auto`` transfers to
-    another dataset (there the row fits on the dataset's own users, and ``--fit`` adds the transfer's row)."""
-    from recagent_gym.users.prior_default import BUNDLED_FIT_FILE
-    from recagent_gym.users.prior_file import read_prior_file
-
-    if path is None or not _is_fit(path):
-        return False
-    own = read_prior_file(path).meta.get("dataset") == dataset.name
-    return own or Path(path).resolve() != BUNDLED_FIT_FILE.resolve()
+    if setting not in (None, AUTO, BUNDLED) and is_fit_file(setting):
+        return str(setting)
+    return shipped_file(BUNDLED_FIT_FILE, dataset, llm_name)
 
 
 def _fit_weights(resources: Resources, dataset: Dataset, out: Path, progress: bool, say: Callable[[str], None]
                  ) -> tuple[str, bool]:  # fmt: skip
-    """The ``llm+fit`` row's file: ``user.prior_weights`` where it is this dataset's fit (:func:`dataset_fit`), else
-    a fit on other users written to ``out/fit``; ``(path, fresh)``."""
-    path = resources.config.user.prior_weights
-    if dataset_fit(path, dataset):
-        return str(path), False
+    """The ``llm+fit`` row's file (:func:`own_fit`), else a fit on other users written to ``out/fit``;
+    ``(path, fresh)``."""
+    path = own_fit(resources.prior_setting, dataset, resources.language_model().name)
+    if path is not None:
+        return path, False
     from recagent_gym.runs.evaluation.agreement.fit import run_fit_agreement, write_fit
-    from recagent_gym.users.prior_default import BUNDLED_FIT_FILE, shipped_file
-
-    shipped = shipped_file(BUNDLED_FIT_FILE, dataset, resources.language_model().name)
-    if shipped is not None:
-        return shipped, False
 
     say(f"llm+fit: no fit for {dataset.name}; fitting the page decision on {FIT_USERS} other users first")
     result = run_fit_agreement(
@@ -123,16 +111,6 @@ def _prior_weights(resources: Resources, out: Path, progress: bool, say: Callabl
     say(f"llm+prior: no user.prior_weights given; calibrating on {CALIBRATION_USERS} other users first")
     result = run_calibration(resources, users=CALIBRATION_USERS, progress=progress)
     return str(write_calibration(result, out / "prior")["prior.json"]), True
-
-
-def _excluded(dataset: Dataset, meta: Mapping[str, Any]) -> set[int]:
-    """The users a fit or calibration file (its ``meta``) was made on, where it was made on ``dataset`` (raw ids
-    name another dataset's users otherwise)."""
-    if meta.get("dataset", dataset.name) != dataset.name:
-        return set()
-    wanted = {str(r) for r in meta.get("users_raw", [])}
-    raw = dataset.users["raw_id"].astype(str).to_numpy()
-    return {u for u in range(dataset.n_users) if raw[u] in wanted}
 
 
 def run_agreement(
@@ -184,8 +162,7 @@ def run_agreement(
         from recagent_gym.users.agent.prior import load_weights
 
         path, fresh = _prior_weights(resources, out, progress, say)
-        meta = load_weights(path, which="prior_only").meta
-        excluded |= _excluded(dataset, meta)
+        excluded |= made_on_users(dataset, path)
         used = [fit for name, fit in LLM_PRIOR_FITS.items() if name in models]
         prior = {
             "file": path,
@@ -198,7 +175,7 @@ def run_agreement(
 
         path, fresh = _fit_weights(resources, dataset, out, progress, say)
         fitted = read_prior_file(path).meta
-        excluded |= _excluded(dataset, fitted)
+        excluded |= made_on_users(dataset, path)
         prior.update({"fit_file": path, "fitted_here": fresh, "prior_used": fitted.get("prior_used"),
                       "fit_weights": load_weights(path, which="parts").to_dict()})  # fmt: skip
     for name, given in (fits or {}).items():
@@ -206,7 +183,7 @@ def run_agreement(
         from recagent_gym.users.prior_file import read_prior_file
 
         fitted = read_prior_file(given).meta
-        excluded |= _excluded(dataset, fitted)
+        excluded |= made_on_users(dataset, given)
         prior.setdefault("other_fits", {})[name] = {
             "file": str(given),
             "dataset": fitted.get("dataset"),
