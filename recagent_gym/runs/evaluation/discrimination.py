@@ -204,7 +204,7 @@ def run_discrimination(
                 built = time.perf_counter()
                 model = _build(resources, kind, splits[a].train, shared, (a, False))
                 if kind == "llm":
-                    labels[kind] = f"LLM agent ({resources.language_model().name})"
+                    labels[kind] = resources.llm_label()
                 swapped_model = None
                 if donors:
                     swapped_train = swap_histories(splits[a].train, donors, _candidates_of(trials, a, users))

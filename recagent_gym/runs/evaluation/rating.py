@@ -265,7 +265,7 @@ def run_rating(resources: Resources, *, progress: bool = True) -> RatingResult:
             )
             build_seconds[kind] = time.perf_counter() - built
             if kind == "llm":
-                labels[kind] = f"LLM agent ({resources.language_model().name})"
+                labels[kind] = resources.llm_label()
             errors: dict[str, list[float]] = {sampler: [] for sampler in samplers}
             swapped_errors: dict[str, list[float]] = {sampler: [] for sampler in samplers}
             start = time.perf_counter()

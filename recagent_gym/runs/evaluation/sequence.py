@@ -252,7 +252,7 @@ def run_sequence(resources: Resources, *, progress: bool = True) -> SequenceResu
                 bar.set_postfix_str(f"N={n}: {kind}")
                 model = None if kind == MF_TOP else resources.build(kind, train)
                 if kind == "llm":
-                    labels[kind] = f"LLM agent ({resources.language_model().name})"
+                    labels[kind] = resources.llm_label()
                 seqs[kind], fallbacks[kind] = {}, 0
                 for u in users:
                     rng = child_rng(seed, "sequence", n, kind, u)

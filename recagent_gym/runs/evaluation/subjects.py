@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -128,6 +129,13 @@ class Resources:
         user = resolve_prior(self.config.user, self.dataset, name)
         if user is not self.config.user:
             self.config = self.config.model_copy(update={"user": user})
+
+    def llm_label(self) -> str:
+        """The ``llm`` row's label: the language model and the page-decision file the users read (the default
+        users read ``users/fit_bundled.json``), e.g. ``LLM agent (embedded:gemma-3-270m; fit_bundled.json)``."""
+        decision = self.config.user.prior_weights
+        tail = f"; {Path(decision).name}" if decision else ""
+        return f"LLM agent ({self.language_model().name}{tail})"
 
     @property
     def calibration(self) -> str | None:
