@@ -88,6 +88,14 @@ def test_commit_of_a_checkout_and_its_dirty_tree(tmp_path: Path) -> None:
     git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "m")
     head = git("rev-parse", "HEAD").strip()
     assert git_commit(tmp_path) == head
+    page = tmp_path / "docs" / "results" / "page.md"
+    page.parent.mkdir(parents=True)
+    page.write_text("a")
+    git("add", "docs")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "page")
+    head = git("rev-parse", "HEAD").strip()
+    page.write_text("b")  # a results page written by a command: an output, the commit stays clean
+    assert git_commit(tmp_path) == head
     (tmp_path / "f.txt").write_text("b")
     assert git_commit(tmp_path) == f"{head} + uncommitted changes"
 

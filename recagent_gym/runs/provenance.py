@@ -87,12 +87,19 @@ def llm_of(user_models: Sequence[str], llm: object) -> str:
     return llm_description(llm) if any(m.startswith("llm") for m in user_models) else "none (no LLM user model)"
 
 
+RESULTS_DIR = "docs/results"
+"""Where the results pages live in the checkout (their changes leave the commit clean)."""
+
+
 def git_commit(where: Path | None = None) -> str:
-    """The checkout's commit (``+ uncommitted changes`` when the tree differs), or ``unknown`` outside git."""
+    """The checkout's commit (``+ uncommitted changes`` when the tree differs), or ``unknown`` outside git.
+
+    Changes under ``docs/results/`` do not count: those are the pages the commands write (outputs, not the code
+    that made the figures), so a page written after another in the same checkout names a clean commit."""
     folder = str(where or Path(__file__).resolve().parent)
     try:
         head = _git(folder, "rev-parse", "HEAD")
-        dirty = _git(folder, "status", "--porcelain", "--untracked-files=no")
+        dirty = _git(folder, "status", "--porcelain", "--untracked-files=no", "--", f":(top,exclude){RESULTS_DIR}")
     except (OSError, subprocess.SubprocessError):
         return "unknown"
     if not head:
