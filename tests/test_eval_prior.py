@@ -155,3 +155,11 @@ def test_rating_and_preference_take_the_prior_rows(ml40: Dataset, tmp_path: Path
     assert "Behavioural prior" in rating.markdown() and rating.cell("prior", "uniform").hit_rate.n == 6
     preference = run_preference(resources, progress=False)
     assert preference.accuracy("prior", "popularity-matched", 1).n == 6
+
+
+def test_a_shipped_prior_file_is_named_relative_to_the_checkout(tmp_path):
+    from recagent_gym.runs.evaluation.prior_ablation import shown_path
+
+    shipped = Path(__file__).resolve().parents[1] / "recagent_gym" / "users" / "prior_bundled.json"
+    assert shown_path(shipped) == "recagent_gym/users/prior_bundled.json"
+    assert shown_path(tmp_path / "prior.json") == str(tmp_path / "prior.json")

@@ -144,11 +144,20 @@ def prior_record(calibration: str | None, models: Sequence[str]) -> dict[str, An
     return record
 
 
+def shown_path(path: str | Path) -> str:
+    """``path`` as a report shows it: a file shipped in the package relative to the checkout
+    (``recagent_gym/users/prior_bundled.json``), so that a page names no folder of the machine that wrote it; any
+    other file as given."""
+    root = Path(__file__).resolve().parents[3]
+    resolved = Path(path).resolve()
+    return resolved.relative_to(root).as_posix() if resolved.is_relative_to(root / "recagent_gym") else str(path)
+
+
 def prior_lines(record: dict[str, Any]) -> list[str]:
     """Markdown lines reporting the weights a run used (empty without a prior row)."""
     if not record:
         return []
-    lines = [f"Behavioural prior weights (`{record['file']}`, copied to `prior.json`; fitted by `recagent-gym "
+    lines = [f"Behavioural prior weights (`{shown_path(record['file'])}`, copied to `prior.json`; fitted by `recagent-gym "
              f"calibrate` on {len(load_weights(record['file'], which='prior_only').meta.get('users_raw', []))} "
              "train users, none evaluated here):", ""]  # fmt: skip
     labels = {"both": "LLM agent + prior", "parts": "LLM agent + prior (parts fit)", "prior_only": "prior only"}
