@@ -43,7 +43,8 @@ def test_discrimination_figures_repeat_with_cold_and_warm_caches(
     assert _segments(cache) == filled, "the warm run embedded texts again instead of reading them back"
 
     cold, warm = (pd.read_csv(tmp_path / run / "table.csv") for run in ("cold", "warm"))
-    assert len(cold) > 0 and {"LLM agent (scripted:gemma-3-270m-q4_k_m; fit_bundled.json)", "Embedding"} <= set(cold["model"])
+    llm_row = "LLM agent (scripted:gemma-3-270m-q4_k_m; fit_bundled.json)"
+    assert len(cold) > 0 and {llm_row, "Embedding"} <= set(cold["model"])
     pd.testing.assert_frame_equal(cold.drop(columns=list(TIMINGS)), warm.drop(columns=list(TIMINGS)))
     cold_md, warm_md = (
         (tmp_path / run / "table.md").read_text(encoding="utf-8").splitlines() for run in ("cold", "warm")

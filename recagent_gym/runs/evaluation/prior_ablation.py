@@ -157,9 +157,9 @@ def prior_lines(record: dict[str, Any]) -> list[str]:
     """Markdown lines reporting the weights a run used (empty without a prior row)."""
     if not record:
         return []
-    lines = [f"Behavioural prior weights (`{shown_path(record['file'])}`, copied to `prior.json`; fitted by `recagent-gym "
-             f"calibrate` on {len(load_weights(record['file'], which='prior_only').meta.get('users_raw', []))} "
-             "train users, none evaluated here):", ""]  # fmt: skip
+    users = len(load_weights(record["file"], which="prior_only").meta.get("users_raw", []))
+    lines = [f"Behavioural prior weights (`{shown_path(record['file'])}`, copied to `prior.json`; fitted by "
+             f"`recagent-gym calibrate` on {users} train users, none evaluated here):", ""]  # fmt: skip
     labels = {"both": "LLM agent + prior", "parts": "LLM agent + prior (parts fit)", "prior_only": "prior only"}
     for name, label in labels.items():
         if name in record:
