@@ -158,7 +158,7 @@ def test_rating_and_preference_take_the_prior_rows(ml40: Dataset, tmp_path: Path
 
 
 def test_a_shipped_prior_file_is_named_relative_to_the_checkout(tmp_path):
-    from recagent_gym.runs.evaluation.prior_ablation import shown_path
+    from recagent_gym.runs.provenance import shown_path
 
     shipped = Path(__file__).resolve().parents[1] / "recagent_gym" / "users" / "prior_bundled.json"
     assert shown_path(shipped) == "recagent_gym/users/prior_bundled.json"

@@ -95,7 +95,22 @@ def test_fit_agreement_end_to_end_and_the_llm_fit_row(tiny_ml, tmp_path):  # noq
                           resources=_resources(tiny_ml, config), progress=False)  # fmt: skip
     assert "llm+fit:same" in named.user_models and named.prior["other_fits"]["same"]["file"] == str(path)
     assert list(named.users) == list(run.users)
+    # the evaluated users do not depend on the rows asked for: without any fit row the fit's users are still left out
+    alone = run_agreement(config, tiny_ml, out=tmp_path / "alone", resources=_resources(tiny_ml, config),
+                          progress=False)  # fmt: skip
+    assert list(alone.users) == list(run.users) and "llm+fit" not in alone.user_models
     assert named.prior["other_fits"]["same"]["weights"] == run.prior["fit_weights"]
+
+
+def test_leaving_a_user_out_of_the_draw_replaces_that_user_only():
+    from recagent_gym.runs.evaluation.agreement.fit import sample_users
+
+    eligible = np.arange(100)
+    base = sample_users(eligible, 10, seed=3)
+    left = sample_users(eligible, 10, seed=3, left_out={int(base[0])})
+    assert len(left) == 10 and int(base[0]) not in left
+    assert len(set(base.tolist()) & set(left.tolist())) == 9  # the other nine stay
+    assert list(sample_users(eligible, 10, seed=3, left_out={1000})) == list(base)  # not eligible: no change
 
 
 from tests._eval_fixtures import movielens_dir, tiny_ml  # noqa: E402, F401

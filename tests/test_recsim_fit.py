@@ -94,7 +94,8 @@ def test_apply_fit_gives_defaults_and_explicit_settings_win(tmp_path):
     applied = apply_fit(UserConfig(recsim_fitted=str(path), recsim_no_click_mass=30.0))
     assert applied.recsim_popularity_weight == 0.7 and applied.recsim_interest_noise == 0.0
     assert applied.recsim_no_click_mass == 30.0  # set explicitly: the config wins
-    assert apply_fit(UserConfig()).recsim_popularity_weight == 0.0  # no fit: unchanged
+    assert apply_fit(UserConfig(recsim_fitted=None)).recsim_popularity_weight == 0.0  # no fit: unchanged
+    assert UserConfig().recsim_fitted == "auto"  # the default: fitted users, never hand-set by default
 
 
 @pytest.mark.parametrize(
@@ -139,6 +140,9 @@ def test_fit_recsim_command_writes_a_file_the_users_read(tmp_path):
 def test_a_fit_of_another_dataset_is_refused_and_auto_fits_a_new_dataset_first(tiny_ml, caplog):  # noqa: F811
     with pytest.raises(ConfigError, match="fitted on"):
         RecSimUser(tiny_ml, UserConfig(recsim_fitted="bundled", recsim_hidden_dims=4))
+    from recagent_gym.users import recsim_fit
+
+    recsim_fit._FITTED.clear()  # auto is the default: an earlier test in this process may have fitted tiny_ml
     with caplog.at_level("INFO", logger="recagent_gym.users.recsim_fit"):
         auto = RecSimUser(tiny_ml, UserConfig(recsim_fitted="auto", recsim_hidden_dims=4))
     assert auto.fitted_from is not None and auto.fitted_from.startswith("auto: fitted on")

@@ -107,6 +107,15 @@ def git_commit(where: Path | None = None) -> str:
     return f"{head} + uncommitted changes" if dirty else head
 
 
+def shown_path(path: str | Path) -> str:
+    """``path`` as a report shows it: a file shipped in the package relative to the checkout
+    (``recagent_gym/users/prior_bundled.json``), so that a page names no folder of the machine that wrote it; any
+    other file as given."""
+    root = Path(__file__).resolve().parents[2]
+    resolved = Path(path).resolve()
+    return resolved.relative_to(root).as_posix() if resolved.is_relative_to(root / "recagent_gym") else str(path)
+
+
 def _git(folder: str, *args: str) -> str:
     done = subprocess.run(["git", "-C", folder, *args], capture_output=True, text=True, timeout=10, check=False)
     if done.returncode != 0:

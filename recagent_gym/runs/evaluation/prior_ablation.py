@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from recagent_gym.data.schema import DataError, Dataset
+from recagent_gym.runs.provenance import shown_path
 from recagent_gym.users.agent.prior import BehaviouralPrior, PriorWeights, choice_scores, load_weights
 from recagent_gym.users.prior_file import read_prior_file
 
@@ -142,15 +143,6 @@ def prior_record(calibration: str | None, models: Sequence[str]) -> dict[str, An
             record[FIT_OF[kind]] = load_weights(path, which=FIT_OF[kind]).to_dict()
     record["calibration"] = {k: v for k, v in load_weights(path, which="prior_only").meta.items() if k != "users_raw"}
     return record
-
-
-def shown_path(path: str | Path) -> str:
-    """``path`` as a report shows it: a file shipped in the package relative to the checkout
-    (``recagent_gym/users/prior_bundled.json``), so that a page names no folder of the machine that wrote it; any
-    other file as given."""
-    root = Path(__file__).resolve().parents[3]
-    resolved = Path(path).resolve()
-    return resolved.relative_to(root).as_posix() if resolved.is_relative_to(root / "recagent_gym") else str(path)
 
 
 def prior_lines(record: dict[str, Any]) -> list[str]:

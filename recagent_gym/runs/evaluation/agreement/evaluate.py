@@ -113,6 +113,27 @@ def _prior_weights(resources: Resources, out: Path, progress: bool, say: Callabl
     return str(write_calibration(result, out / "prior")["prior.json"]), True
 
 
+def artefact_users(dataset: Dataset, config: Config, calibration: str | None) -> set[int]:
+    """Users of ``dataset`` that a model artefact for it was made on, whichever rows run: the distilled users' training
+    users, and the users of the page-decision fit and the calibration that the config names or ships for this
+    dataset. Never in the test's own draw, so its users do not depend on the rows asked for (pages stay
+    comparable)."""
+    from recagent_gym.users.prior_default import AUTO, BUNDLED, BUNDLED_CALIBRATION, BUNDLED_FIT_FILE
+
+    users: set[int] = set()
+    artefact, _ = fitting_artefact(dataset, config)
+    if artefact is not None:
+        users |= {int(u) for u in artefact.meta.get("train_users", [])}
+    setting = config.user.prior_weights
+    files = [BUNDLED_FIT_FILE, BUNDLED_CALIBRATION, calibration]
+    if setting not in (None, AUTO, BUNDLED):
+        files.append(setting)
+    for path in files:
+        if path is not None and Path(path).is_file():
+            users |= made_on_users(dataset, path)
+    return users
+
+
 def run_agreement(
     config: Config,
     dataset: Dataset,
@@ -146,7 +167,9 @@ def run_agreement(
     split = temporal_split(dataset, ev.agreement_future, ev.agreement_min_history, kind=ev.agreement_split,
                            quantile=ev.agreement_cut_quantile)  # fmt: skip
     history = split.train
-    excluded: set[int] = set()
+    # the test's own draw leaves every artefact's users out; users the caller names (a policy's held-out users) lose
+    # only those of the rows that run
+    excluded = artefact_users(dataset, config, resources.calibration) if only_users is None else set()
     artefact = None
     if "distilled" in models or distilled_features:
         artefact, why = fitting_artefact(dataset, config)
@@ -190,15 +213,16 @@ def run_agreement(
             "weights": load_weights(given, which="parts").to_dict(),
         }
         models.append(OTHER_FIT + name)
-    candidates = set(split.held_out) if only_users is None else set(split.held_out) & {int(u) for u in only_users}
-    eligible = np.array(sorted(candidates - excluded), dtype=np.int64)
-    if len(eligible) < 2:
+    if only_users is not None:
+        excluded |= set(split.held_out) - {int(u) for u in only_users}
+    eligible = len(set(split.held_out) - excluded)
+    if eligible < 2:
         raise DataError(f"{dataset.name}: fewer than 2 users with {ev.agreement_min_history} items of history and "
                         "held-out items that no model was fitted on")  # fmt: skip
-    n = min(ev.agreement_users, len(eligible))
+    n = min(ev.agreement_users, eligible)
     if n < ev.agreement_users:
-        notes.append(f"only {len(eligible)} eligible users (asked for {ev.agreement_users})")
-    users = sample_users(eligible, n, ev.seed)
+        notes.append(f"only {eligible} eligible users (asked for {ev.agreement_users})")
+    users = sample_users(np.array(sorted(split.held_out), dtype=np.int64), n, ev.seed, excluded)
     future = {int(u): tuple(dict.fromkeys(split.held_out[int(u)])) for u in users}
     say(f"{dataset.name}: {n} held-out users, {sum(len(f) for f in future.values()) / n:.1f} future items each "
         f"on average, pools of {ev.agreement_pool}, {ev.agreement_pages} pages of {config.env.page_size}")  # fmt: skip

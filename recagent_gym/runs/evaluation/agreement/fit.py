@@ -23,7 +23,7 @@ import json
 import logging
 import math
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -70,9 +70,13 @@ class PageLog:
                           float(extra["threshold"]), hit))  # fmt: skip
 
 
-def sample_users(eligible: np.ndarray, n: int, seed: int) -> np.ndarray:
-    """The agreement test's draw of ``n`` users among ``eligible`` (sorted), as :func:`fit_users` avoids it."""
-    return np.sort(child_rng(seed, "agreement-users").choice(eligible, size=min(n, len(eligible)), replace=False))
+def sample_users(eligible: np.ndarray, n: int, seed: int, left_out: Collection[int] = ()) -> np.ndarray:
+    """The agreement test's draw of ``n`` users among ``eligible`` (sorted), as :func:`fit_users` avoids it: the first
+    ``n`` of a seeded order of ``eligible`` that are not in ``left_out``. Leaving a user out replaces that user only,
+    so the draw is stable: the same whatever else is left out."""
+    order = child_rng(seed, "agreement-users").permutation(np.asarray(eligible, dtype=np.int64))
+    kept = order[~np.isin(order, np.fromiter(left_out, dtype=np.int64, count=len(left_out)))]
+    return np.sort(kept[:n])
 
 
 def fit_users(dataset: Dataset, config: Config, n: int, seed: int) -> tuple[np.ndarray, Any]:

@@ -26,6 +26,7 @@ from recagent_gym.runs.evaluation.agreement.stats import (
 )
 from recagent_gym.runs.evaluation.agreement.zoo import SWAPPED
 from recagent_gym.runs.metrics import Estimate, summarize
+from recagent_gym.runs.provenance import shown_path
 
 
 def _est(values: np.ndarray, seed: int) -> Estimate:
@@ -111,7 +112,8 @@ class Report:
             how = "calibrated by this run on other users" if run.prior["calibrated_here"] else "given"
             for fit, values in run.prior["weights"].items():
                 weights = ", ".join(f"{k} {v:+.3f}" for k, v in values.items())
-                lines += [f"LLM + prior weights ({how}; `{run.prior['file']}`, fit `{fit}`): {weights}.", ""]
+                where = shown_path(run.prior["file"])
+                lines += [f"LLM + prior weights ({how}; `{where}`, fit `{fit}`): {weights}.", ""]
         if run.prior.get("fit_file"):
             how = "fitted by this run on other users" if run.prior["fitted_here"] else "given"
             weights = ", ".join(f"{k} {v:+.3f}" for k, v in run.prior["fit_weights"].items())
@@ -122,13 +124,13 @@ class Report:
             )
             lines += [
                 f"`llm+fit` users: the page decision fitted by `users fit-agreement` ({how}; "
-                f"`{run.prior['fit_file']}`), {used}: {weights}.",
+                f"`{shown_path(run.prior['fit_file'])}`), {used}: {weights}.",
                 "",
             ]
         for name, other in run.prior.get("other_fits", {}).items():
             weights = ", ".join(f"{k} {v:+.3f}" for k, v in other["weights"].items())
-            lines += [f"`llm+fit:{name}` users: the fit `{other['file']}` (made on {other['dataset']}), given: "
-                      f"{weights}.", ""]  # fmt: skip
+            where = shown_path(other["file"])
+            lines += [f"`llm+fit:{name}` users: the fit `{where}` (made on {other['dataset']}), given: {weights}.", ""]
         lines += headline.markdown(run, self.headline)
         for sampler in run.samplers:
             lines += self._sampler_table(sampler)
