@@ -31,7 +31,7 @@ def test_discrimination_command_writes_table_plot_and_config(
     assert {p.name for p in out.iterdir()} == {"table.md", "table.csv", "plot.png", "config.yaml"}
     table = pd.read_csv(out / "table.csv")
     ours = table[~table["model"].str.contains("paper")]
-    assert set(ours["model"]) == {"Random (expectation)", "Popularity", "RecSim", "Embedding"}
+    assert set(ours["model"]) == {"Random (expectation)", "Popularity", "RecSim (fitted)", "Embedding"}
     assert set(ours["sampler"]) == {"popularity-matched"} and set(ours["users"]) == {4}
     assert ours["p"].between(0, 1).all()
     assert (out / "plot.png").read_bytes()[:4] == b"\x89PNG"
@@ -47,7 +47,7 @@ def test_sequence_command_without_judge(movielens_dir: Path, tmp_path: Path) -> 
                  "--lengths", "2,3", "--no-judge", "--out", str(out), *FAST])  # fmt: skip
     assert code == 0
     table = pd.read_csv(out / "table.csv")
-    assert set(table["N"]) == {2, 3} and set(table["sequence"]) == {"Ground truth", "MF top-1", "RecSim"}
+    assert set(table["N"]) == {2, 3} and set(table["sequence"]) == {"Ground truth", "MF top-1", "RecSim (fitted)"}
     assert (out / "plot.png").stat().st_size > 0
 
 

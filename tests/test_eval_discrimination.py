@@ -67,7 +67,7 @@ def test_classical_users_every_row_and_interval(tiny_ml: Dataset) -> None:  # no
     assert "Popularity" in table and "RecAgent (paper)" in table and "Personalization check" in table
     assert "(2,7)" in table and "Negatives: popularity-matched" in table
     rows = result.rows()
-    assert {r["model"] for r in rows} >= {"Embedding", "RecSim", "Popularity", "Real Human (paper)"}
+    assert {r["model"] for r in rows} >= {"Embedding", "RecSim (fitted)", "Popularity", "Real Human (paper)"}
     timeless = [{k: v for k, v in row.items() if k != "seconds"} for row in rows]
     again = [
         {k: v for k, v in row.items() if k != "seconds"} for row in run_discrimination(resources, progress=False).rows()
@@ -107,7 +107,7 @@ def test_scoring_errors_name_the_model(tiny_ml: Dataset, monkeypatch: pytest.Mon
 
     monkeypatch.setattr(Resources, "build", lambda self, kind, train: Broken())
     resources = make_resources(tiny_ml, user_models=["recsim"], settings=[(1, 5)], negatives="uniform")
-    with pytest.raises(ValueError, match="RecSim: score_items for user"):
+    with pytest.raises(ValueError, match=r"RecSim \(hand-set\): score_items for user"):
         run_discrimination(resources, progress=False)
 
 
@@ -218,7 +218,7 @@ def test_paired_differences_against_embedding_and_popularity(tiny_ml: Dataset) -
     assert set(embedding.versus) == {"popularity"} and not popularity.versus  # no mirrored pair
     assert not result.cell("random", "uniform", 1, 5).versus
     assert "## Paired differences" in result.markdown()
-    assert "diff_vs_embedding_ci_low" in next(r for r in result.rows() if r["model"] == "RecSim")
+    assert "diff_vs_embedding_ci_low" in next(r for r in result.rows() if r["model"] == "RecSim (fitted)")
 
 
 def test_paired_difference_needs_the_same_users() -> None:

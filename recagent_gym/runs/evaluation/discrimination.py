@@ -205,6 +205,8 @@ def run_discrimination(
                 model = _build(resources, kind, splits[a].train, shared, (a, False))
                 if kind == "llm":
                     labels[kind] = resources.llm_label()
+                if kind == "recsim":
+                    labels[kind] = resources.recsim_label(model)
                 swapped_model = None
                 if donors:
                     swapped_train = swap_histories(splits[a].train, donors, _candidates_of(trials, a, users))

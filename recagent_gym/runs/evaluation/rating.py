@@ -266,6 +266,8 @@ def run_rating(resources: Resources, *, progress: bool = True) -> RatingResult:
             build_seconds[kind] = time.perf_counter() - built
             if kind == "llm":
                 labels[kind] = resources.llm_label()
+            if kind == "recsim":
+                labels[kind] = resources.recsim_label(model)
             errors: dict[str, list[float]] = {sampler: [] for sampler in samplers}
             swapped_errors: dict[str, list[float]] = {sampler: [] for sampler in samplers}
             start = time.perf_counter()

@@ -253,6 +253,8 @@ def run_sequence(resources: Resources, *, progress: bool = True) -> SequenceResu
                 model = None if kind == MF_TOP else resources.build(kind, train)
                 if kind == "llm":
                     labels[kind] = resources.llm_label()
+                if kind == "recsim":
+                    labels[kind] = resources.recsim_label(model)
                 seqs[kind], fallbacks[kind] = {}, 0
                 for u in users:
                     rng = child_rng(seed, "sequence", n, kind, u)

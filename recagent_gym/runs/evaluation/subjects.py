@@ -130,6 +130,12 @@ class Resources:
         if user is not self.config.user:
             self.config = self.config.model_copy(update={"user": user})
 
+    @staticmethod
+    def recsim_label(model: Any) -> str:
+        """The ``recsim`` row's label: which weights the built users have, a fit on real choices (the default,
+        ``user.recsim_fitted: auto``) or the hand-set ones (``user.recsim_fitted: null``)."""
+        return f"RecSim ({'fitted' if getattr(model, 'fitted_from', None) else 'hand-set'})"
+
     def llm_label(self) -> str:
         """The ``llm`` row's label: the language model and the page-decision file the users read (the default
         users read ``users/fit_bundled.json``), e.g. ``LLM agent (embedded:gemma-3-270m; fit_bundled.json)``."""
