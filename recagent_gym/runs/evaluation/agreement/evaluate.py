@@ -113,15 +113,14 @@ def _prior_weights(resources: Resources, out: Path, progress: bool, say: Callabl
     return str(write_calibration(result, out / "prior")["prior.json"]), True
 
 
-def artefact_users(dataset: Dataset, config: Config, calibration: str | None) -> set[int]:
+def artefact_users(dataset: Dataset, config: Config, calibration: str | None, artefact: Any) -> set[int]:
     """Users of ``dataset`` that a model artefact for it was made on, whichever rows run: the distilled users' training
-    users, and the users of the page-decision fit and the calibration that the config names or ships for this
-    dataset. Never in the test's own draw, so its users do not depend on the rows asked for (pages stay
-    comparable)."""
+    users (``artefact``: the distilled model that fits the dataset, or None), and the users of the page-decision fit
+    and the calibration that the config names or ships for this dataset. Never in the test's own draw, so its users
+    do not depend on the rows asked for (pages stay comparable)."""
     from recagent_gym.users.prior_default import AUTO, BUNDLED, BUNDLED_CALIBRATION, BUNDLED_FIT_FILE
 
     users: set[int] = set()
-    artefact, _ = fitting_artefact(dataset, config)
     if artefact is not None:
         users |= {int(u) for u in artefact.meta.get("train_users", [])}
     setting = config.user.prior_weights
@@ -169,17 +168,18 @@ def run_agreement(
     history = split.train
     # the test's own draw leaves every artefact's users out; users the caller names (a policy's held-out users) lose
     # only those of the rows that run
-    excluded = artefact_users(dataset, config, resources.calibration) if only_users is None else set()
-    artefact = None
-    if "distilled" in models or distilled_features:
-        artefact, why = fitting_artefact(dataset, config)
-        if artefact is None:
-            what = "distilled users" if "distilled" in models else "the distilled users' item table"
-            if "distilled" in models:
-                models.remove("distilled")
-            notes.append(f"{what} left out: {why}")
-        elif "distilled" in models:
-            excluded |= {int(u) for u in artefact.meta.get("train_users", [])}
+    wanted = "distilled" in models or distilled_features
+    artefact, why = fitting_artefact(dataset, config) if wanted or only_users is None else (None, None)
+    excluded = artefact_users(dataset, config, resources.calibration, artefact) if only_users is None else set()
+    if not wanted:
+        artefact = None  # loaded for its users only: no row, no item table
+    elif artefact is None:
+        what = "distilled users" if "distilled" in models else "the distilled users' item table"
+        if "distilled" in models:
+            models.remove("distilled")
+        notes.append(f"{what} left out: {why}")
+    elif "distilled" in models:
+        excluded |= {int(u) for u in artefact.meta.get("train_users", [])}
     prior: dict[str, Any] = {}
     if any(name in LLM_PRIOR_FITS for name in models):
         from recagent_gym.users.agent.prior import load_weights
