@@ -203,10 +203,8 @@ def run_discrimination(
                 bar.set_postfix_str(f"{kind}, a={a}: building")
                 built = time.perf_counter()
                 model = _build(resources, kind, splits[a].train, shared, (a, False))
-                if kind == "llm":
-                    labels[kind] = resources.llm_label()
-                if kind == "recsim":
-                    labels[kind] = resources.recsim_label(model)
+                if (label := resources.row_label(kind, model)) is not None:
+                    labels[kind] = label
                 swapped_model = None
                 if donors:
                     swapped_train = swap_histories(splits[a].train, donors, _candidates_of(trials, a, users))

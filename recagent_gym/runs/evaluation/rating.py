@@ -264,10 +264,8 @@ def run_rating(resources: Resources, *, progress: bool = True) -> RatingResult:
                 else _build(resources, kind, swapped_train, shared, (a, True))
             )
             build_seconds[kind] = time.perf_counter() - built
-            if kind == "llm":
-                labels[kind] = resources.llm_label()
-            if kind == "recsim":
-                labels[kind] = resources.recsim_label(model)
+            if (label := resources.row_label(kind, model)) is not None:
+                labels[kind] = label
             errors: dict[str, list[float]] = {sampler: [] for sampler in samplers}
             swapped_errors: dict[str, list[float]] = {sampler: [] for sampler in samplers}
             start = time.perf_counter()

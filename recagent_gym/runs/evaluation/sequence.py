@@ -251,10 +251,8 @@ def run_sequence(resources: Resources, *, progress: bool = True) -> SequenceResu
                 start = time.perf_counter()
                 bar.set_postfix_str(f"N={n}: {kind}")
                 model = None if kind == MF_TOP else resources.build(kind, train)
-                if kind == "llm":
-                    labels[kind] = resources.llm_label()
-                if kind == "recsim":
-                    labels[kind] = resources.recsim_label(model)
+                if (label := resources.row_label(kind, model)) is not None:
+                    labels[kind] = label
                 seqs[kind], fallbacks[kind] = {}, 0
                 for u in users:
                     rng = child_rng(seed, "sequence", n, kind, u)

@@ -130,11 +130,15 @@ class Resources:
         if user is not self.config.user:
             self.config = self.config.model_copy(update={"user": user})
 
-    @staticmethod
-    def recsim_label(model: Any) -> str:
-        """The ``recsim`` row's label: which weights the built users have, a fit on real choices (the default,
-        ``user.recsim_fitted: auto``) or the hand-set ones (``user.recsim_fitted: null``)."""
-        return f"RecSim ({'fitted' if getattr(model, 'fitted_from', None) else 'hand-set'})"
+    def row_label(self, kind: str, model: Any) -> str | None:
+        """The label of a row whose users say more than their kind, once ``model`` is built: the ``llm`` row names
+        its language model and page-decision file (:meth:`llm_label`), the ``recsim`` row whether its users are
+        fitted on real choices (the default, ``user.recsim_fitted: auto``) or hand-set; None for any other row."""
+        if kind == "llm":
+            return self.llm_label()
+        if kind == "recsim":
+            return f"RecSim ({'fitted' if getattr(model, 'fitted_from', None) else 'hand-set'})"
+        return None
 
     def llm_label(self) -> str:
         """The ``llm`` row's label: the language model and the page-decision file the users read (the default

@@ -124,11 +124,11 @@ def artefact_users(dataset: Dataset, config: Config, calibration: str | None, ar
     if artefact is not None:
         users |= {int(u) for u in artefact.meta.get("train_users", [])}
     setting = config.user.prior_weights
-    files = [BUNDLED_FIT_FILE, BUNDLED_CALIBRATION, calibration]
+    files = {BUNDLED_FIT_FILE, BUNDLED_CALIBRATION, calibration}
     if setting not in (None, AUTO, BUNDLED):
-        files.append(setting)
-    for path in files:
-        if path is not None and Path(path).is_file():
+        files.add(setting)
+    for path in {Path(f).resolve() for f in files if f is not None}:  # each file read once
+        if path.is_file():
             users |= made_on_users(dataset, path)
     return users
 
