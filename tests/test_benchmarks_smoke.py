@@ -38,6 +38,7 @@ TINY: dict[str, list[str]] = {
     "bench_memory_writes.py": ["--agents", "1"],
     "bench_ppo.py": ["--steps", "64"],
     "bench_recsim_user.py": ["--calls", "100", "--repeats", "1"],
+    "bench_request_overhead.py": ["--latency", "0.01", "--requests", "2"],
     "bench_rl_v1.py": ["--steps", "64", "--updates", "2"],
     "bench_rllib.py": ["--users", "recsim", "--runners", "1", "--steps", "128", "--skip-sb3"],
     "bench_simulator.py": ["--agents", "3", "--rounds", "1"],

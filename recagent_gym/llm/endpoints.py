@@ -5,7 +5,9 @@ Each endpoint (e.g. one vLLM replica) has its own clients (one per API key, roun
 ``max_concurrency`` requests in flight and, with ``endpoint_rpm``, its own pace of request starts (evenly spaced,
 ``60 / endpoint_rpm`` seconds apart). Requests wait in one queue for the pool and each takes a free slot at the
 available endpoint with the fewest requests in flight (ties: the first listed), so replicas fill evenly and a slow
-one, whose slots free up later, serves fewer.
+one, whose slots free up later, serves fewer. The queue is ordered by each request's priority
+(:data:`~recagent_gym.llm.priority.REQUEST_PRIORITY` of the calling context; higher first), first come first
+served within one priority; a freed slot wakes only the request that takes it.
 
 An endpoint whose attempt failed in a retryable way (connection refused, timeout, 5xx) rests: no new request goes
 there for ``endpoint_cooldown_s``, doubled for each failure in a row (at most :data:`MAX_BACKOFF` times). When the
@@ -21,10 +23,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import heapq
 import itertools
 import time
 import urllib.parse
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -84,8 +87,9 @@ class EndpointPool:
     """Most request starts per minute at each endpoint (None: no limit)."""
     waiting: int = 0
     """Requests waiting for a free slot anywhere."""
-    freed: asyncio.Condition = field(default_factory=asyncio.Condition)
-    """Notified when a slot frees up (an answer came back, a failure, a rest or a probe ended)."""
+    queue: list[list[Any]] = field(default_factory=list)
+    """The waiting requests as a heap of ``[-priority, arrival, future, avoid]``: the head takes the next free slot."""
+    arrivals: Iterator[int] = field(default_factory=itertools.count)
 
     @classmethod
     def build(
@@ -153,30 +157,52 @@ class EndpointPool:
         if start > now:
             await asyncio.sleep(start - now)
 
-    async def _take(self, avoid: Endpoint | None) -> Endpoint:
-        """Wait in the pool's one queue for a slot (so a fast endpoint serves more), then take it."""
-        async with self.freed:
-            self.waiting += 1
-            try:
-                while (endpoint := self.pick(avoid)) is None:
-                    now = self.clock()
-                    ends = [e.resting_until - now for e in self.endpoints if e.resting_until > now]
-                    with contextlib.suppress(TimeoutError):  # a slot frees up, or a rest ends
-                        await asyncio.wait_for(self.freed.wait(), timeout=min(ends) if ends else None)
-            finally:
-                self.waiting -= 1
+    def _grant(self) -> None:
+        """Hand the free slots to the waiting requests, highest priority first (the first come within one)."""
+        while self.queue:
+            future, avoid = self.queue[0][2], self.queue[0][3]
+            if future.done():  # its request was cancelled while waiting
+                heapq.heappop(self.queue)
+                continue
+            endpoint = self.pick(avoid)
+            if endpoint is None:
+                return
+            heapq.heappop(self.queue)
             endpoint.load += 1
-            return endpoint
+            future.set_result(endpoint)
+
+    async def _take(self, avoid: Endpoint | None, priority: int) -> Endpoint:
+        """Wait in the pool's one queue, in order of priority, for a slot (so a fast endpoint serves more)."""
+        future: asyncio.Future[Endpoint] = asyncio.get_running_loop().create_future()
+        heapq.heappush(self.queue, [-priority, next(self.arrivals), future, avoid])
+        self.waiting += 1
+        try:
+            while True:
+                self._grant()
+                if future.done():
+                    return future.result()
+                now = self.clock()
+                ends = [e.resting_until - now for e in self.endpoints if e.resting_until > now]
+                with contextlib.suppress(TimeoutError):  # a slot is granted, or a rest ends
+                    return await asyncio.wait_for(asyncio.shield(future), timeout=min(ends) if ends else None)
+        except BaseException:
+            if future.done() and not future.cancelled():  # granted just as its request was cancelled: give it back
+                future.result().load -= 1
+                self._grant()
+            future.cancel()
+            raise
+        finally:
+            self.waiting -= 1
 
     async def _release(self, endpoint: Endpoint) -> None:
-        async with self.freed:
-            endpoint.load -= 1
-            self.freed.notify_all()
+        endpoint.load -= 1
+        self._grant()
 
     @asynccontextmanager
-    async def slot(self, avoid: Endpoint | None = None) -> AsyncIterator[Endpoint]:
-        """A slot at the least loaded available endpoint, held while the request is sent and answered."""
-        endpoint = await self._take(avoid)
+    async def slot(self, avoid: Endpoint | None = None, priority: int = 0) -> AsyncIterator[Endpoint]:
+        """A slot at the least loaded available endpoint, held while the request is sent and answered; requests of
+        a higher ``priority`` take the slots first."""
+        endpoint = await self._take(avoid, priority)
         try:
             await self._pace(endpoint)
             endpoint.requests += 1

@@ -46,6 +46,7 @@ from recagent_gym.llm.option_matching import (
     option_labels,
     parse_json_choice,
 )
+from recagent_gym.llm.priority import REQUEST_PRIORITY
 from recagent_gym.llm.prompt_batches import gather_in_order, spread_answers
 from recagent_gym.llm.protocol import Choice, Generation, LLMError, Usage
 from recagent_gym.llm.request_retries import RetryableFailure, backoff_delay, retry_after_seconds
@@ -169,7 +170,7 @@ class OpenAIBackend:
             endpoint: Endpoint | None = None
             try:
                 # the least loaded available endpoint; a retry goes to another one where there is one
-                async with pool.slot(avoid=failed) as endpoint:
+                async with pool.slot(avoid=failed, priority=REQUEST_PRIORITY.get()) as endpoint:
                     client = endpoint.next_client()  # ... and to the next key (a 429 is per key)
                     self.requests += 1
                     try:

@@ -3,6 +3,7 @@ a flush did and cost (:class:`FlushReport`). Used by :mod:`.writer` and :mod:`.i
 
 from __future__ import annotations
 
+import contextvars
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -119,6 +120,6 @@ def run_both(first: Callable[[], None], second: Callable[[], None]) -> None:
     """Run two independent batches of LLM questions at once (a concurrent backend serves them together; the
     embedded model takes them one after the other behind its lock)."""
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix=threading.current_thread().name + "-memory") as pool:
-        later = pool.submit(second)
+        later = pool.submit(contextvars.copy_context().run, second)  # its requests keep the caller's priority
         first()
         later.result()

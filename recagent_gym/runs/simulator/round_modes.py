@@ -5,7 +5,10 @@
   the ended sessions' feelings and every memory touched this round in one batch.
 - :func:`pipelined_round` (remote backends): each recommender agent's round is its own chain (pages; then its social
   notes, feelings and memory writes, prepared beside its pages) and the social agents' chain runs beside them, so a
-  round costs about the longest chain; the recommender learns the round's watches in agent order afterwards.
+  round costs about the longest chain; the recommender learns the round's watches in agent order afterwards. When
+  the backend's slots are all taken, the chains' pages (and the social chain) go first, then a chain's end, then
+  the work prepared beside the pages and the social notes' writes for agents outside a session
+  (:data:`~.sessions.CHAIN_PRIORITY`; ``docs/speed.md``).
 
 Both take the :class:`~.simulation.Simulation` and leave its state as the round's results require; the events come
 back in the order the log keeps them.
@@ -19,9 +22,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
+from recagent_gym.llm.priority import at_priority, request_priority
 from recagent_gym.llm.seeding import SEED_HIGH
 from recagent_gym.runs.simulator.events import Event
 from recagent_gym.runs.simulator.sessions import (
+    AHEAD_PRIORITY,
+    CHAIN_PRIORITY,
     HumanUser,
     Slot,
     close_sessions,
@@ -120,14 +126,19 @@ def pipelined_round(
         ThreadPoolExecutor(max_workers=workers, thread_name_prefix="agent") as pool,
         ThreadPoolExecutor(max_workers=min(4 * workers, PIPELINE_THREADS), thread_name_prefix="ahead") as ahead,
     ):
-        social = pool.submit(social_chain, sim, plan, frozenset(users), ahead) if plan is not None else None
-        receive = _receiver(sim, social, t)
+        handed: Future[Deliveries] = Future()
+        social = (
+            pool.submit(at_priority(CHAIN_PRIORITY, lambda: social_chain(sim, plan, frozenset(users), ahead, handed)))
+            if plan is not None
+            else None
+        )
+        receive = _receiver(sim, handed if plan is not None else None, t)
         chains = [
             pool.submit(run_chain, sim.kernel, slot, ctx, np.random.default_rng(seed), sim.model, receive, ahead)
             for slot, seed in zip(slots, page_seeds, strict=True)
         ]
         results = [c.result() for c in chains]
-        social_events = social.result()[0] if social is not None else []
+        social_events = social.result() if social is not None else []
     for result in results:
         events.extend(result.events)
         if ctx.observe is not None:  # the recommender learns the round's watches in agent order
@@ -138,13 +149,14 @@ def pipelined_round(
     return events
 
 
-SocialChain = tuple[list[Event], dict[int, list[Delivery]], dict[int, Future[None]]]
+Deliveries = tuple[dict[int, list[Delivery]], dict[int, Future[None]]]
+"""The social notes for agents in a session (delivered at their chain's end), and their compressions under way."""
 
 
-def _receiver(sim: Simulation, social: Future[SocialChain] | None, time_h: float) -> Any:
+def _receiver(sim: Simulation, handed: Future[Deliveries] | None, time_h: float) -> Any:
     def receive(user: int) -> None:  # an agent's social notes, after its last page and before its writes
-        if social is not None:
-            _, deferred, compressing = social.result()
+        if handed is not None:
+            deferred, compressing = handed.result()
             if user in compressing:
                 compressing[user].result()
             deliver(sim.model, user, deferred.get(user, ()), time_h)
@@ -153,17 +165,24 @@ def _receiver(sim: Simulation, social: Future[SocialChain] | None, time_h: float
 
 
 def social_chain(
-    sim: Simulation, plan: SocialPlan, in_session: frozenset[int], ahead: ThreadPoolExecutor
-) -> SocialChain:
+    sim: Simulation, plan: SocialPlan, in_session: frozenset[int], ahead: ThreadPoolExecutor, handed: Future[Deliveries]
+) -> list[Event]:
     """The social agents' chain: their chats and posts, delivered to everyone not in a session now, whose memories
-    are then written; the deliveries for agents in a session are returned for their chains, with the compression
-    of those notes started ahead (``ahead``) for each of them."""
-    answer = generate_social(sim.model, plan)
-    events, applied = apply_round_social(sim.model, plan, answer, sim.clock.round, defer=in_session)
-    compressing = {
-        u: ahead.submit(precompress_deliveries, sim.model.memory(u), deliveries, plan.time_h)
-        for u, deliveries in applied.deferred.items()
-    }
-    if applied.touched:
-        sim.model.memory_backend.flush([sim.model.memory(u) for u in sorted(applied.touched)], plan.time_h)
-    return events, applied.deferred, compressing
+    are then written; the deliveries for agents in a session are handed to their chains (``handed``, before those
+    writes), with the compression of those notes started ahead (``ahead``) for each of them. Returns the events."""
+    try:
+        answer = generate_social(sim.model, plan)
+        events, applied = apply_round_social(sim.model, plan, answer, sim.clock.round, defer=in_session)
+        compressing = {
+            u: ahead.submit(precompress_deliveries, sim.model.memory(u), deliveries, plan.time_h)
+            for u, deliveries in applied.deferred.items()
+        }
+        handed.set_result((applied.deferred, compressing))
+    except BaseException as exc:
+        if not handed.done():  # the chains waiting for their notes fail with it instead of waiting for ever
+            handed.set_exception(exc)
+        raise
+    if applied.touched:  # nobody waits on these writes before the round's end
+        with request_priority(AHEAD_PRIORITY):
+            sim.model.memory_backend.flush([sim.model.memory(u) for u in sorted(applied.touched)], plan.time_h)
+    return events

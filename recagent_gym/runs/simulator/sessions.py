@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from recagent_gym.llm.priority import at_priority, request_priority
 from recagent_gym.runs.simulator.events import Event
 from recagent_gym.session import SessionKernel, SessionStream, StepResult, observe
 from recagent_gym.users.protocol import Context, Page, Response
@@ -143,6 +144,29 @@ def run_chain(
     learning is returned (``observed``) for the caller to apply in a fixed order, so the result does not depend
     on which chain's requests come back first.
     """
+    with request_priority(CHAIN_PRIORITY):
+        return _chain(kernel, slot, ctx, rng, model, before_writes, background)
+
+
+CHAIN_PRIORITY = 2
+"""The LLM requests of a chain's pages (and of the social agents' chain) go first when the backend is full: the
+round lasts as long as its longest chain, and each page waits on the one before."""
+WRITES_PRIORITY = 1
+"""A chain's end (its social notes and memory writes, after its last page)."""
+AHEAD_PRIORITY = 0
+"""Work prepared beside a chain's next page (feelings, compressions): it has until the chain's last page (the
+last page's own work goes at :data:`WRITES_PRIORITY`: the chain's end waits on it)."""
+
+
+def _chain(
+    kernel: SessionKernel,
+    slot: Slot,
+    ctx: SessionContext,
+    rng: np.random.Generator,
+    model: Any,
+    before_writes: Callable[[int], None] | None,
+    background: Executor | None,
+) -> ChainResult:
     events: list[Event] = []
     observed: list[tuple[dict[str, Any], bool]] = []
     ahead: list[Future[None]] = []
@@ -156,15 +180,17 @@ def run_chain(
         observed.append((info, result.done))
         events.extend(_step_events(slot, info, randoms, ctx, result.truncated))
         slot.done = result.done
+        level = WRITES_PRIORITY if slot.done else AHEAD_PRIORITY
         for job in prefetch(slot.user) if prefetch is not None else ():
-            ahead.append(background.submit(job))  # type: ignore[union-attr]
-    for future in ahead:
-        future.result()
-    if before_writes is not None:
-        before_writes(slot.user)
-    write = getattr(model, "write_sessions_of", None)
-    if write is not None and slot.responder is model:
-        write([slot.user])
+            ahead.append(background.submit(at_priority(level, job)))  # type: ignore[union-attr]
+    with request_priority(WRITES_PRIORITY):
+        for future in ahead:
+            future.result()
+        if before_writes is not None:
+            before_writes(slot.user)
+        write = getattr(model, "write_sessions_of", None)
+        if write is not None and slot.responder is model:
+            write([slot.user])
     return ChainResult(events, observed)
 
 

@@ -17,6 +17,7 @@ Starting, resuming and branching a run: :mod:`.runner`.
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import time
@@ -175,6 +176,7 @@ class Simulation:
             if self.config.user.model == "llm":  # the run folder keeps the behavioural prior's weights
                 keep_weights(self.config, self.dataset, self.out, llm=getattr(self.model, "llm", None))
             self.checkpoint()  # round 0: the initial state, so a branch can start before any round
+        settle_heap()
         for _ in range(todo):
             self.run_round()
 
@@ -289,10 +291,12 @@ class Simulation:
         return int(np.random.SeedSequence([self.config.simulation.seed, self.clock.round]).generate_state(1)[0])
 
     def close(self) -> None:
-        """Release the language model (the embedded model's memory, a remote client, the cache connection)."""
+        """Release the language model (the embedded model's memory, a remote client, the cache connection) and
+        hand the heap back to the garbage collector (:func:`settle_heap`)."""
         close = getattr(self.world.llm, "close", None)
         if close is not None:
             close()
+        gc.unfreeze()
 
     # -- outputs and state ----------------------------------------------------------------------------------------
 
@@ -392,3 +396,13 @@ class Simulation:
         self.rounds = [dict(r) for r in state["rounds"]]
         self.world.llm.total = Usage(**state["usage"])
         self._pending_events = self._pending_events + [Event(**e) for e in state.get("pending_events", [])]
+
+
+def settle_heap() -> None:
+    """Collect the garbage of the set-up, then move every object alive now (the dataset, models, memories: they
+    live as long as the run) out of the cyclic garbage collector's sight (``gc.freeze``). Its full collections
+    otherwise scan that heap again and again, stopping every thread for up to half a second at 1,000 agents,
+    while all the round's requests wait on the event loop (``docs/speed.md``). Acyclic garbage is still freed at
+    once; :meth:`Simulation.close` unfreezes."""
+    gc.collect()
+    gc.freeze()
