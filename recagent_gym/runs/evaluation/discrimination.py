@@ -52,7 +52,7 @@ from recagent_gym.runs.evaluation.discrimination_table import (
     DiscriminationResult,
     add_paired_differences,
 )
-from recagent_gym.runs.evaluation.distilled_row import DISTILLED, left_out_why, without_distilled_users
+from recagent_gym.runs.evaluation.distilled_row import left_out_why, llm_fit_file, without_fitted_users
 from recagent_gym.runs.evaluation.prior_ablation import (
     LLM_PRIOR_KINDS,
     PRIOR_KINDS,
@@ -60,8 +60,6 @@ from recagent_gym.runs.evaluation.prior_ablation import (
     build_prior_row,
     prior_record,
     score_kind,
-    weights_file,
-    without_calibration_users,
 )
 from recagent_gym.runs.evaluation.scores_per_user import score_union
 from recagent_gym.runs.evaluation.subjects import Resources, child_rng, pick_donors, sample_users, swap_histories
@@ -177,10 +175,7 @@ def run_discrimination(
     min_count = cfg.min_interactions
     users = [int(u) for u in sample_users(full, cfg.users, min_count, child_rng(seed, "users"))]
     drawn = len(users)
-    if any(kind in PRIOR_KINDS for kind in cfg.user_models):
-        users = without_calibration_users(full, users, weights_file(resources.calibration, "prior"))
-    if DISTILLED in cfg.user_models:  # nor the users the distilled model was fitted on
-        users = without_distilled_users(users, resources.distilled_artefact())
+    users = without_fitted_users(resources, users)  # calibration, page-decision fit, distilled users: never evaluated
     splits = {a: leave_last_out(full, a, min_train=min_count - a) for a in a_values}
     held_out = {a: {u: splits[a].held_out[u] for u in users} for a in a_values}
     trials, widened = build_trials(full, users, held_out, settings, samplers, seed, cfg.popularity_bands)
@@ -246,7 +241,7 @@ def run_discrimination(
         dataset=full.name, users=users, settings=settings, samplers=samplers, models=models, labels=labels,
         cells=cells, donors=donors, widened=widened, build_seconds=build_seconds, usage=resources.usage_line(),
         seconds=time.perf_counter() - started, prior=prior_record(resources.calibration, models),
-        left_out=drawn - len(users), left_out_why=left_out_why(cfg.user_models),
+        left_out=drawn - len(users), left_out_why=left_out_why(cfg.user_models, llm_fit_file(resources)),
     )  # fmt: skip
     logger.info("discrimination on %s: %d users, %d cells in %.1fs", full.name, len(users), len(cells), result.seconds)
     return result

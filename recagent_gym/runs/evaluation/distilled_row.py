@@ -12,6 +12,7 @@ from typing import Any
 from recagent_gym.data.schema import DataError, Dataset
 
 DISTILLED = "distilled"
+LLM = "llm"
 
 
 def fitting_artefact(dataset: Dataset, config: Any) -> tuple[Any, str | None]:
@@ -51,12 +52,39 @@ def without_distilled_users(users: Sequence[int], artefact: Any) -> list[int]:
     return kept
 
 
-def left_out_why(models: Sequence[str]) -> str:
-    """Why an evaluation left sampled users out: the rows that never evaluate the users they were fitted on."""
+def left_out_why(models: Sequence[str], llm_fit: str | None = None) -> str:
+    """Why an evaluation left sampled users out: the rows that never evaluate the users they were fitted on
+    (``llm_fit``: the page-decision file the ``llm`` row reads, if any)."""
     from recagent_gym.runs.evaluation.prior_ablation import PRIOR_KINDS
 
     why = ["the behavioural prior was calibrated on them"] if any(m in PRIOR_KINDS for m in models) else []
+    if LLM in models and llm_fit:
+        why.append("the LLM users' page decision was fitted on them")
     return " or ".join(why + (["the distilled users were fitted on them"] if DISTILLED in models else []))
+
+
+def without_fitted_users(resources: Any, users: Sequence[int]) -> list[int]:
+    """``users`` minus those a row about to run was made on: the prior rows' calibration, the ``llm`` row's
+    page-decision fit (the default users read ``users/fit_bundled.json``, made on 80 train users of the bundled
+    data) and the distilled users' training users. No evaluated user's future reaches a model it is scored by."""
+    from recagent_gym.runs.evaluation.prior_ablation import PRIOR_KINDS, weights_file, without_calibration_users
+
+    models, full = resources.eval.user_models, resources.dataset
+    kept = [int(u) for u in users]
+    if any(kind in PRIOR_KINDS for kind in models):
+        kept = without_calibration_users(full, kept, weights_file(resources.calibration, "prior"))
+    fit = llm_fit_file(resources)
+    if LLM in models and fit:
+        kept = without_calibration_users(full, kept, fit)
+    if DISTILLED in models:
+        kept = without_distilled_users(kept, resources.distilled_artefact())
+    return kept
+
+
+def llm_fit_file(resources: Any) -> str | None:
+    """The page-decision file the ``llm`` row's users read (``user.prior_weights`` resolved), or None."""
+    setting = resources.config.user.prior_weights
+    return str(setting) if setting else None
 
 
 def build_distilled_row(train: Dataset, artefact: Any, config: Any, item_vectors: Any) -> Any:

@@ -40,14 +40,11 @@ from recagent_gym.data.splits import leave_last_out
 from recagent_gym.runs.config.evaluation_section import NEGATIVE_SAMPLERS
 from recagent_gym.runs.evaluation.discrimination import Trial, _build, _candidates_of, build_trials
 from recagent_gym.runs.evaluation.discrimination_table import MODEL_LABELS, POPULARITY, Cell, add_paired_differences
-from recagent_gym.runs.evaluation.distilled_row import DISTILLED, left_out_why, without_distilled_users
+from recagent_gym.runs.evaluation.distilled_row import left_out_why, llm_fit_file, without_fitted_users
 from recagent_gym.runs.evaluation.prior_ablation import (
-    PRIOR_KINDS,
     prior_lines,
     prior_record,
     score_kind,
-    weights_file,
-    without_calibration_users,
 )
 from recagent_gym.runs.evaluation.scores_per_user import score_union
 from recagent_gym.runs.evaluation.subjects import Resources, child_rng, pick_donors, sample_users, swap_histories
@@ -231,10 +228,7 @@ def run_rating(resources: Resources, *, progress: bool = True) -> RatingResult:
     split = leave_last_out(full, a, min_train=cfg.min_interactions - a)
     drawn = [int(u) for u in sample_users(full, cfg.users, cfg.min_interactions, child_rng(seed, "users"))]
     sampled = len(drawn)
-    if any(kind in PRIOR_KINDS for kind in cfg.user_models):  # calibration users are never evaluated
-        drawn = without_calibration_users(full, drawn, weights_file(resources.calibration, "prior"))
-    if DISTILLED in cfg.user_models:  # nor the users the distilled model was fitted on
-        drawn = without_distilled_users(drawn, resources.distilled_artefact())
+    drawn = without_fitted_users(resources, drawn)  # calibration, page-decision fit, distilled users: never evaluated
     inter = full.interactions[full.interactions["user_id"].isin(drawn)]
     known = inter.groupby(["user_id", "item_id"])["rating"].mean().to_dict()
     truth = {u: {i: float(known[(u, i)]) for i in split.held_out[u]} for u in drawn}
@@ -297,7 +291,7 @@ def run_rating(resources: Resources, *, progress: bool = True) -> RatingResult:
         negatives=b, skipped=len(drawn) - len(users), usage=resources.usage_line(),
         seconds=time.perf_counter() - started, build_seconds=build_seconds,
         prior=prior_record(resources.calibration, models), left_out=sampled - len(drawn),
-        left_out_why=left_out_why(cfg.user_models),
+        left_out_why=left_out_why(cfg.user_models, llm_fit_file(resources)),
     )  # fmt: skip
     logger.info("rating on %s: %d users in %.1fs", full.name, len(users), result.seconds)
     return result
