@@ -48,6 +48,7 @@ TINY: dict[str, list[str]] = {
     "probe_page_calibration.py": ["--boot", "10"],
     "probe_personal_nutrition.py": ["--shares", "0,1", "--users", "4", "--env-seeds", "0"],
     "probe_reshown_pages.py": ["--steps", "64", "--users", "4"],
+    "probe_round_requests.py": ["--agents", "3", "--rounds", "1", "--embedder", "hashing", "--latency-ms", "10"],
     "probe_user_time_popularity.py": ["--windows", "30"],
     "profile_round.py": ["--agents", "3", "--rounds", "1", "--embedder", "hashing", "--top", "3"],
     "step_path.py": ["--env", "v1"],
