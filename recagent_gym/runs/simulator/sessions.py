@@ -126,6 +126,16 @@ class ChainResult:
     observed: list[tuple[dict[str, Any], bool]]
 
 
+CHAIN_PRIORITY = 2
+"""The LLM requests of a chain's pages (and of the social agents' chain) go first when the backend is full: the
+round lasts as long as its longest chain, and each page waits on the one before."""
+WRITES_PRIORITY = 1
+"""A chain's end (its social notes and memory writes, after its last page)."""
+AHEAD_PRIORITY = 0
+"""Work prepared beside a chain's next page (feelings, compressions): it has until the chain's last page (the
+last page's own work goes at :data:`WRITES_PRIORITY`: the chain's end waits on it)."""
+
+
 def run_chain(
     kernel: SessionKernel,
     slot: Slot,
@@ -146,16 +156,6 @@ def run_chain(
     """
     with request_priority(CHAIN_PRIORITY):
         return _chain(kernel, slot, ctx, rng, model, before_writes, background)
-
-
-CHAIN_PRIORITY = 2
-"""The LLM requests of a chain's pages (and of the social agents' chain) go first when the backend is full: the
-round lasts as long as its longest chain, and each page waits on the one before."""
-WRITES_PRIORITY = 1
-"""A chain's end (its social notes and memory writes, after its last page)."""
-AHEAD_PRIORITY = 0
-"""Work prepared beside a chain's next page (feelings, compressions): it has until the chain's last page (the
-last page's own work goes at :data:`WRITES_PRIORITY`: the chain's end waits on it)."""
 
 
 def _chain(
