@@ -16,7 +16,8 @@ from recagent_gym.users.prior_file import FEATURES, INTERCEPT, PARTS, read_prior
 def _records(n: int = 3000, k: int = 5, seed: int = 0, signal: int = 0) -> PageRecords:
     """Pages whose real outcome follows column ``signal`` of the items' scores (0: the LLM score)."""
     rng = np.random.default_rng(seed)
-    scores = rng.normal(size=(n, k, len(PARTS) + len(FEATURES)))
+    scores = np.zeros((n, k, len(PARTS) + len(FEATURES)))
+    scores[:, :, :-1] = rng.normal(size=(n, k, len(PARTS) + len(FEATURES) - 1))  # the affinity column stays 0
     p = 1.0 / (1.0 + np.exp(-(2.0 * scores[:, :, signal].max(axis=1) - 3.0)))
     hit = (rng.random(n) < p).astype(float)
     recommender = rng.integers(0, 4, size=n)
@@ -27,7 +28,7 @@ def _records(n: int = 3000, k: int = 5, seed: int = 0, signal: int = 0) -> PageR
 def test_the_fit_finds_the_score_that_carries_the_real_outcome_and_matches_its_rate():
     records = _records()
     start = {PARTS[0]: 1.0, PARTS[1]: 1.0}
-    fit = fit_page_weights(records, start=start, temperature=1.0, use_prior=False, rank_rows=np.arange(4))
+    fit = fit_page_weights(records, start=start, temperature=1.0, prior_terms=(), rank_rows=np.arange(4))
     assert fit.weights[PARTS[0]] > 1.0 and fit.weights[PARTS[0]] > 2 * abs(fit.weights[PARTS[1]])
     assert all(fit.weights[f] == 0.0 for f in FEATURES)  # no prior: its weights stay at zero
     p = watch_probability(records, fit, 1.0)
@@ -40,8 +41,8 @@ def test_the_fit_finds_the_score_that_carries_the_real_outcome_and_matches_its_r
 def test_the_prior_variant_picks_up_a_feature_that_carries_the_outcome():
     records = _records(signal=len(PARTS) + 2)  # the trend feature decides
     common = {"start": {PARTS[0]: 1.0, PARTS[1]: 1.0}, "temperature": 1.0, "rank_rows": np.arange(4)}
-    with_prior = fit_page_weights(records, use_prior=True, **common)
-    without = fit_page_weights(records, use_prior=False, **common)
+    with_prior = fit_page_weights(records, prior_terms=FEATURES, **common)
+    without = fit_page_weights(records, prior_terms=(), **common)
     assert with_prior.weights["trend"] > 0.5 and with_prior.loss < without.loss
 
 
@@ -76,7 +77,7 @@ def test_fit_agreement_end_to_end_and_the_llm_fit_row(tiny_ml, tmp_path):  # noq
     config.user.score_cache = True
     result = run_fit_agreement(config, tiny_ml, out=tmp_path / "fit", users=6, seed=0, rank_weight=1.0,
                                play=run_agreement, progress=False)  # fmt: skip
-    assert result.pages > 0 and set(result.validation) == {"no prior", "prior"}
+    assert result.pages > 0 and set(result.validation) == {"no prior", "affinity", "prior"}
     path = write_fit(result, tmp_path / "fit", "scripted")
     meta = read_prior_file(path).meta
     assert meta["made_by"] == "recagent-gym users fit-agreement" and len(meta["users_raw"]) == 6

@@ -44,7 +44,7 @@ def test_features_popularity_trend_recency_and_rating_scale() -> None:
     prior = BehaviouralPrior(dataset, window_days=1.0)
     x = prior.features(0, [29, 24, 10])
     assert x.shape == (3, len(FEATURES))
-    pop, _, trend, recency, scale = x.T
+    pop, _, trend, recency, scale, _ = x.T
     assert pop[0] > pop[1] > pop[2]  # 6 interactions > 3 > none
     assert trend[0] > trend[2]  # 29 is watched within a day of user 0's last interaction
     assert recency[0] > recency[2]  # released 2019 vs 2000
@@ -53,6 +53,22 @@ def test_features_popularity_trend_recency_and_rating_scale() -> None:
     with pytest.raises(DataError, match="history"):
         BehaviouralPrior(replace(dataset, interactions=dataset.interactions[dataset.interactions.user_id != 2]),
                          window_days=1.0).features(2, [0])  # fmt: skip
+
+
+def test_affinity_favours_what_people_with_the_same_taste_watched() -> None:
+    """Two taste groups: users 0-2 watch items 0-3, users 3-5 items 10-13; user 0 also skipped item 3 so far. Item 3
+    (watched by user 0's group) must have a higher affinity for user 0 than item 13 (the other group's), and the
+    reverse for user 3."""
+    base = tiny_dataset()
+    rows = [(u, i, 4.0, 1_600_000_000 + 10 * u + i) for u in range(3) for i in range(4) if (u, i) != (0, 3)]
+    rows += [(u, i, 4.0, 1_600_000_000 + 10 * u + i) for u in range(3, 6) for i in range(10, 14)]
+    inter = pd.DataFrame(rows, columns=["user_id", "item_id", "rating", "timestamp"])
+    prior = BehaviouralPrior(replace(base, interactions=inter))
+    column = FEATURES.index("affinity")
+    own, other = prior.features(0, [3, 13])[:, column]
+    assert own > other
+    own, other = prior.features(3, [13, 3])[:, column]
+    assert own > other
 
 
 def test_mainstream_users_weigh_popularity_more() -> None:
@@ -68,7 +84,7 @@ def test_weights_file_round_trip_and_errors(tmp_path: Path) -> None:
     weights = load_weights(path)
     assert weights.llm == 0.5 and weights.features["popularity"] == 2.0 and weights.features["trend"] == 0.0
     assert weights.meta["window_days"] == 30.0
-    scores = combine(np.array([1.0, 0.0]), np.array([[1.0, 0, 0, 0, 0], [0.0, 0, 0, 0, 0]]), weights)
+    scores = combine(np.array([1.0, 0.0]), np.array([[1.0, 0, 0, 0, 0, 0], [0.0, 0, 0, 0, 0, 0]]), weights)
     assert scores.tolist() == [2.5, 0.0]
     (tmp_path / "bad.json").write_text(json.dumps({"both": {"popularity": 1.0, "typo": 3.0}}))
     with pytest.raises(DataError, match="typo"):

@@ -8,10 +8,12 @@ to the real outcomes of the pages a zoo of history recommenders showed them
 (:mod:`recagent_gym.runs.evaluation.agreement.fit`). :func:`resolve_prior` turns ``auto`` (the default) into that
 file, with its item score (``llm_item_score``) and the ``parts`` fit as defaults of fields the config does not set,
 by one rule on every dataset: with the model it was fitted for, and on another dataset only where the fit uses no
-prior term (its weights then price the LLM's score and the embedding relevance, which every dataset has; the prior's
-terms price one catalogue's popularity and time). Elsewhere (another model, ``decision_strategy: direct``, a fit with
-prior terms on another dataset) ``auto`` is off and the log says why. ``bundled`` asks for the file and is an error
-where it does not apply; ``null`` turns it off; a path uses that file (a fit or a calibration) as it is.
+prior term but portable ones (:data:`~recagent_gym.users.prior_file.PORTABLE_FEATURES`: its weights then price the
+LLM's score, the embedding relevance and the user's collaborative affinity, which every dataset's history gives;
+the other terms price one catalogue's popularity and time). Elsewhere (another model, ``decision_strategy:
+direct``, a fit with such terms on another dataset) ``auto`` is off and the log says why. ``bundled`` asks for the
+file and is an error where it does not apply; ``null`` turns it off; a path uses that file (a fit or a calibration)
+as it is.
 
 ``prior_bundled.json`` is ``recagent-gym calibrate`` with the title-continuation item score on the bundled data (40
 train users, their raw ids in the file; every evaluation with it leaves them out): the ``llm+prior`` and
@@ -28,7 +30,7 @@ from typing import Any
 
 from recagent_gym.llm.config import EMBEDDED_MODEL
 from recagent_gym.settings_section import ConfigError
-from recagent_gym.users.prior_file import PARTS_BLOCK, PriorFile, is_fit_file, read_prior_file
+from recagent_gym.users.prior_file import PARTS_BLOCK, PORTABLE_FEATURES, PriorFile, is_fit_file, read_prior_file
 
 logger = logging.getLogger(__name__)
 
@@ -90,10 +92,20 @@ def configured_llm_name(llm: Any) -> str | None:
     return f"embedded:{EMBEDDED_MODEL}"
 
 
+def catalogue_bound(meta: dict[str, Any]) -> bool:
+    """Whether a weights file's ``meta`` says it prices one catalogue: a calibration, or a fit that uses a prior term
+    beyond :data:`~recagent_gym.users.prior_file.PORTABLE_FEATURES` (fits written before ``prior_terms`` existed: any
+    prior term)."""
+    terms = meta.get("prior_terms")
+    if terms is None:
+        return bool(meta.get("prior_used", True))
+    return bool(set(terms) - PORTABLE_FEATURES)
+
+
 def _why_not(user: Any, dataset: Any, llm_name: str | None, meta: dict[str, Any]) -> str | None:
     other = (dataset.name, dataset.n_users, dataset.n_items) != (meta.get("dataset"), meta.get("n_users"),
                                                                  meta.get("n_items"))  # fmt: skip
-    if other and meta.get("prior_used", True):  # a calibration, or a fit with prior terms: one catalogue's
+    if other and catalogue_bound(meta):  # a calibration, or a fit with prior terms: one catalogue's
         fitted = f"{meta.get('dataset')!r} ({meta.get('n_users')} users, {meta.get('n_items')} items)"
         return (f"its prior terms were fitted on {fitted}, not on {dataset.name!r} ({dataset.n_users} users, "
                 f"{dataset.n_items} items)")  # fmt: skip

@@ -18,8 +18,12 @@ from typing import Any
 
 from recagent_gym.data.schema import DataError
 
-FEATURES: tuple[str, ...] = ("popularity", "popularity_x_mainstream", "trend", "recency", "rating_scale")
-"""The prior's features, in the order of its feature rows."""
+FEATURES: tuple[str, ...] = ("popularity", "popularity_x_mainstream", "trend", "recency", "rating_scale", "affinity")
+"""The prior's features, in the order of its feature rows (files written before ``affinity`` existed weigh it 0)."""
+PORTABLE_FEATURES: frozenset[str] = frozenset({"affinity"})
+"""Prior terms whose fitted weight carries to another dataset: the user's collaborative affinity is read from each
+dataset's own history and ranks items within a user's own catalogue, whereas the other terms price one catalogue's
+popularity, fashion and rating scale."""
 LLM = "llm"
 """Key of the LLM score's weight in a weights file."""
 PARTS: tuple[str, ...] = ("llm_score", "embedding")

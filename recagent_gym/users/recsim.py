@@ -56,6 +56,7 @@ from recagent_gym.users.recsim_features import (
     apply_fit,
     bundled_fit_applies,
     collaborative_item_latents,
+    history_directions,
     item_popularity,
 )
 
@@ -162,11 +163,7 @@ def hidden_state(
     share = config.recsim_latent_from_history
     if share > 0 and dims:
         # The taste the user's dataset history points at (unit norm, as the noise's expected norm), plus noise.
-        inter = dataset.interactions
-        sums = np.zeros((dataset.n_users, dims), dtype=np.float64)
-        np.add.at(sums, inter["user_id"].to_numpy(), items[inter["item_id"].to_numpy()])
-        sums /= np.maximum(np.linalg.norm(sums, axis=1, keepdims=True), 1e-12)
-        latent = share * sums + (1.0 - share) * latent
+        latent = share * history_directions(dataset, items) + (1.0 - share) * latent
     return np.clip(noisy, -1.0, 1.0), latent, items
 
 

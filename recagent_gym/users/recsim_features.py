@@ -92,6 +92,15 @@ def collaborative_item_latents(dataset: Dataset, dims: int, seed: int) -> np.nda
     return out
 
 
+def history_directions(dataset: Dataset, items: np.ndarray) -> np.ndarray:
+    """``(n_users, dims)``: the unit direction of each user's history among the ``items`` latents (the sum of the
+    latents of the items the user watched, normalised; 0 for a user without history)."""
+    inter = dataset.interactions
+    users = np.zeros((dataset.n_users, items.shape[1]), dtype=np.float64)
+    np.add.at(users, inter["user_id"].to_numpy(), items[inter["item_id"].to_numpy()])
+    return users / np.maximum(np.linalg.norm(users, axis=1, keepdims=True), 1e-12)
+
+
 @dataclass
 class FittedWeights:
     """A fit of the RecSim-style user on real choices: ``values`` of :data:`FITTED_FIELDS`, and how it was made."""

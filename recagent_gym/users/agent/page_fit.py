@@ -13,11 +13,13 @@ future held an item of the page, :func:`fit_page_weights` chooses the weights th
 - bring each recommender's mean watch probability to its real hit rate (``rank_weight`` x the squared differences
   over the recommenders, scaled by the real rates' variance: the ranking of recommenders, which a benchmark reads).
 
-``use_prior=False`` keeps the prior's weights at zero (the LLM's and the embedding's scores and the intercept only).
+``prior_terms`` names the prior's features whose weights are fitted; the others stay at zero (none: the LLM's and the
+embedding's scores and the intercept only).
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -109,7 +111,7 @@ def fit_page_weights(
     *,
     start: dict[str, float],
     temperature: float,
-    use_prior: bool,
+    prior_terms: Collection[str],
     rank_rows: np.ndarray,
     rank_weight: float = 1.0,
     steps: int = 500,
@@ -121,10 +123,12 @@ def fit_page_weights(
     hit = torch.as_tensor(records.hit, dtype=torch.float64)
     names = (*PARTS, *FEATURES)
     theta = torch.tensor([start.get(n, 0.0) for n in names] + [start.get(INTERCEPT, 0.0)], dtype=torch.float64)
-    free = torch.ones_like(theta)
-    if not use_prior:
-        free[len(PARTS) : len(names)] = 0.0
-        theta = theta * free
+    unknown = sorted(set(prior_terms) - set(FEATURES))
+    if unknown:
+        raise ValueError(f"prior_terms: unknown {unknown} (known: {list(FEATURES)})")
+    free = torch.tensor([0.0 if n in FEATURES and n not in prior_terms else 1.0 for n in names] + [1.0],
+                        dtype=torch.float64)  # fmt: skip
+    theta = theta * free
     theta.requires_grad_(True)
     rows = [torch.as_tensor(records.recommender == r) for r in rank_rows]
     rows = [m for m in rows if bool(m.any())]

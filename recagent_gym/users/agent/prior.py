@@ -11,6 +11,9 @@ The prior scores an item ``i`` for user ``u`` by five features, each standardise
 ``trend``                   ``log(1 + interactions)`` in the ``window_days`` before the user's last interaction
 ``recency``                 ``-log(1 + years)`` between the item's release and the user's last interaction
 ``rating_scale``            the item's shrunk mean rating on the user's own scale: ``(q_i - mean_u) / sd_u``
+``affinity``                the user's collaborative affinity: the item's latent vector (a truncated SVD of the
+                            history's user x item matrix, :data:`AFFINITY_DIMS` factors) against the direction of the
+                            user's history (what collaborative filtering reads; the RecSim-style users' ``hidden``)
 ==========================  =========================================================================================
 
 The choice score is ``w_llm * s_llm + sum_k w_k * f_k`` with ``s_llm`` the agent's item score (LLM + embedding at
@@ -42,6 +45,9 @@ from recagent_gym.users.prior_file import (
 )
 
 SECONDS_PER_DAY = 86_400.0
+AFFINITY_DIMS = 32
+"""Factors of the collaborative affinity (held-out next items of the bundled data against uniform negatives: AUC 0.86
+with 8, 0.88 with 16, 0.89 with 32, 0.88 with 64)."""
 SHRINK = 10.0
 """Pseudo-ratings pulling an item's mean rating towards the global mean (few ratings say little)."""
 
@@ -58,10 +64,11 @@ class _UserFacts:
     trend: np.ndarray
     recency: np.ndarray
     rating_scale: np.ndarray
+    affinity: np.ndarray
 
 
 class BehaviouralPrior:
-    """The five prior features of any (user, items) from a dataset's interactions (the training data)."""
+    """The six prior features of any (user, items) from a dataset's interactions (the training data)."""
 
     def __init__(self, dataset: Dataset, *, window_days: float = 180.0) -> None:
         if window_days <= 0:
@@ -91,6 +98,16 @@ class BehaviouralPrior:
         self._user_rows = inter.groupby("user_id", sort=False).indices
         self._ratings = ratings
         self._facts: dict[int, _UserFacts] = {}
+        self._latents: tuple[np.ndarray, np.ndarray] | None = None
+
+    def _collaborative(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(item latents, users' history directions)``, built on first use (one truncated SVD)."""
+        if self._latents is None:
+            from recagent_gym.users.recsim_features import collaborative_item_latents, history_directions
+
+            items = collaborative_item_latents(self.dataset, AFFINITY_DIMS, seed=0)
+            self._latents = (items, history_directions(self.dataset, items))
+        return self._latents
 
     def _user(self, user: int) -> _UserFacts:
         if user in self._facts:
@@ -111,7 +128,8 @@ class BehaviouralPrior:
             scale = (self.quality - float(own.mean())) / max(sd, 1e-6)
         else:
             scale = np.zeros(self.dataset.n_items)
-        facts = _UserFacts(float(self._mainstream[user]), trend, recency, scale)
+        items, users = self._collaborative()
+        facts = _UserFacts(float(self._mainstream[user]), trend, recency, scale, _z(items @ users[user]))
         self._facts[user] = facts
         return facts
 
@@ -121,8 +139,9 @@ class BehaviouralPrior:
         facts = self._user(int(user))
         pop = self.popularity[idx]
         return np.column_stack(
-            [pop, pop * facts.mainstream, facts.trend[idx], facts.recency[idx], facts.rating_scale[idx]]
-        )
+            [pop, pop * facts.mainstream, facts.trend[idx], facts.recency[idx], facts.rating_scale[idx],
+             facts.affinity[idx]]
+        )  # fmt: skip
 
 
 @dataclass(frozen=True)

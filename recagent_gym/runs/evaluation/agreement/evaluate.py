@@ -200,6 +200,7 @@ def run_agreement(
         fitted = read_prior_file(path).meta
         excluded |= made_on_users(dataset, path)
         prior.update({"fit_file": path, "fitted_here": fresh, "prior_used": fitted.get("prior_used"),
+                      "prior_terms": fitted.get("prior_terms"),
                       "fit_weights": load_weights(path, which="parts").to_dict()})  # fmt: skip
     for name, given in (fits or {}).items():
         from recagent_gym.users.agent.prior import load_weights

@@ -8,11 +8,12 @@
    scores are logged (they do not depend on the weights fitted next), with the real outcome of the page (a real
    future item on it or not) and the behavioural prior's features of its items.
 3. **Fit.** :func:`~recagent_gym.users.agent.page_fit.fit_page_weights` fits the decision's weights (LLM score,
-   embedding relevance, intercept; with the prior: its five features too) to the real outcomes and to the history
-   recommenders' real hit rates. **The prior is used only where it raises agreement:** both variants are fitted on
-   half of the fit users and scored on the other half (Kendall tau-b of the history recommenders' mean watch
-   probability against their real hit rate); the prior is kept only when its tau-b is higher, then the chosen
-   variant is fitted again on all fit users.
+   embedding relevance, intercept; and the prior terms of the variant) to the real outcomes and to the history
+   recommenders' real hit rates. **The prior is used only where it raises agreement:** each variant of
+   :data:`VARIANTS` (no prior; the collaborative affinity alone; every prior term) is fitted on half of the fit users
+   and scored on the other half (Kendall tau-b of the history recommenders' mean watch probability against their
+   real hit rate); the variant with the highest tau-b is kept (a tie goes to the one listed first, the fewer terms),
+   then fitted again on all fit users.
 4. **Output.** ``prior.json`` (a ``parts`` fit with its intercept, for ``user.prior_weights`` with
    ``user.prior_fit: parts``), ``fit.md`` and the fit users' agreement report under ``zoo/``.
 """
@@ -45,6 +46,8 @@ FIT_USERS = 60
 """Train users of a fit: ``users fit-agreement``'s default and the fit ``evaluate agreement``'s ``llm+fit`` row makes
 first where no fit applies."""
 FIT_ROW = "llm"
+VARIANTS: dict[str, tuple[str, ...]] = {"no prior": (), "affinity": ("affinity",), "prior": FEATURES}
+"""The fit's variants: the prior terms each fits (the chosen one's go into the fit file's ``prior_terms``)."""
 
 
 @dataclass
@@ -140,7 +143,7 @@ def score_weights(records: PageRecords, weights: PageWeights, temperature: float
 @dataclass
 class FitResult:
     weights: PageWeights
-    use_prior: bool
+    variant: str
     validation: dict[str, dict[str, float]]
     users: np.ndarray
     pages: int
@@ -177,26 +180,26 @@ def run_fit_agreement(config: Config, dataset: Dataset, *, out: Path, users: int
     halves = child_rng(seed, "fit-agreement-halves").permutation(chosen)
     in_fit = np.isin(records.user, halves[: len(halves) // 2])
 
-    def fit(r: PageRecords, prior: bool) -> PageWeights:
-        return fit_page_weights(r, start=start, temperature=ucfg.watch_temperature, use_prior=prior,
+    def fit(r: PageRecords, variant: str) -> PageWeights:
+        return fit_page_weights(r, start=start, temperature=ucfg.watch_temperature, prior_terms=VARIANTS[variant],
                                 rank_rows=rank_rows, rank_weight=rank_weight)  # fmt: skip
 
-    validation = {}
-    for prior in (False, True):
-        weights = fit(records.subset(in_fit), prior)
-        validation["prior" if prior else "no prior"] = score_weights(records.subset(~in_fit), weights,
-                                                                     ucfg.watch_temperature, rank_rows)  # fmt: skip
-    use_prior = validation["prior"]["tau_b"] > validation["no prior"]["tau_b"]
-    final = fit(records, use_prior)
+    held = records.subset(~in_fit)
+    validation = {
+        v: score_weights(held, fit(records.subset(in_fit), v), ucfg.watch_temperature, rank_rows) for v in VARIANTS
+    }
+    chosen_variant = max(VARIANTS, key=lambda v: validation[v]["tau_b"])  # the first of the best: fewer terms
+    final = fit(records, chosen_variant)
     raw = dataset.users["raw_id"].astype(str).to_numpy()
     meta = {
         "dataset": dataset.name, "n_users": dataset.n_users, "n_items": dataset.n_items,
         "llm_item_score": ucfg.llm_item_score,
         "users_raw": [str(raw[u]) for u in chosen], "made_by": FIT_MADE_BY, "seed": seed,
         "rank_weight": rank_weight, "futures_set_aside": config.evaluation.agreement_future,
-        "prior_used": use_prior, "validation": validation,
+        "prior_used": bool(VARIANTS[chosen_variant]), "prior_terms": list(VARIANTS[chosen_variant]),
+        "variant": chosen_variant, "validation": validation,
     }  # fmt: skip
-    return FitResult(final, use_prior, validation, chosen, len(log.rows), log.skipped,
+    return FitResult(final, chosen_variant, validation, chosen, len(log.rows), log.skipped,
                      time.perf_counter() - started, meta, zoo)  # fmt: skip
 
 
@@ -223,7 +226,8 @@ def fit_markdown(result: FitResult) -> str:
     ]  # fmt: skip
     for name, row in result.validation.items():
         lines.append(f"| {name} | {row['tau_b']:.3f} | {row['response']:+.3f} | {row['mean_watch']:.3f} |")
-    chosen = "with the prior" if result.use_prior else "without the prior (it did not raise agreement)"
-    lines += ["", f"Chosen: {chosen}. Weights (fitted again on all train users):", ""]
+    terms = ", ".join(VARIANTS[result.variant])
+    chosen = f"`{result.variant}` ({terms})" if terms else "`no prior` (no prior term raised agreement)"
+    lines += ["", f"Chosen: {chosen}, the highest tau-b. Weights (fitted again on all train users):", ""]
     lines += [f"- `{k}`: {v:+.4f}" for k, v in result.weights.weights.items()]
     return "\n".join(lines) + "\n"

@@ -117,11 +117,10 @@ class Report:
         if run.prior.get("fit_file"):
             how = "fitted by this run on other users" if run.prior["fitted_here"] else "given"
             weights = ", ".join(f"{k} {v:+.3f}" for k, v in run.prior["fit_weights"].items())
-            used = (
-                "with the behavioural prior"
-                if run.prior["prior_used"]
-                else ("without the prior (it did not raise agreement on the fit's validation users)")
-            )
+            terms = run.prior.get("prior_terms")
+            used = "without the prior (it did not raise agreement on the fit's validation users)"
+            if run.prior["prior_used"]:
+                used = f"with the prior terms {', '.join(terms)}" if terms else "with the behavioural prior"
             lines += [
                 f"`llm+fit` users: the page decision fitted by `users fit-agreement` ({how}; "
                 f"`{shown_path(run.prior['fit_file'])}`), {used}: {weights}.",
