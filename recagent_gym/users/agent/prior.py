@@ -2,7 +2,7 @@
 
 People pick popular items more than their taste alone predicts, the more so the more mainstream they are; they
 pick what is in fashion at the time and recent releases; and they pick what sits high on their own rating scale.
-The prior scores an item ``i`` for user ``u`` by five features, each standardised over the catalogue:
+The prior scores an item ``i`` for user ``u`` by six features, each standardised over the catalogue:
 
 ==========================  =========================================================================================
 ``popularity``              ``log(1 + interactions)`` of the item in the training data
