@@ -3,7 +3,7 @@ applies; and the behavioural prior ``calibrate`` fitted there, for the evaluatio
 
 ``fit_bundled.json`` is ``recagent-gym users fit-agreement`` on the bundled data (train users that no default
 evaluation samples): the decision's weights (the LLM's title-continuation score, the embedding relevance, an
-intercept, and the prior's features only where the fit's validation users said the prior raises agreement) fitted
+intercept, and the prior's terms only where the fit's validation users said they raise agreement: the affinity) fitted
 to the real outcomes of the pages a zoo of history recommenders showed them
 (:mod:`recagent_gym.runs.evaluation.agreement.fit`). :func:`resolve_prior` turns ``auto`` (the default) into that
 file, with its item score (``llm_item_score``) and the ``parts`` fit as defaults of fields the config does not set,
