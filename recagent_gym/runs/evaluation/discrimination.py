@@ -52,7 +52,7 @@ from recagent_gym.runs.evaluation.discrimination_table import (
     DiscriminationResult,
     add_paired_differences,
 )
-from recagent_gym.runs.evaluation.distilled_row import LEFT_OUT_WHY, without_fitted_users
+from recagent_gym.runs.evaluation.distilled_row import left_out_why, llm_fit_file, without_fitted_users
 from recagent_gym.runs.evaluation.prior_ablation import (
     LLM_PRIOR_KINDS,
     PRIOR_KINDS,
@@ -241,7 +241,7 @@ def run_discrimination(
         dataset=full.name, users=users, settings=settings, samplers=samplers, models=models, labels=labels,
         cells=cells, donors=donors, widened=widened, build_seconds=build_seconds, usage=resources.usage_line(),
         seconds=time.perf_counter() - started, prior=prior_record(resources.calibration, models),
-        left_out=drawn - len(users), left_out_why=LEFT_OUT_WHY,
+        left_out=drawn - len(users), left_out_why=left_out_why(cfg.user_models, llm_fit_file(resources)),
     )  # fmt: skip
     logger.info("discrimination on %s: %d users, %d cells in %.1fs", full.name, len(users), len(cells), result.seconds)
     return result

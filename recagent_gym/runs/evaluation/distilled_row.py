@@ -7,7 +7,6 @@ recent items, which a leave-last-out split holds out), and never a user the mode
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from recagent_gym.data.schema import DataError, Dataset
@@ -53,42 +52,39 @@ def without_distilled_users(users: Sequence[int], artefact: Any) -> list[int]:
     return kept
 
 
-LEFT_OUT_WHY = (
-    "a model was made on them: the behavioural prior's calibration, the LLM users' page-decision fit or the distilled "
-    "users (left out whichever rows run, so the draw is the same for every choice of rows)"
-)
-"""Why an evaluation leaves sampled users out (:func:`artefact_users`)."""
+def left_out_why(models: Sequence[str], llm_fit: str | None = None) -> str:
+    """Why an evaluation left sampled users out: the rows that never evaluate the users they were fitted on
+    (``llm_fit``: the page-decision file the ``llm`` row reads, if any)."""
+    from recagent_gym.runs.evaluation.prior_ablation import PRIOR_KINDS
 
-
-def artefact_users(dataset: Dataset, config: Any, calibration: str | None, artefact: Any) -> set[int]:
-    """Users of ``dataset`` that a model artefact for it was made on, whichever rows run: the distilled users' training
-    users (``artefact``: the distilled model that fits the dataset, or None), and the users of the page-decision fit
-    and the calibration that the config names or ships for this dataset. No evaluation draws them, so its users do
-    not depend on the rows asked for (pages stay comparable) and no evaluated user's future reaches a model."""
-    from recagent_gym.runs.evaluation.prior_ablation import made_on_users
-    from recagent_gym.users.prior_default import AUTO, BUNDLED, BUNDLED_CALIBRATION, BUNDLED_FIT_FILE
-
-    users: set[int] = set()
-    if artefact is not None:
-        users |= {int(u) for u in artefact.meta.get("train_users", [])}
-    setting = config.user.prior_weights
-    files = {BUNDLED_FIT_FILE, BUNDLED_CALIBRATION, calibration}
-    if setting not in (None, AUTO, BUNDLED):
-        files.add(setting)
-    for path in {Path(f).resolve() for f in files if f is not None}:  # each file read once
-        if path.is_file():
-            users |= made_on_users(dataset, path)
-    return users
+    why = ["the behavioural prior was calibrated on them"] if any(m in PRIOR_KINDS for m in models) else []
+    if LLM in models and llm_fit:
+        why.append("the LLM users' page decision was fitted on them")
+    return " or ".join(why + (["the distilled users were fitted on them"] if DISTILLED in models else []))
 
 
 def without_fitted_users(resources: Any, users: Sequence[int]) -> list[int]:
-    """``users`` minus :func:`artefact_users` (the per-item evaluations: discrimination, preference, rating)."""
-    artefact, _ = fitting_artefact(resources.dataset, resources.config)
-    left_out = artefact_users(resources.dataset, resources.config, resources.calibration, artefact)
-    kept = [int(u) for u in users if int(u) not in left_out]
-    if not kept:
-        raise DataError(f"every sampled user is one a model was made on ({len(left_out)} such users): sample more")
+    """``users`` minus those a row about to run was made on: the prior rows' calibration, the ``llm`` row's
+    page-decision fit (the default users read ``users/fit_bundled.json``, made on 80 train users of the bundled
+    data) and the distilled users' training users. No evaluated user's future reaches a model it is scored by."""
+    from recagent_gym.runs.evaluation.prior_ablation import PRIOR_KINDS, weights_file, without_calibration_users
+
+    models, full = resources.eval.user_models, resources.dataset
+    kept = [int(u) for u in users]
+    if any(kind in PRIOR_KINDS for kind in models):
+        kept = without_calibration_users(full, kept, weights_file(resources.calibration, "prior"))
+    fit = llm_fit_file(resources)
+    if LLM in models and fit:
+        kept = without_calibration_users(full, kept, fit)
+    if DISTILLED in models:
+        kept = without_distilled_users(kept, resources.distilled_artefact())
     return kept
+
+
+def llm_fit_file(resources: Any) -> str | None:
+    """The page-decision file the ``llm`` row's users read (``user.prior_weights`` resolved), or None."""
+    setting = resources.config.user.prior_weights
+    return str(setting) if setting else None
 
 
 def build_distilled_row(train: Dataset, artefact: Any, config: Any, item_vectors: Any) -> Any:

@@ -40,7 +40,7 @@ from recagent_gym.data.splits import leave_last_out
 from recagent_gym.runs.config.evaluation_section import NEGATIVE_SAMPLERS
 from recagent_gym.runs.evaluation.discrimination import Trial, _build, _candidates_of, build_trials
 from recagent_gym.runs.evaluation.discrimination_table import MODEL_LABELS, POPULARITY, Cell, add_paired_differences
-from recagent_gym.runs.evaluation.distilled_row import LEFT_OUT_WHY, without_fitted_users
+from recagent_gym.runs.evaluation.distilled_row import left_out_why, llm_fit_file, without_fitted_users
 from recagent_gym.runs.evaluation.prior_ablation import (
     prior_lines,
     prior_record,
@@ -291,7 +291,7 @@ def run_rating(resources: Resources, *, progress: bool = True) -> RatingResult:
         negatives=b, skipped=len(drawn) - len(users), usage=resources.usage_line(),
         seconds=time.perf_counter() - started, build_seconds=build_seconds,
         prior=prior_record(resources.calibration, models), left_out=sampled - len(drawn),
-        left_out_why=LEFT_OUT_WHY,
+        left_out_why=left_out_why(cfg.user_models, llm_fit_file(resources)),
     )  # fmt: skip
     logger.info("rating on %s: %d users in %.1fs", full.name, len(users), result.seconds)
     return result

@@ -16,7 +16,7 @@ from recagent_gym.runs.evaluation.agreement.fit import FIT_USERS, sample_users
 from recagent_gym.runs.evaluation.agreement.pools import PoolRetriever, build_pools, temporal_split
 from recagent_gym.runs.evaluation.agreement.run import REAL, Arm, run_arms
 from recagent_gym.runs.evaluation.agreement.zoo import Zoo
-from recagent_gym.runs.evaluation.distilled_row import artefact_users, build_distilled_row, fitting_artefact
+from recagent_gym.runs.evaluation.distilled_row import build_distilled_row, fitting_artefact
 from recagent_gym.runs.evaluation.prior_ablation import FIT_OF, LLM_PRIOR_KINDS, made_on_users
 from recagent_gym.runs.evaluation.subjects import Resources
 from recagent_gym.runs.make_env import candidates_env
@@ -111,6 +111,26 @@ def _prior_weights(resources: Resources, out: Path, progress: bool, say: Callabl
     say(f"llm+prior: no user.prior_weights given; calibrating on {CALIBRATION_USERS} other users first")
     result = run_calibration(resources, users=CALIBRATION_USERS, progress=progress)
     return str(write_calibration(result, out / "prior")["prior.json"]), True
+
+
+def artefact_users(dataset: Dataset, config: Config, calibration: str | None, artefact: Any) -> set[int]:
+    """Users of ``dataset`` that a model artefact for it was made on, whichever rows run: the distilled users' training
+    users (``artefact``: the distilled model that fits the dataset, or None), and the users of the page-decision fit
+    and the calibration that the config names or ships for this dataset. Never in the test's own draw, so its users
+    do not depend on the rows asked for (pages stay comparable)."""
+    from recagent_gym.users.prior_default import AUTO, BUNDLED, BUNDLED_CALIBRATION, BUNDLED_FIT_FILE
+
+    users: set[int] = set()
+    if artefact is not None:
+        users |= {int(u) for u in artefact.meta.get("train_users", [])}
+    setting = config.user.prior_weights
+    files = {BUNDLED_FIT_FILE, BUNDLED_CALIBRATION, calibration}
+    if setting not in (None, AUTO, BUNDLED):
+        files.add(setting)
+    for path in {Path(f).resolve() for f in files if f is not None}:  # each file read once
+        if path.is_file():
+            users |= made_on_users(dataset, path)
+    return users
 
 
 def run_agreement(
