@@ -15,7 +15,7 @@ direct``, a fit with such terms on another dataset) ``auto`` is off and the log 
 file and is an error where it does not apply; ``null`` turns it off; a path uses that file (a fit or a calibration)
 as it is.
 
-``prior_bundled.json`` is ``recagent-gym calibrate`` with the title-continuation item score on the bundled data (40
+``prior_bundled.json`` is ``recagent-gym calibrate`` with the title-continuation item score on the bundled data (120
 train users, their raw ids in the file; every evaluation with it leaves them out): the ``llm+prior`` and
 ``llm+prior-parts`` rows of the evaluations use it (:func:`shipped_file`).
 """
@@ -37,7 +37,7 @@ logger = logging.getLogger(__name__)
 BUNDLED_FIT_FILE = Path(__file__).parent / "fit_bundled.json"
 """``recagent-gym users fit-agreement`` on the bundled data (see the module docstring)."""
 BUNDLED_CALIBRATION = Path(__file__).parent / "prior_bundled.json"
-"""``recagent-gym calibrate`` on the bundled data (40 train users, title-continuation score), for the evaluations'
+"""``recagent-gym calibrate`` on the bundled data (120 train users, title-continuation score), for the evaluations'
 ``llm+prior`` and ``llm+prior-parts`` rows, which need a calibrate file."""
 BUNDLED_PRIOR = BUNDLED_FIT_FILE
 """The file ``auto`` resolves to (see the module docstring)."""
