@@ -1,5 +1,5 @@
 """``user.prior_weights: auto``: the page-decision fit shipped for the bundled data, on where it applies (its model;
-another dataset only for a fit without prior terms), off elsewhere."""
+another dataset only for a fit without prior terms but portable ones), off elsewhere."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ from recagent_gym.users.prior_default import (
     keep_weights,
     resolve_prior,
 )
+from recagent_gym.users.prior_file import PORTABLE_FEATURES
 
 EMBEDDED = configured_llm_name(Config().llm)
 
@@ -96,14 +97,15 @@ SUBSET = SimpleNamespace(name="ml-latest-small (bundled)", n_users=100, n_items=
 
 
 @pytest.mark.parametrize("dataset", [OTHER, SUBSET])
-def test_a_fit_without_prior_terms_applies_on_another_dataset_and_one_with_them_does_not(
+def test_a_fit_with_portable_terms_only_applies_on_another_dataset_and_one_with_others_does_not(
     dataset, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    assert bundled_prior().meta["prior_used"] is False  # the shipped fit: the LLM's score, embedding, intercept
+    shipped = bundled_prior().meta  # the shipped fit: the LLM's score, embedding, collaborative affinity, intercept
+    assert set(shipped["prior_terms"]) <= PORTABLE_FEATURES
     resolved = resolve_prior(UserConfig(), dataset, EMBEDDED)
     assert resolved.prior_weights == str(BUNDLED_PRIOR) and resolved.prior_fit == BUNDLED_FIT
     document = json.loads(BUNDLED_PRIOR.read_text(encoding="utf-8"))
-    document["prior_used"] = True
+    document["prior_used"], document["prior_terms"] = True, ["affinity", "popularity"]
     with_prior = tmp_path / "fit.json"
     with_prior.write_text(json.dumps(document), encoding="utf-8")
     monkeypatch.setattr(prior_default, "BUNDLED_PRIOR", with_prior)
@@ -199,3 +201,12 @@ def test_calibration_and_default_evaluations_share_no_user(tmp_path: Path) -> No
     (tmp_path / "prior.json").write_text(json.dumps(document), encoding="utf-8")
     config.user.prior_weights = str(tmp_path / "prior.json")
     assert np.array_equal(held_out_users(dataset, config, 0), users[3:])
+
+
+def test_which_fits_price_one_catalogue() -> None:
+    from recagent_gym.users.prior_default import catalogue_bound
+
+    assert catalogue_bound({}) and catalogue_bound({"prior_used": True})  # a calibration; an old fit with terms
+    assert not catalogue_bound({"prior_used": False})  # an old fit without prior terms
+    assert not catalogue_bound({"prior_used": True, "prior_terms": ["affinity"]})
+    assert catalogue_bound({"prior_used": True, "prior_terms": ["affinity", "trend"]})
