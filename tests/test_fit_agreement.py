@@ -77,7 +77,8 @@ def test_fit_agreement_end_to_end_and_the_llm_fit_row(tiny_ml, tmp_path):  # noq
     config.user.score_cache = True
     result = run_fit_agreement(config, tiny_ml, out=tmp_path / "fit", users=6, seed=0, rank_weight=1.0,
                                play=run_agreement, progress=False)  # fmt: skip
-    assert result.pages > 0 and set(result.validation) == {"no prior", "affinity", "prior"}
+    assert result.pages > 0 and [r["variant"] for r in result.validation] == ["no prior", "affinity", "prior"]
+    assert {r["rank_weight"] for r in result.validation} == {1.0} and result.meta["rank_weight_chosen"] is False
     path = write_fit(result, tmp_path / "fit", "scripted")
     meta = read_prior_file(path).meta
     assert meta["made_by"] == "recagent-gym users fit-agreement" and len(meta["users_raw"]) == 6

@@ -1,7 +1,7 @@
 """``recagent-gym users fit-agreement``: fit the LLM agents' page decision to the ranking, on train users only.
 
     recagent-gym users fit-agreement [--config agreement] [--dataset D] [--users 60] [--seed 0]
-                                     [--rank-weight 1.0] [--out DIR] [--results-page PATH]
+                                     [--rank-weight W] [--out DIR] [--results-page PATH]
 
 Writes ``DIR/prior.json`` (use it with ``--set user.prior_weights=DIR/prior.json --set user.prior_fit=parts``; every
 evaluation with it leaves the fit users out), ``DIR/fit.md`` and the train users' agreement report in ``DIR/zoo``.
@@ -19,7 +19,7 @@ from recagent_gym.runs.provenance import ReportFacts, add_results_page_argument,
 
 def add_fit_agreement(users_subparsers: Any) -> None:
     from recagent_gym.runs.cli import add_config_arguments
-    from recagent_gym.runs.evaluation.agreement.fit import FIT_USERS
+    from recagent_gym.runs.evaluation.agreement.fit import FIT_USERS, RANK_WEIGHTS
 
     parser = users_subparsers.add_parser(
         "fit-agreement", help="fit the LLM agents' page decision (LLM score, embedding, prior, threshold) to the "
@@ -32,8 +32,9 @@ def add_fit_agreement(users_subparsers: Any) -> None:
     parser.add_argument(
         "--rank-weight",
         type=float,
-        default=1.0,
-        help="weight of the recommenders' hit-rate term beside the pages' likelihood (default 1)",
+        default=None,
+        help="weight of the recommenders' hit-rate term beside the pages' likelihood (default: chosen by the "
+        f"validation among {', '.join(f'{w:g}' for w in RANK_WEIGHTS)})",
     )
     parser.add_argument("--out", default="runs/fit-agreement", help="output folder (default runs/fit-agreement)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -50,7 +51,7 @@ def run_fit_agreement_command(args: argparse.Namespace) -> int:
     from recagent_gym.settings_section import ConfigError
     from recagent_gym.users.prior_default import configured_llm_name
 
-    if args.users < 2 or not 0.0 <= args.rank_weight <= 1e3:
+    if args.users < 2 or (args.rank_weight is not None and not 0.0 <= args.rank_weight <= 1e3):
         raise ConfigError("--users must be >= 2 and --rank-weight in [0, 1000]")
     config = load_config(args.config or "agreement", list(args.overrides)).in_run_folder(args.out)
     if args.dataset is not None:

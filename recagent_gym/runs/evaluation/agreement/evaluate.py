@@ -94,7 +94,6 @@ def _fit_weights(resources: Resources, dataset: Dataset, out: Path, progress: bo
         out=out / "fit",
         users=FIT_USERS,
         seed=resources.config.evaluation.seed,
-        rank_weight=1.0,
         progress=progress,
         say=say,
     )

@@ -10,10 +10,13 @@
 3. **Fit.** :func:`~recagent_gym.users.agent.page_fit.fit_page_weights` fits the decision's weights (LLM score,
    embedding relevance, intercept; and the prior terms of the variant) to the real outcomes and to the history
    recommenders' real hit rates. **The prior is used only where it raises agreement:** each variant of
-   :data:`VARIANTS` (no prior; the collaborative affinity alone; every prior term) is fitted on half of the fit users
-   and scored on the other half (Kendall tau-b of the history recommenders' mean watch probability against their
-   real hit rate); the variant with the highest tau-b is kept (a tie goes to the one listed first, the fewer terms),
-   then fitted again on all fit users.
+   :data:`VARIANTS` (no prior; the collaborative affinity alone; every prior term), at each weight of the ranking term
+   in :data:`RANK_WEIGHTS`, is fitted on half of the fit users and scored on the other half (Kendall tau-b of the
+   history recommenders' mean watch probability against their real hit rate); the pair with the highest tau-b is
+   kept (a tie goes to the one listed first: the fewer terms, then the smaller rank weight), then fitted again on all
+   fit users. The rank weight is a choice the data make: the larger it is, the more the fit trades the pages'
+   likelihood for the recommenders' real spread of hit rates, which sharpens the decision (a larger response to real
+   items) until the ranking itself suffers on the held-out half.
 4. **Output.** ``prior.json`` (a ``parts`` fit with its intercept, for ``user.prior_weights`` with
    ``user.prior_fit: parts``), ``fit.md`` and the fit users' agreement report under ``zoo/``.
 """
@@ -48,6 +51,8 @@ first where no fit applies."""
 FIT_ROW = "llm"
 VARIANTS: dict[str, tuple[str, ...]] = {"no prior": (), "affinity": ("affinity",), "prior": FEATURES}
 """The fit's variants: the prior terms each fits (the chosen one's go into the fit file's ``prior_terms``)."""
+RANK_WEIGHTS: tuple[float, ...] = (1.0, 3.0, 10.0, 30.0, 100.0)
+"""The weights of the ranking term the validation chooses among (``users fit-agreement --rank-weight`` fixes one)."""
 
 
 @dataclass
@@ -141,10 +146,48 @@ def score_weights(records: PageRecords, weights: PageWeights, temperature: float
 
 
 @dataclass
+class Choice:
+    """:func:`choose_fit`'s answer: the held-out ``rows`` (variant, rank weight, scores), the chosen pair and its
+    weights fitted again on every page (``final``)."""
+
+    rows: list[dict[str, Any]]
+    variant: str
+    rank_weight: float
+    final: PageWeights
+
+    @property
+    def best(self) -> dict[str, Any]:
+        return next(r for r in self.rows if (r["variant"], r["rank_weight"]) == (self.variant, self.rank_weight))
+
+
+def choose_fit(records: PageRecords, fit_half: np.ndarray, *, start: Mapping[str, float], temperature: float,
+               rank_rows: np.ndarray, rank_weights: tuple[float, ...] = RANK_WEIGHTS) -> Choice:  # fmt: skip
+    """Every variant of :data:`VARIANTS` at every weight of ``rank_weights``, fitted on the pages of the users in
+    ``fit_half`` and scored on the others' (:func:`score_weights`); the highest tau-b wins (the first of equals:
+    fewer terms, then the smaller weight) and is fitted again on all pages."""
+
+    def fit(r: PageRecords, variant: str, weight: float) -> PageWeights:
+        return fit_page_weights(r, start=dict(start), temperature=temperature, prior_terms=VARIANTS[variant],
+                                rank_rows=rank_rows, rank_weight=weight)  # fmt: skip
+
+    in_fit = np.isin(records.user, fit_half)
+    held, half = records.subset(~in_fit), records.subset(in_fit)
+    rows = [
+        {"variant": v, "rank_weight": w, **score_weights(held, fit(half, v, w), temperature, rank_rows)}
+        for v in VARIANTS
+        for w in rank_weights
+    ]
+    best = max(rows, key=lambda row: row["tau_b"])  # max keeps the first of equals
+    variant, weight = str(best["variant"]), float(best["rank_weight"])
+    return Choice(rows, variant, weight, fit(records, variant, weight))
+
+
+@dataclass
 class FitResult:
     weights: PageWeights
     variant: str
-    validation: dict[str, dict[str, float]]
+    validation: list[dict[str, Any]]
+    """Per (variant, rank weight): its held-out scores (:func:`score_weights`), in the order tried."""
     users: np.ndarray
     pages: int
     skipped: int
@@ -154,11 +197,12 @@ class FitResult:
     """The train users' own agreement run (the LLM agents before the fit), for its report."""
 
 
-def run_fit_agreement(config: Config, dataset: Dataset, *, out: Path, users: int, seed: int, rank_weight: float,
-                      play: Callable[..., Any], progress: bool = True, say: Callable[[str], None] = logger.info
-                      ) -> FitResult:  # fmt: skip
+def run_fit_agreement(config: Config, dataset: Dataset, *, out: Path, users: int, seed: int,
+                      play: Callable[..., Any], rank_weight: float | None = None, progress: bool = True,
+                      say: Callable[[str], None] = logger.info) -> FitResult:  # fmt: skip
     """The whole fit (see the module docstring); ``play`` is :func:`~.evaluate.run_agreement` (passed in: the
-    agreement test calls this fit in turn)."""
+    agreement test calls this fit in turn); ``rank_weight`` fixes the ranking term's weight (None: chosen among
+    :data:`RANK_WEIGHTS` by the validation)."""
     started = time.perf_counter()
     chosen, split = fit_users(dataset, config, users, seed)
     cfg = config.model_copy(deep=True)
@@ -178,28 +222,23 @@ def run_fit_agreement(config: Config, dataset: Dataset, *, out: Path, users: int
     ucfg = config.user
     start = {PARTS[0]: ucfg.score_llm_weight, PARTS[1]: ucfg.score_embedding_weight}
     halves = child_rng(seed, "fit-agreement-halves").permutation(chosen)
-    in_fit = np.isin(records.user, halves[: len(halves) // 2])
-
-    def fit(r: PageRecords, variant: str) -> PageWeights:
-        return fit_page_weights(r, start=start, temperature=ucfg.watch_temperature, prior_terms=VARIANTS[variant],
-                                rank_rows=rank_rows, rank_weight=rank_weight)  # fmt: skip
-
-    held = records.subset(~in_fit)
-    validation = {
-        v: score_weights(held, fit(records.subset(in_fit), v), ucfg.watch_temperature, rank_rows) for v in VARIANTS
-    }
-    chosen_variant = max(VARIANTS, key=lambda v: validation[v]["tau_b"])  # the first of the best: fewer terms
-    final = fit(records, chosen_variant)
+    weights = RANK_WEIGHTS if rank_weight is None else (rank_weight,)
+    choice = choose_fit(records, halves[: len(halves) // 2], start=start, temperature=ucfg.watch_temperature,
+                        rank_rows=rank_rows, rank_weights=weights)  # fmt: skip
+    best = choice.best
+    say(f"fit-agreement: chose {choice.variant!r} at rank weight {choice.rank_weight:g} (validation tau-b "
+        f"{best['tau_b']:.3f}, response {best['response']:+.3f})")  # fmt: skip
     raw = dataset.users["raw_id"].astype(str).to_numpy()
     meta = {
         "dataset": dataset.name, "n_users": dataset.n_users, "n_items": dataset.n_items,
         "llm_item_score": ucfg.llm_item_score,
         "users_raw": [str(raw[u]) for u in chosen], "made_by": FIT_MADE_BY, "seed": seed,
-        "rank_weight": rank_weight, "futures_set_aside": config.evaluation.agreement_future,
-        "prior_used": bool(VARIANTS[chosen_variant]), "prior_terms": list(VARIANTS[chosen_variant]),
-        "variant": chosen_variant, "validation": validation,
+        "rank_weight": choice.rank_weight, "rank_weight_chosen": rank_weight is None,
+        "futures_set_aside": config.evaluation.agreement_future,
+        "prior_used": bool(VARIANTS[choice.variant]), "prior_terms": list(VARIANTS[choice.variant]),
+        "variant": choice.variant, "validation": choice.rows,
     }  # fmt: skip
-    return FitResult(final, chosen_variant, validation, chosen, len(log.rows), log.skipped,
+    return FitResult(choice.final, choice.variant, choice.rows, chosen, len(log.rows), log.skipped,
                      time.perf_counter() - started, meta, zoo)  # fmt: skip
 
 
@@ -221,13 +260,17 @@ def fit_markdown(result: FitResult) -> str:
         f"{len(result.users)} train users (none of them evaluated), {result.pages} logged pages "
         f"({result.skipped} without scores skipped), {result.seconds:.0f} s.", "",
         "Validation (the fit on half of the train users, scored on the other half): tau-b of the history "
-        "recommenders' mean watch probability against their real hit rate, and the response to real items.", "",
-        "| variant | tau-b | response | mean watch |", "|---|---|---|---|",
+        "recommenders' mean watch probability against their real hit rate, and the response to real items (mean "
+        "watch probability on pages with a real future item minus without).", "",
+        "| variant | rank weight | tau-b | response | mean watch |", "|---|---|---|---|---|",
     ]  # fmt: skip
-    for name, row in result.validation.items():
-        lines.append(f"| {name} | {row['tau_b']:.3f} | {row['response']:+.3f} | {row['mean_watch']:.3f} |")
+    for row in result.validation:
+        lines.append(f"| {row['variant']} | {row['rank_weight']:g} | {row['tau_b']:.3f} | {row['response']:+.3f} | "
+                     f"{row['mean_watch']:.3f} |")  # fmt: skip
     terms = ", ".join(VARIANTS[result.variant])
     chosen = f"`{result.variant}` ({terms})" if terms else "`no prior` (no prior term raised agreement)"
-    lines += ["", f"Chosen: {chosen}, the highest tau-b. Weights (fitted again on all train users):", ""]
+    weight = result.meta["rank_weight"]
+    lines += ["", f"Chosen: {chosen} at rank weight {weight:g}, the highest tau-b. Weights (fitted again on all "
+              "train users):", ""]  # fmt: skip
     lines += [f"- `{k}`: {v:+.4f}" for k, v in result.weights.weights.items()]
     return "\n".join(lines) + "\n"
