@@ -46,6 +46,47 @@ def test_the_prior_variant_picks_up_a_feature_that_carries_the_outcome():
     assert with_prior.weights["trend"] > 0.5 and with_prior.loss < without.loss
 
 
+def _spread_records(n: int = 4000, k: int = 5, seed: int = 1) -> PageRecords:
+    """Pages whose recommenders differ in real hit rate by more than their scores explain (recommender ``r``'s items
+    score 0.2 r higher, its real rate rises by a logit of r)."""
+    rng = np.random.default_rng(seed)
+    recommender = rng.integers(0, 4, size=n)
+    scores = np.zeros((n, k, len(PARTS) + len(FEATURES)))
+    scores[:, :, 0] = rng.normal(size=(n, k)) + 0.2 * recommender[:, None]
+    p = 1.0 / (1.0 + np.exp(-(scores[:, :, 0].max(axis=1) - 1.5 + (recommender - 1.5))))
+    hit = (rng.random(n) < p).astype(float)
+    return PageRecords(scores, np.ones((n, k), bool), np.full(n, 1.5), hit, recommender, rng.integers(0, 50, n),
+                       ("a", "b", "c", "d"))  # fmt: skip
+
+
+def test_a_larger_rank_weight_matches_the_real_spread_and_sharpens_the_response():
+    records = _spread_records()
+    common = {"start": {PARTS[0]: 1.0, PARTS[1]: 1.0}, "temperature": 1.0, "rank_rows": np.arange(4), "prior_terms": ()}
+    real = np.array([records.hit[records.recommender == r].mean() for r in range(4)])
+
+    def mismatch_and_response(weight: float) -> tuple[float, float]:
+        p = watch_probability(records, fit_page_weights(records, rank_weight=weight, **common), 1.0)
+        sim = np.array([p[records.recommender == r].mean() for r in range(4)])
+        return float(((sim - real) ** 2).sum()), float(p[records.hit > 0].mean() - p[records.hit == 0].mean())
+
+    (loose, loose_response), (tight, tight_response) = mismatch_and_response(0.0), mismatch_and_response(100.0)
+    assert tight < 0.5 * loose and tight_response > loose_response
+
+
+def test_the_choice_is_the_best_held_out_tau_and_equals_go_to_fewer_terms_and_the_smaller_weight():
+    from recagent_gym.runs.evaluation.agreement.fit import VARIANTS, choose_fit
+
+    records = _spread_records()
+    choice = choose_fit(records, np.arange(25), start={PARTS[0]: 1.0, PARTS[1]: 1.0}, temperature=1.0,
+                        rank_rows=np.arange(4), rank_weights=(1.0, 30.0))  # fmt: skip
+    assert [(r["variant"], r["rank_weight"]) for r in choice.rows] == [(v, w) for v in VARIANTS for w in (1.0, 30.0)]
+    best = max(r["tau_b"] for r in choice.rows)
+    assert choice.best["tau_b"] == best
+    first = next(r for r in choice.rows if r["tau_b"] == best)  # the affinity column is 0: equal variants exist
+    assert (choice.variant, choice.rank_weight) == (first["variant"], first["rank_weight"])
+    assert set(choice.final.weights) >= set(PARTS)
+
+
 def test_records_round_trip(tmp_path):
     records = _records(n=20)
     records.save(tmp_path / "pages.npz")
