@@ -29,6 +29,7 @@ TINY: dict[str, list[str]] = {
     "bench_env_v1_vector.py": ["--steps", "4", "--envs", "2", "--llm", "scripted", "--embedder", "hashing",
                                "--item-vectors", "cold"],
     "bench_history_recall.py": ["--users", "20", "--models", "popularity,itemknn,mf"],
+    "bench_affinity_dims.py": ["--users", "20", "--dims", "4,8", "--negatives", "10"],
     "bench_llm_endpoints.py": ["--endpoints", "1,2", "--latency-s", "0.01", "--envs", "2", "--steps", "1"],
     "bench_llm_embedded.py": ["--repeats", "1", "--memories", "2", "--threads", "1"],
     "bench_llm_faults.py": ["--trickle", "1", "--timeout", "0.3", "--reply-mb", "0.05"],
