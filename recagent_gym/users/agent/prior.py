@@ -46,9 +46,9 @@ from recagent_gym.users.prior_file import (
 
 SECONDS_PER_DAY = 86_400.0
 AFFINITY_DIMS = 32
-"""Factors of the collaborative affinity, chosen on the bundled data by ``benchmarks/bench_affinity_dims.py``: the AUC of
-the history's own held-out items (the agreement split's history split again, so no evaluated future is read) against
-uniform and popularity-matched negatives, best at 32 for both and within 0.01 of it from 16 to 64 factors."""
+"""Factors of the collaborative affinity, chosen on the bundled data by ``benchmarks/bench_affinity_dims.py``: the AUC
+of the history's own held-out items (the agreement split's history split again, so no evaluated future is read)
+against uniform and popularity-matched negatives, best at 32 for both and within 0.01 of it from 16 to 64 factors."""
 SHRINK = 10.0
 """Pseudo-ratings pulling an item's mean rating towards the global mean (few ratings say little)."""
 

@@ -172,12 +172,12 @@ def choose_fit(records: PageRecords, fit_half: np.ndarray, *, start: Mapping[str
 
     in_fit = np.isin(records.user, fit_half)
     held, half = records.subset(~in_fit), records.subset(in_fit)
-    rows = [
+    rows: list[dict[str, Any]] = [
         {"variant": v, "rank_weight": w, **score_weights(held, fit(half, v, w), temperature, rank_rows)}
         for v in VARIANTS
         for w in rank_weights
     ]
-    best = max(rows, key=lambda row: row["tau_b"])  # max keeps the first of equals
+    best = max(rows, key=lambda row: float(row["tau_b"]))  # max keeps the first of equals
     variant, weight = str(best["variant"]), float(best["rank_weight"])
     return Choice(rows, variant, weight, fit(records, variant, weight))
 
