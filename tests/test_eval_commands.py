@@ -31,7 +31,7 @@ def test_discrimination_command_writes_table_plot_and_config(
     assert {p.name for p in out.iterdir()} == {"table.md", "table.csv", "plot.png", "config.yaml"}
     table = pd.read_csv(out / "table.csv")
     ours = table[~table["model"].str.contains("paper")]
-    assert set(ours["model"]) == {"Random (expectation)", "Popularity", "RecSim (fitted)", "Embedding"}
+    assert set(ours["model"]) == {"Random (expectation)", "Popularity", "RecSim (fitted)", "Embedding (fitted)"}
     assert set(ours["sampler"]) == {"popularity-matched"} and set(ours["users"]) == {4}
     assert ours["p"].between(0, 1).all()
     assert (out / "plot.png").read_bytes()[:4] == b"\x89PNG"

@@ -67,7 +67,7 @@ def test_classical_users_every_row_and_interval(tiny_ml: Dataset) -> None:  # no
     assert "Popularity" in table and "RecAgent (paper)" in table and "Personalization check" in table
     assert "(2,7)" in table and "Negatives: popularity-matched" in table
     rows = result.rows()
-    assert {r["model"] for r in rows} >= {"Embedding", "RecSim (fitted)", "Popularity", "Real Human (paper)"}
+    assert {r["model"] for r in rows} >= {"Embedding (fitted)", "RecSim (fitted)", "Popularity", "Real Human (paper)"}
     timeless = [{k: v for k, v in row.items() if k != "seconds"} for row in rows]
     again = [
         {k: v for k, v in row.items() if k != "seconds"} for row in run_discrimination(resources, progress=False).rows()

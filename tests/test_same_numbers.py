@@ -44,7 +44,8 @@ def test_discrimination_figures_repeat_with_cold_and_warm_caches(
 
     cold, warm = (pd.read_csv(tmp_path / run / "table.csv") for run in ("cold", "warm"))
     llm_row = "LLM agent (scripted:gemma-3-270m-q4_k_m; fit_bundled.json)"
-    assert len(cold) > 0 and {llm_row, "Embedding"} <= set(cold["model"])
+    assert len(cold) > 0 and llm_row in set(cold["model"])
+    assert any(m.startswith("Embedding (") for m in cold["model"])  # fitted or hand-set (a tiny fixture may not fit)
     pd.testing.assert_frame_equal(cold.drop(columns=list(TIMINGS)), warm.drop(columns=list(TIMINGS)))
     cold_md, warm_md = (
         (tmp_path / run / "table.md").read_text(encoding="utf-8").splitlines() for run in ("cold", "warm")

@@ -207,10 +207,17 @@ class UserConfig(Section):
     rest is seeded noise. Above 0 the history in the observation lets a policy infer part of the hidden taste."""
 
     embedding_temperature: float = Field(0.1, gt=0.0)
-    """Softmax temperature over cosine similarities of the embedding user."""
+    """Softmax temperature over cosine similarities of the embedding user (hand-set; ``embedding_fitted`` replaces
+    it unless set)."""
 
     embedding_no_click_threshold: float = Field(0.5, ge=-1.0, le=1.0)
-    """Cosine similarity of the embedding user's no-click option (higher = pickier)."""
+    """Cosine similarity of the embedding user's no-click option (higher = pickier; hand-set, as above)."""
+
+    embedding_fitted: Literal["auto"] | None = "auto"
+    """``auto`` (default): the Embedding users' temperature and no-click cosine fitted on the dataset's real choices
+    before the period any evaluation holds out (the temperature that makes them respond most to a real choice, the
+    likelihood's no-click cosine at it), once per process and dataset (about 10 s; ``users/embedding_fit.py``); a
+    value set above wins. None: the hand-set values, with which the users barely respond to a real next item."""
 
     session_end_batch: int = Field(1, ge=1)
     """Ended sessions whose feelings and memory writes are batched together (1: written as each session ends), per

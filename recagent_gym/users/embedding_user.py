@@ -1,7 +1,8 @@
 """The paper's Embedding baseline: a user is the mean embedding of its history, items are scored by cosine.
 
 Choice is a softmax over the page's cosine similarities plus a no-click option whose similarity is
-``embedding_no_click_threshold``; a watch is rated from the similarity; no click is NEXT, a SEARCH for the user's
+``embedding_no_click_threshold`` (both fitted on the dataset's real choices by default: ``user.embedding_fitted``,
+``users/embedding_fit.py``); a watch is rated from the similarity; no click is NEXT, a SEARCH for the user's
 favourite genre (``recsim_search_prob``), or LEAVE with probability ``1 / patience``. Watches move the user vector
 towards the item (``recsim_interest_drift``), so the baseline also evolves within a run.
 
@@ -19,6 +20,7 @@ import numpy as np
 
 from recagent_gym.data.schema import Dataset
 from recagent_gym.users.config import UserConfig
+from recagent_gym.users.embedding_fit import fitted_config
 from recagent_gym.users.protocol import Action, Context, Page, Response
 from recagent_gym.users.recsim import item_topics, mnl_choice, user_config, user_genre_shares
 
@@ -61,11 +63,23 @@ class EmbeddingUser:
             self._items, self.embedding_source = _normalise(np.asarray(item_embeddings, np.float64)), "given"
         else:
             self._items, self.embedding_source = item_embedding_matrix(dataset, embedder)
+        self._users = self._user_vectors(dataset)
+        self._misses: dict[int, int] = {}
+        self.config = fitted_config(self.config, dataset, self._items, self._similarities_on)
+        self.fitted = self.config.embedding_fitted == "auto"
+        """Whether the temperature and no-click cosine were fitted on real choices (``user.embedding_fitted``)."""
+
+    def _user_vectors(self, dataset: Dataset) -> np.ndarray:
+        """``(n_users, dim)`` unit mean vectors of each user's history in ``dataset``."""
         inter = dataset.interactions
         sums = np.zeros((dataset.n_users, self._items.shape[1]), dtype=np.float64)
         np.add.at(sums, inter["user_id"].to_numpy(), self._items[inter["item_id"].to_numpy()])
-        self._users = _normalise(sums)
-        self._misses: dict[int, int] = {}
+        return _normalise(sums)
+
+    def _similarities_on(self, history: Dataset) -> Callable[[int, np.ndarray], np.ndarray]:
+        """``cos(user, items)`` of users built on ``history`` with these item vectors (what the fit weighs)."""
+        users = self._user_vectors(history)
+        return lambda user_id, items: self._items[items] @ users[user_id]
 
     def similarities(self, user_id: int, items: np.ndarray) -> np.ndarray:
         return self._items[items] @ self._users[user_id]

@@ -132,12 +132,15 @@ class Resources:
 
     def row_label(self, kind: str, model: Any) -> str | None:
         """The label of a row whose users say more than their kind, once ``model`` is built: the ``llm`` row names
-        its language model and page-decision file (:meth:`llm_label`), the ``recsim`` row whether its users are
-        fitted on real choices (the default, ``user.recsim_fitted: auto``) or hand-set; None for any other row."""
+        its language model and page-decision file (:meth:`llm_label`), the ``recsim`` and ``embedding`` rows whether
+        their users are fitted on real choices (the defaults, ``user.recsim_fitted`` / ``user.embedding_fitted``:
+        ``auto``) or hand-set; None for any other row."""
         if kind == "llm":
             return self.llm_label()
         if kind == "recsim":
             return f"RecSim ({'fitted' if getattr(model, 'fitted_from', None) else 'hand-set'})"
+        if kind == "embedding":
+            return f"Embedding ({'fitted' if getattr(model, 'fitted', False) else 'hand-set'})"
         return None
 
     def llm_label(self) -> str:

@@ -278,6 +278,7 @@ def run_agreement(
         "llm": (f"{config.llm.backend}" + (f" {config.llm.model}" if getattr(config.llm, "model", None) else ""))
         if resources.llm is not None else "none",
         "embedder": ev.embedder, "memory": config.memory.implementation, "recsim": _recsim_line(built),
+        "embedding_users": _embedding_line(built),
     }  # fmt: skip
     return AgreementRun(dataset.name, users, samplers, list(built), zoo.all_names(), arms, settings, per_user, notes,
                         prior)  # fmt: skip
@@ -294,6 +295,16 @@ def _recsim_line(built: Mapping[str, Any]) -> str:
                f"{cfg.recsim_quality_weight:+.3f}, popularity {cfg.recsim_popularity_weight:+.3f}, no-click mass "
                f"{cfg.recsim_no_click_mass:.1f}")  # fmt: skip
     return f"fitted on real choices ({where}: {weights})" if where else f"hand-set ({weights})"
+
+
+def _embedding_line(built: Mapping[str, Any]) -> str:
+    """How the Embedding users choose: fitted on real choices (``user.embedding_fitted``) or hand-set."""
+    model = built.get("embedding", (None,))[0]
+    if model is None:
+        return "none"
+    cfg = model.config
+    values = f"temperature {cfg.embedding_temperature:.4f}, no-click cosine {cfg.embedding_no_click_threshold:+.3f}"
+    return f"fitted on real choices ({values})" if getattr(model, "fitted", False) else f"hand-set ({values})"
 
 
 def _user_models(

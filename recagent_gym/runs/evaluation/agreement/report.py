@@ -102,7 +102,8 @@ class Report:
             f"same pools, same users. Mean [95% bootstrap interval over users].",
             "",
             f"Ran with: LLM `{st['llm']}`, embedder `{st['embedder']}`, memory `{st['memory']}`, item features "
-            f"`{st['item_features']}`, RecSim users `{st.get('recsim', 'hand-set')}`, seed {st['seed']}; the real "
+            f"`{st['item_features']}`, RecSim users `{st.get('recsim', 'hand-set')}`, Embedding users "
+            f"`{st.get('embedding_users', 'hand-set')}`, seed {st['seed']}; the real "
             f"ranking is by `{st['real_metric']}`.",
             "",
         ]
