@@ -3,20 +3,21 @@
 The Embedding user (:mod:`recagent_gym.users.embedding_user`) chooses on a page by a softmax over the items' cosine
 to its history vector at ``embedding_temperature``, beside a no-click option of cosine
 ``embedding_no_click_threshold``. Hand-set (0.1, 0.5) the users barely respond to what they are shown: on pages
-holding one of the user's real next items their reward rose by 0.07-0.12 (issue 49), so they could not tell the
-future oracle from random or random from the anti-oracle on every dataset.
+holding one of the user's real next items their reward rose by 0.06-0.12 (issue 49), and on both MovieLens datasets
+they failed a sanity row (future oracle above random, random above the anti-oracle).
 
-The fit is the RecSim-style users' (:mod:`recagent_gym.users.recsim_fit`) with one term, the cosine: the same
-pages of real choices and never-seen negatives (each user's last ``holdout`` items never read; the ``choices``
-before them the real choices; the history before those builds the user vectors), the same multinomial logit
+The fit is the RecSim-style users' (:mod:`recagent_gym.users.recsim_fit`) with one term, the cosine: the same pages
+of real choices and never-seen negatives (each user's last ``holdout`` items never read; the ``choices`` before them
+the real choices; the history before those builds the user vectors), the same multinomial logit
 ``P(i) ~ exp(cos_i / T)``, ``P(none) ~ exp(c / T)``. Maximum likelihood alone keeps the users about as flat as the
 hand-set values (bundled data: T 0.095, c 0.61; response 0.05 on the fit's pages), because one page's choice says
 little; the replayed real users respond with 1. So the temperature is chosen for the response: the likelihood's own
 and the colder :data:`TEMPERATURES`, each with its likelihood-best no-click cosine ``c``; the one whose expected
-response on the fit's pages (watch probability on pages holding a real choice minus on pages without) is highest
-is kept, the warmest of those within :data:`TOLERANCE` of it (bundled data: T 0.01, c 0.575, response 0.16). Made
-once per process and dataset (about 10 s); a field the config sets explicitly wins; where the data cannot be
-fitted (too few users, no positive slope) the users keep the hand-set values and the log says why.
+response on the fit's pages (watch probability on pages holding a real choice minus on pages without) is highest is
+kept, the warmest of those within :data:`TOLERANCE` of it (bundled data: T 0.01, c 0.575, response 0.16). Made once
+per process and dataset (10 s on the bundled data, 50 s on MovieLens-1M); a field the config sets explicitly wins;
+where the data cannot be fitted (too few users, no positive slope) the users keep the hand-set values and the log
+says why.
 """
 
 from __future__ import annotations
