@@ -225,14 +225,16 @@ class UserConfig(Section):
     with LLM users faster; an agent's pending writes always land before its memory is used again."""
 
     prior_weights: str | None = "auto"
-    """JSON file of behavioural-prior weights fitted by ``recagent-gym calibrate`` on train users' real choices
-    (``users/agent/prior.py``): the LLM agent's page decision then scores items ``w_llm * score + prior`` (popularity
-    weighted by conformity, trend, recency, the user's rating scale), with any backend: it needs item scores, so
-    ``decision_strategy: auto`` then means ``few_shot`` for remote backends too. The whole file is checked when the
-    configuration is loaded (``users/prior_file.py``). ``auto`` (default): the calibration shipped for the bundled
-    data where it applies (the bundled data, the embedded model; with its item score and the ``parts`` fit unless
-    set), none elsewhere (``users/prior_default.py``); ``bundled``: that calibration, an error where it does not
-    apply; None (``--set user.prior_weights=null``): the LLM's judgement alone."""
+    """JSON file of the LLM agent's page-decision weights: a fit of ``recagent-gym users fit-agreement`` or a
+    calibration of ``recagent-gym calibrate`` on train users' real choices (``users/agent/prior.py``). The decision
+    then scores items ``w_llm * score + prior`` (the embedding relevance, and the prior terms the file weighs: the
+    collaborative affinity, popularity weighted by conformity, trend, recency, the user's rating scale), with any
+    backend: it needs item scores, so ``decision_strategy: auto`` then means ``few_shot`` for remote backends too. The
+    whole file is checked when the configuration is loaded (``users/prior_file.py``). ``auto`` (default): the fit
+    shipped for the bundled data (``users/fit_bundled.json``, with its item score and the ``parts`` fit unless set)
+    with the embedded model, on the bundled data and on any dataset where the fit weighs only portable terms (it does:
+    the affinity), else none, and the log says why (``users/prior_default.py``); ``bundled``: that file, an error
+    where it does not apply; None (``--set user.prior_weights=null``): the LLM's judgement alone."""
 
     prior_fit: Literal["both", "parts"] = "both"
     """Which fit of ``prior_weights`` the agents use. ``both``: ``w_llm * (the agent's score) + prior``, the agent's
