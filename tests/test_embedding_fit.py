@@ -31,6 +31,11 @@ def test_auto_fits_the_users_on_real_choices_and_says_so(tiny_ml, caplog):  # no
     explicit = EmbeddingUser(tiny_ml, UserConfig(embedding_temperature=0.3))  # a set field wins, the other is fitted
     assert explicit.config.embedding_temperature == 0.3
     assert explicit.config.embedding_no_click_threshold == user.config.embedding_no_click_threshold
+    both = EmbeddingUser(tiny_ml, UserConfig(embedding_temperature=0.3, embedding_no_click_threshold=0.2))
+    assert not both.fitted and (both.config.embedding_temperature, both.config.embedding_no_click_threshold) == (
+        0.3,
+        0.2,
+    )
     hand = EmbeddingUser(tiny_ml, UserConfig(embedding_fitted=None))
     assert not hand.fitted and hand.config.embedding_temperature == UserConfig().embedding_temperature
 

@@ -33,7 +33,7 @@ from scipy.optimize import minimize_scalar
 
 from recagent_gym.data.schema import DataError, Dataset
 from recagent_gym.users.config import UserConfig
-from recagent_gym.users.recsim_fit import Pages, _loss, build_pages, fit_pages
+from recagent_gym.users.recsim_fit import Pages, _loss, build_pages, dataset_key, fit_pages
 
 logger = logging.getLogger(__name__)
 
@@ -107,12 +107,13 @@ _FITTED: dict[tuple[Any, ...], dict[str, Any] | str] = {}
 
 def fitted_config(config: UserConfig, dataset: Dataset, items: np.ndarray, similarities: Similarities) -> UserConfig:
     """``config`` with the fit's values (:func:`fit_embedding`) for the fields it does not set; unchanged unless
-    ``embedding_fitted`` is ``auto``, and with ``embedding_fitted`` None where the data cannot be fitted."""
-    if config.embedding_fitted != "auto" or set(FITTED_FIELDS) <= config.model_fields_set:
+    ``embedding_fitted`` is ``auto``, and with ``embedding_fitted`` None where the config sets both fields or the
+    data cannot be fitted (so that :attr:`EmbeddingUser.fitted` says what the users run with)."""
+    if config.embedding_fitted != "auto":
         return config
-    inter = dataset.interactions
-    key = (dataset.name, dataset.n_users, dataset.n_items, len(inter), int(inter["timestamp"].sum()),
-           int(inter["item_id"].sum()), items.shape, float(np.round(items.sum(), 6)))  # fmt: skip
+    if set(FITTED_FIELDS) <= config.model_fields_set:  # both set by the config: nothing left to fit
+        return config.model_copy(update={"embedding_fitted": None})
+    key = (*dataset_key(dataset), items.shape, float(np.round(items.sum(), 6)))
     if key not in _FITTED:
         if len(_FITTED) >= 4:
             _FITTED.pop(next(iter(_FITTED)))

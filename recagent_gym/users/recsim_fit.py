@@ -162,6 +162,13 @@ def fit_markdown(fit: FittedWeights) -> str:
     )
 
 
+def dataset_key(dataset: Dataset) -> tuple[Any, ...]:
+    """A fingerprint of ``dataset``'s interactions: the key of the fits made at start in this process."""
+    inter = dataset.interactions
+    return (dataset.name, dataset.n_users, dataset.n_items, len(inter), int(inter["timestamp"].sum()),
+            int(inter["item_id"].sum()))  # fmt: skip
+
+
 _FITTED: dict[tuple[Any, ...], FittedWeights] = {}
 """Fits made by :func:`fit_for_dataset` in this process, by dataset fingerprint (a handful at most)."""
 
@@ -169,9 +176,7 @@ _FITTED: dict[tuple[Any, ...], FittedWeights] = {}
 def fit_for_dataset(dataset: Dataset, user: UserConfig, features: Features) -> FittedWeights:
     """The fit on ``dataset`` with the command's defaults, made once per process and dataset (``user.recsim_fitted:
     auto`` on a dataset without a shipped fit: every RecSim-style population built on it shares the fit)."""
-    inter = dataset.interactions
-    key = (dataset.name, dataset.n_users, dataset.n_items, len(inter), int(inter["timestamp"].sum()),
-           int(inter["item_id"].sum()), user.recsim_choice_temperature, user.recsim_hidden_dims)  # fmt: skip
+    key = (*dataset_key(dataset), user.recsim_choice_temperature, user.recsim_hidden_dims)
     if key not in _FITTED:
         started = time.perf_counter()
         fit = fit_recsim(dataset, user, features=features, say=lambda line: None)
