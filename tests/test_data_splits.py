@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
+import hashlib
+
 import numpy as np
 import pytest
 
 from recagent_gym.data.load import load_dataset
 from recagent_gym.data.schema import DataError
 from recagent_gym.data.splits import (
+    SeenIndex,
     leave_last_out,
     popularity_bands,
     sample_negatives,
     sample_negatives_popularity_matched,
     seen_items,
 )
+
+GOLDEN_DRAWS, GOLDEN_WIDENED = "aee9928bef9cefdb", 1556
+"""``_draws_digest`` of the samplers as they were when the results pages were made (numpy's PCG64 streams)."""
 
 
 @pytest.fixture(scope="module")
@@ -78,3 +84,27 @@ def test_popularity_matched_negatives_share_the_band(bundled):
     outside = sum(int((bands[neg] != bands[pos]).sum()) for pos, neg in sample.negatives.items())
     assert outside == sample.widened
     assert outside < len(drawn)  # the bundled bands hold hundreds of unseen items each
+
+
+def _draws_digest(dataset, split, index=None) -> tuple[str, int]:
+    digest, widened = hashlib.sha256(), 0
+    for user in sorted(split.held_out)[::25]:
+        n = 1200 if user == min(split.held_out) else 5  # one call that runs its band dry and widens
+        sample = sample_negatives_popularity_matched(
+            dataset, user, split.held_out[user], n, np.random.default_rng(user), index=index
+        )
+        widened += sample.widened
+        for positive in sorted(sample.negatives):
+            digest.update(np.asarray(sample.negatives[positive], np.int64).tobytes())
+        uniform = sample_negatives(dataset, user, 7, np.random.default_rng(user), index=index)
+        digest.update(np.asarray(uniform).tobytes())
+    return digest.hexdigest()[:16], widened
+
+
+def test_negative_draws_are_the_ones_the_results_were_made_with(bundled):
+    """The samplers' draws for a seed must not change (the committed results pages were made with them, before the
+    samplers read a SeenIndex); with the index they are the same draws."""
+    split = leave_last_out(bundled, a=3)
+    expected = _draws_digest(bundled, split)
+    assert expected == (GOLDEN_DRAWS, GOLDEN_WIDENED)
+    assert _draws_digest(bundled, split, SeenIndex.of(bundled)) == expected

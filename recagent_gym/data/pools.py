@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from recagent_gym.data.schema import DataError, Dataset
-from recagent_gym.data.splits import Split, sample_negatives, sample_negatives_popularity_matched
+from recagent_gym.data.splits import SeenIndex, Split, sample_negatives, sample_negatives_popularity_matched
 
 
 def child_rng(seed: int, *keys: int | str) -> np.random.Generator:
@@ -41,6 +41,7 @@ def build_pools(
 ) -> dict[int, Pool]:
     """One :class:`Pool` per user of ``users`` (each must have held-out items in ``split``)."""
     pools: dict[int, Pool] = {}
+    index = SeenIndex.of(dataset)
     for user in users:
         user = int(user)
         future = split.held_out.get(user)
@@ -52,7 +53,7 @@ def build_pools(
             raise DataError(f"pool size {size} leaves no room for negatives beside {len(future)} future items")
         rng = child_rng(seed, "agreement-pool", sampler, user)
         if sampler == "uniform":
-            negatives = sample_negatives(dataset, user, n_neg, rng, exclude=future)
+            negatives = sample_negatives(dataset, user, n_neg, rng, exclude=future, index=index)
         elif sampler == "popularity-matched":
             per, extra = divmod(n_neg, len(future))
             counts = [per + (1 if k < extra else 0) for k in range(len(future))]
@@ -62,7 +63,7 @@ def build_pools(
                 if n == 0:
                     continue
                 sample = sample_negatives_popularity_matched(
-                    dataset, user, [item], n, rng, exclude=[*future, *taken], n_bands=n_bands
+                    dataset, user, [item], n, rng, exclude=[*future, *taken], n_bands=n_bands, index=index
                 )
                 drawn = sample.negatives[item]
                 taken.extend(int(i) for i in drawn)

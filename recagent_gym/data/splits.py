@@ -91,19 +91,47 @@ def seen_items(dataset: Dataset, user_id: int) -> np.ndarray:
     return np.unique(inter.loc[inter["user_id"] == user_id, "item_id"].to_numpy(np.int64))
 
 
+@dataclass(frozen=True)
+class SeenIndex:
+    """What the negative samplers look up on every call, read once: each user's items and the popularity bands.
+
+    Pass one (``index=SeenIndex.of(dataset)``) when sampling for many users of the same dataset: the draws are the
+    same as without it, and a call no longer scans every interaction (on MovieLens-1M the popularity-matched pools of
+    2,600 users took over a minute that way).
+    """
+
+    items: np.ndarray
+    """Item ids of every interaction, grouped by user (``items[bounds[u]:bounds[u + 1]]`` are user u's)."""
+    bounds: np.ndarray
+    bands: np.ndarray
+    """:func:`popularity_bands` with :data:`N_POPULARITY_BANDS` bands."""
+
+    @classmethod
+    def of(cls, dataset: Dataset) -> SeenIndex:
+        users = dataset.interactions["user_id"].to_numpy(np.int64)
+        order = np.argsort(users, kind="stable")
+        bounds = np.searchsorted(users[order], np.arange(dataset.n_users + 1))
+        items = dataset.interactions["item_id"].to_numpy(np.int64)[order]
+        return cls(items, bounds, popularity_bands(dataset))
+
+    def seen(self, user_id: int) -> np.ndarray:
+        return self.items[self.bounds[user_id] : self.bounds[user_id + 1]]
+
+
 def sample_negatives(
     dataset: Dataset,
     user_id: int,
     n: int,
     rng: np.random.Generator,
     exclude: Iterable[int] = (),
+    index: SeenIndex | None = None,
 ) -> np.ndarray:
     """``n`` distinct items, uniformly at random, that the user never interacted with and not in ``exclude``.
 
     Pass the *full* dataset (not a train split) so held-out items count as seen; raises :class:`DataError` when
-    fewer than ``n`` candidates exist.
+    fewer than ``n`` candidates exist. ``index``: ``SeenIndex.of(dataset)``, read once for many calls.
     """
-    candidates = _candidates(dataset, user_id, exclude)
+    candidates = _candidates(dataset, user_id, exclude, index)
     if len(candidates) < n:
         raise DataError(f"user {user_id}: only {len(candidates)} unseen items, cannot sample {n} negatives")
     return np.sort(rng.choice(candidates, size=n, replace=False)) if n else np.empty(0, np.int64)
@@ -134,39 +162,51 @@ def sample_negatives_popularity_matched(
     rng: np.random.Generator,
     exclude: Iterable[int] = (),
     n_bands: int = N_POPULARITY_BANDS,
+    index: SeenIndex | None = None,
 ) -> NegativeSample:
     """For each positive, ``n`` unseen items from the same popularity band (see the module docstring).
 
     Negatives are distinct across all positives of the call. When a band runs short, the nearest bands (lower
-    first at equal distance) fill in and each such negative is counted in ``widened``.
+    first at equal distance) fill in and each such negative is counted in ``widened``. ``index``:
+    ``SeenIndex.of(dataset)``, read once for many calls (the same draws).
     """
     positives = [int(p) for p in positives]
-    bands = popularity_bands(dataset, n_bands)
-    available = pd.Series(_candidates(dataset, user_id, [*exclude, *positives]))
+    bands = index.bands if index is not None and n_bands == N_POPULARITY_BANDS else popularity_bands(dataset, n_bands)
+    available = _candidates(dataset, user_id, [*exclude, *positives], index)
     if len(available) < n * len(positives):
         raise DataError(f"user {user_id}: only {len(available)} unseen items, cannot sample {n * len(positives)}")
-    pool = {int(b): list(rng.permutation(g.to_numpy())) for b, g in available.groupby(bands[available.to_numpy()])}
+    # each band's unseen items in id order, bands in ascending order, each shuffled: the rng's draws fix the sample
+    in_band = bands[available]
+    order = np.argsort(in_band, kind="stable")
+    keys, starts = np.unique(in_band[order], return_index=True)
+    groups = np.split(available[order], starts[1:])
+    pool = {int(b): rng.permutation(g) for b, g in zip(keys, groups, strict=True)}
+    used = dict.fromkeys(pool, 0)  # a band's first ``used`` items are taken
     out: dict[int, np.ndarray] = {}
     widened = 0
     for positive in positives:
         home = int(bands[positive])
-        picked: list[int] = []
+        picked: list[np.ndarray] = []
+        short = n
         for band in sorted(range(n_bands), key=lambda b: (abs(b - home), b)):
-            take = pool.get(band, [])[: n - len(picked)]
-            del pool.get(band, [])[: len(take)]
-            picked.extend(int(i) for i in take)
+            if band not in pool:
+                continue
+            take = pool[band][used[band] : used[band] + short]
+            used[band] += len(take)
+            picked.append(take)
+            short -= len(take)
             widened += len(take) if band != home else 0
-            if len(picked) == n:
+            if short == 0:
                 break
-        out[positive] = np.sort(np.asarray(picked, dtype=np.int64))
+        out[positive] = np.sort(np.concatenate(picked).astype(np.int64)) if picked else np.empty(0, np.int64)
     return NegativeSample(out, widened)
 
 
-def _candidates(dataset: Dataset, user_id: int, exclude: Iterable[int]) -> np.ndarray:
+def _candidates(dataset: Dataset, user_id: int, exclude: Iterable[int], index: SeenIndex | None = None) -> np.ndarray:
     if not 0 <= user_id < dataset.n_users:
         raise DataError(f"unknown user id {user_id} (dataset has {dataset.n_users} users)")
     blocked = np.zeros(dataset.n_items, dtype=bool)
-    blocked[seen_items(dataset, user_id)] = True
+    blocked[seen_items(dataset, user_id) if index is None else index.seen(user_id)] = True
     excluded = np.fromiter((int(i) for i in exclude), dtype=np.int64)
     blocked[excluded] = True
     return np.flatnonzero(~blocked)
