@@ -216,8 +216,9 @@ class UserConfig(Section):
     embedding_fitted: Literal["auto"] | None = "auto"
     """``auto`` (default): the Embedding users' temperature and no-click cosine fitted on the dataset's real choices
     before the period any evaluation holds out (the temperature that makes them respond most to a real choice, the
-    likelihood's no-click cosine at it), once per process and dataset (10-50 s; ``users/embedding_fit.py``); a
-    value set above wins. None: the hand-set values, with which the users barely respond to a real next item."""
+    likelihood's no-click cosine at it), once per process and dataset (about 9 s on MovieLens-1M;
+    ``users/embedding_fit.py``); a value set above wins. None: the hand-set values, with which the users barely
+    respond to a real next item."""
 
     session_end_batch: int = Field(1, ge=1)
     """Ended sessions whose feelings and memory writes are batched together (1: written as each session ends), per
