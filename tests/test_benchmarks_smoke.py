@@ -38,6 +38,7 @@ TINY: dict[str, list[str]] = {
     "bench_mf_retrain.py": ["--seeds", "0", "--every", "200", "--modes", "none,incremental"],
     "bench_memory_writes.py": ["--agents", "1"],
     "bench_ppo.py": ["--steps", "64"],
+    "bench_pools.py": ["--users", "20"],
     "bench_recsim_user.py": ["--calls", "100", "--repeats", "1"],
     "bench_request_overhead.py": ["--latency", "0.01", "--requests", "2"],
     "bench_rl_v1.py": ["--steps", "64", "--updates", "2"],
