@@ -111,15 +111,38 @@ def test_a_fit_files_intercept_shifts_every_choice_score(tmp_path):
 @pytest.mark.slow
 def test_fit_agreement_end_to_end_and_the_llm_fit_row(tiny_ml, tmp_path):  # noqa: F811
     from recagent_gym.runs.evaluation.agreement.evaluate import run_agreement
-    from recagent_gym.runs.evaluation.agreement.fit import run_fit_agreement, write_fit
+    from recagent_gym.runs.evaluation.agreement.fit import VARIANTS, fit_markdown, run_fit_agreement, write_fit
+    from recagent_gym.users.agent.page_fit import PageRecords
     from tests.test_eval_agreement import _config, _resources
 
     config = _config(agreement_recommenders="[random,popularity,mf,oracle]", negatives="uniform")
     config.user.score_cache = True
     result = run_fit_agreement(config, tiny_ml, out=tmp_path / "fit", users=6, seed=0, rank_weight=1.0,
                                play=run_agreement, progress=False)  # fmt: skip
-    assert result.pages > 0 and [r["variant"] for r in result.validation] == ["no prior", "affinity", "prior"]
+    assert result.pages > 0 and [r["variant"] for r in result.validation] == list(VARIANTS)
     assert {r["rank_weight"] for r in result.validation} == {1.0} and result.meta["rank_weight_chosen"] is False
+    # the logged pages carry the shown items, and fit again without a play (no LLM): the same pages, the same choice
+    pages = PageRecords.load(tmp_path / "fit" / "pages.npz")
+    assert pages.items is not None and pages.items.shape == pages.eligible.shape
+    assert ((pages.items >= 0) == pages.eligible).all() and pages.items.max() < tiny_ml.n_items
+
+    def no_play(*args, **kwargs):
+        raise AssertionError("--pages must not play the zoo")
+
+    again = run_fit_agreement(config, tiny_ml, out=tmp_path / "again", users=6, seed=0, rank_weight=1.0,
+                              play=no_play, progress=False, pages=tmp_path / "fit" / "pages.npz")  # fmt: skip
+    assert again.validation == result.validation and again.weights.weights == result.weights.weights
+    forced = run_fit_agreement(config, tiny_ml, out=tmp_path / "forced", users=6, seed=0, rank_weight=1.0,
+                               play=no_play, progress=False, pages=tmp_path / "fit" / "pages.npz",
+                               variant="affinity+popularity")  # fmt: skip
+    assert [r["variant"] for r in forced.validation] == ["affinity+popularity"] and not forced.meta["variant_chosen"]
+    assert forced.weights.weights["trend"] == 0.0 and "given on the command line" in fit_markdown(forced)
+    with pytest.raises(DataError, match="fit users"):  # pages of other users
+        run_fit_agreement(config, tiny_ml, out=tmp_path / "other", users=6, seed=1, play=no_play, progress=False,
+                          pages=tmp_path / "fit" / "pages.npz")  # fmt: skip
+    with pytest.raises(DataError, match="variant"):
+        run_fit_agreement(config, tiny_ml, out=tmp_path / "bad", users=6, seed=0, play=no_play, progress=False,
+                          pages=tmp_path / "fit" / "pages.npz", variant="everything")  # fmt: skip
     path = write_fit(result, tmp_path / "fit", "scripted")
     meta = read_prior_file(path).meta
     assert meta["made_by"] == "recagent-gym users fit-agreement" and len(meta["users_raw"]) == 6

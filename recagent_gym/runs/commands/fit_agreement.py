@@ -1,10 +1,13 @@
 """``recagent-gym users fit-agreement``: fit the LLM agents' page decision to the ranking, on train users only.
 
     recagent-gym users fit-agreement [--config agreement] [--dataset D] [--users 60] [--seed 0]
-                                     [--rank-weight W] [--out DIR] [--results-page PATH]
+                                     [--rank-weight W] [--variant V] [--pages DIR/pages.npz] [--out DIR]
+                                     [--results-page PATH]
 
 Writes ``DIR/prior.json`` (use it with ``--set user.prior_weights=DIR/prior.json --set user.prior_fit=parts``; every
-evaluation with it leaves the fit users out), ``DIR/fit.md`` and the train users' agreement report in ``DIR/zoo``.
+evaluation with it leaves the fit users out), ``DIR/fit.md``, the logged pages ``DIR/pages.npz`` (``--pages`` fits
+them again, e.g. after a change of the variants, without an LLM call) and the train users' agreement report in
+``DIR/zoo``.
 The protocol is :mod:`recagent_gym.runs.evaluation.agreement.fit`'s.
 """
 
@@ -19,7 +22,7 @@ from recagent_gym.runs.provenance import ReportFacts, add_results_page_argument,
 
 def add_fit_agreement(users_subparsers: Any) -> None:
     from recagent_gym.runs.cli import add_config_arguments
-    from recagent_gym.runs.evaluation.agreement.fit import FIT_USERS, RANK_WEIGHTS
+    from recagent_gym.runs.evaluation.agreement.fit import FIT_USERS, RANK_WEIGHTS, VARIANTS
 
     parser = users_subparsers.add_parser(
         "fit-agreement", help="fit the LLM agents' page decision (LLM score, embedding, prior, threshold) to the "
@@ -36,6 +39,12 @@ def add_fit_agreement(users_subparsers: Any) -> None:
         help="weight of the recommenders' hit-rate term beside the pages' likelihood (default: chosen by the "
         f"validation among {', '.join(f'{w:g}' for w in RANK_WEIGHTS)})",
     )
+    parser.add_argument("--variant", choices=tuple(VARIANTS), default=None,
+                        help="the prior terms fitted beside the LLM and embedding scores (default: chosen by the "
+                             "validation)")  # fmt: skip
+    parser.add_argument("--pages", default=None, metavar="PAGES_NPZ",
+                        help="fit again on the pages an earlier fit logged (its pages.npz; the same dataset, --users "
+                             "and --seed): no LLM call, seconds")  # fmt: skip
     parser.add_argument("--out", default="runs/fit-agreement", help="output folder (default runs/fit-agreement)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_results_page_argument(parser)
@@ -58,10 +67,13 @@ def run_fit_agreement_command(args: argparse.Namespace) -> int:
         config.data.dataset = args.dataset
     dataset = load_dataset_from_config(config.data)
     out = Path(args.out)
+    pages = None if args.pages is None else Path(args.pages)
     result = run_fit_agreement(config, dataset, out=out, users=args.users, seed=args.seed, play=run_agreement,
-                               rank_weight=args.rank_weight, progress=not args.no_progress, say=print)  # fmt: skip
+                               rank_weight=args.rank_weight, progress=not args.no_progress, say=print, pages=pages,
+                               variant=args.variant)  # fmt: skip
     path = write_fit(result, out, configured_llm_name(config.llm))
-    Report(result.zoo).write(out / "zoo")  # the train users' own agreement (the LLM agents before the fit)
+    if result.zoo is not None:  # the train users' own agreement (the LLM agents before the fit)
+        Report(result.zoo).write(out / "zoo")
     (out / "config.yaml").write_text(dump_config(config), encoding="utf-8")
     print(fit_markdown(result))
     print(f"written: {path}, {out / 'fit.md'}")

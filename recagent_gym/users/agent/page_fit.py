@@ -41,7 +41,8 @@ RIDGE = 1e-3
 class PageRecords:
     """Logged pages: ``scores`` ``(pages, k, 2 + len(FEATURES))`` columns LLM score, embedding relevance, the prior's
     features; ``eligible`` ``(pages, k)``; per page the decision ``threshold`` (the user's own offset included), the
-    real ``hit`` (0/1), the ``recommender`` row's index into ``names`` and the ``user``."""
+    real ``hit`` (0/1), the ``recommender`` row's index into ``names`` and the ``user``; ``items`` ``(pages, k)``
+    the shown items' ids (-1 past a short page; None where not logged), for terms computed after the run."""
 
     scores: np.ndarray
     eligible: np.ndarray
@@ -50,22 +51,29 @@ class PageRecords:
     recommender: np.ndarray
     user: np.ndarray
     names: tuple[str, ...]
+    items: np.ndarray | None = None
 
     def save(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        np.savez_compressed(path, scores=self.scores, eligible=self.eligible, threshold=self.threshold, hit=self.hit,
-                            recommender=self.recommender, user=self.user, names=np.array(self.names))  # fmt: skip
+        arrays: dict[str, np.ndarray] = {
+            "scores": self.scores, "eligible": self.eligible, "threshold": self.threshold, "hit": self.hit,
+            "recommender": self.recommender, "user": self.user, "names": np.array(self.names),
+        }  # fmt: skip
+        if self.items is not None:
+            arrays["items"] = self.items
+        np.savez_compressed(path, **arrays)  # type: ignore[arg-type]
 
     @classmethod
     def load(cls, path: Path) -> PageRecords:
         with np.load(path, allow_pickle=False) as f:
             return cls(f["scores"], f["eligible"], f["threshold"], f["hit"], f["recommender"], f["user"],
-                       tuple(str(n) for n in f["names"]))  # fmt: skip
+                       tuple(str(n) for n in f["names"]), f["items"] if "items" in f.files else None)  # fmt: skip
 
     def subset(self, keep: np.ndarray) -> PageRecords:
         keep = np.asarray(keep, dtype=bool)
         return PageRecords(self.scores[keep], self.eligible[keep], self.threshold[keep], self.hit[keep],
-                           self.recommender[keep], self.user[keep], self.names)  # fmt: skip
+                           self.recommender[keep], self.user[keep], self.names,
+                           None if self.items is None else self.items[keep])  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -49,7 +49,9 @@ FIT_USERS = 60
 """Train users of a fit: ``users fit-agreement``'s default and the fit ``evaluate agreement``'s ``llm+fit`` row makes
 first where no fit applies."""
 FIT_ROW = "llm"
-VARIANTS: dict[str, tuple[str, ...]] = {"no prior": (), "affinity": ("affinity",), "prior": FEATURES}
+VARIANTS: dict[str, tuple[str, ...]] = {
+    "no prior": (), "affinity": ("affinity",), "affinity+popularity": ("affinity", "popularity"), "prior": FEATURES,
+}  # fmt: skip
 """The fit's variants: the prior terms each fits (the chosen one's go into the fit file's ``prior_terms``)."""
 RANK_WEIGHTS: tuple[float, ...] = (1.0, 3.0, 10.0, 30.0, 100.0)
 """The weights of the ranking term the validation chooses among (``users fit-agreement --rank-weight`` fixes one)."""
@@ -120,14 +122,17 @@ def _records(log: PageLog, history: Dataset, names: list[str]) -> PageRecords:
     k = max(len(r[2]) for r in log.rows)
     scores = np.full((len(log.rows), k, len(PARTS) + len(FEATURES)), np.nan)
     eligible = np.zeros((len(log.rows), k), dtype=bool)
+    items = np.full((len(log.rows), k), -1, dtype=np.int64)
     for n, (user, _, shown, llm, emb, _, _) in enumerate(log.rows):
         m = len(shown)
         scores[n, :m, 0], scores[n, :m, 1], scores[n, :m, 2:] = llm, emb, prior.features(user, shown)
+        items[n, :m] = shown
         eligible[n, :m] = np.isfinite(llm)
     index = {name: i for i, name in enumerate(names)}
     column = lambda j: np.array([r[j] for r in log.rows])  # noqa: E731
     return PageRecords(scores, eligible, column(5).astype(float), column(6).astype(float),
-                       np.array([index[r[1]] for r in log.rows]), column(0).astype(np.int64), tuple(names))  # fmt: skip
+                       np.array([index[r[1]] for r in log.rows]), column(0).astype(np.int64), tuple(names),
+                       items)  # fmt: skip
 
 
 def score_weights(records: PageRecords, weights: PageWeights, temperature: float, rank_rows: np.ndarray
@@ -161,10 +166,11 @@ class Choice:
 
 
 def choose_fit(records: PageRecords, fit_half: np.ndarray, *, start: Mapping[str, float], temperature: float,
-               rank_rows: np.ndarray, rank_weights: tuple[float, ...] = RANK_WEIGHTS) -> Choice:  # fmt: skip
-    """Every variant of :data:`VARIANTS` at every weight of ``rank_weights``, fitted on the pages of the users in
-    ``fit_half`` and scored on the others' (:func:`score_weights`); the highest tau-b wins (the first of equals:
-    fewer terms, then the smaller weight) and is fitted again on all pages."""
+               rank_rows: np.ndarray, rank_weights: tuple[float, ...] = RANK_WEIGHTS,
+               variants: Collection[str] = tuple(VARIANTS)) -> Choice:  # fmt: skip
+    """Every variant of ``variants`` (:data:`VARIANTS`' names) at every weight of ``rank_weights``, fitted on the pages
+    of the users in ``fit_half`` and scored on the others' (:func:`score_weights`); the highest tau-b wins (the first
+    of equals: fewer terms, then the smaller weight) and is fitted again on all pages."""
 
     def fit(r: PageRecords, variant: str, weight: float) -> PageWeights:
         return fit_page_weights(r, start=dict(start), temperature=temperature, prior_terms=VARIANTS[variant],
@@ -175,6 +181,7 @@ def choose_fit(records: PageRecords, fit_half: np.ndarray, *, start: Mapping[str
     rows: list[dict[str, Any]] = [
         {"variant": v, "rank_weight": w, **score_weights(held, fit(half, v, w), temperature, rank_rows)}
         for v in VARIANTS
+        if v in variants
         for w in rank_weights
     ]
     best = max(rows, key=lambda row: float(row["tau_b"]))  # max keeps the first of equals
@@ -199,12 +206,25 @@ class FitResult:
 
 def run_fit_agreement(config: Config, dataset: Dataset, *, out: Path, users: int, seed: int,
                       play: Callable[..., Any], rank_weight: float | None = None, progress: bool = True,
-                      say: Callable[[str], None] = logger.info) -> FitResult:  # fmt: skip
+                      say: Callable[[str], None] = logger.info, pages: Path | None = None,
+                      variant: str | None = None) -> FitResult:  # fmt: skip
     """The whole fit (see the module docstring); ``play`` is :func:`~.evaluate.run_agreement` (passed in: the
     agreement test calls this fit in turn); ``rank_weight`` fixes the ranking term's weight (None: chosen among
-    :data:`RANK_WEIGHTS` by the validation)."""
+    :data:`RANK_WEIGHTS` by the validation), ``variant`` the variant (None: chosen among :data:`VARIANTS`);
+    ``pages``: an earlier fit's ``pages.npz`` on the same dataset and users, whose pages are fitted again (no LLM
+    call: the scores it logged do not depend on the weights)."""
     started = time.perf_counter()
+    if variant is not None and variant not in VARIANTS:
+        raise DataError(f"variant {variant!r}: not one of {list(VARIANTS)}")
     chosen, split = fit_users(dataset, config, users, seed)
+    if pages is not None:
+        records = PageRecords.load(pages)
+        if not set(np.unique(records.user).tolist()) <= set(chosen.tolist()):
+            raise DataError(f"{pages}: its pages are not of the {len(chosen)} fit users this dataset, --users and "
+                            "--seed draw; give the fit's own --users and --seed")  # fmt: skip
+        say(f"{dataset.name}: fitting the page decision again on {len(records.hit)} pages logged in {pages}")
+        return _choose_and_describe(config, dataset, records, chosen, seed, (rank_weight, variant), started,
+                                    skipped=0, zoo=None, say=say)  # fmt: skip
     cfg = config.model_copy(deep=True)
     cfg.user.prior_weights = None
     cfg.user.patience = 1000.0  # every page of every session is logged, as the real users see them
@@ -218,13 +238,25 @@ def run_fit_agreement(config: Config, dataset: Dataset, *, out: Path, users: int
         raise DataError("no page of the LLM agents reported its scores; nothing to fit")
     records = _records(log, split.train, zoo.recommenders)
     records.save(out / "pages.npz")
-    rank_rows = np.array([zoo.recommenders.index(r) for r in history_rows(zoo.recommenders)])
+    return _choose_and_describe(config, dataset, records, chosen, seed, (rank_weight, variant), started,
+                                skipped=log.skipped, zoo=zoo, say=say)  # fmt: skip
+
+
+def _choose_and_describe(config: Config, dataset: Dataset, records: PageRecords, chosen: np.ndarray, seed: int,
+                         fixed: tuple[float | None, str | None], started: float, *, skipped: int, zoo: Any,
+                         say: Callable[[str], None]) -> FitResult:  # fmt: skip
+    """The validation's choice (:func:`choose_fit`) on ``records``, with ``fixed`` (rank weight, variant: None where
+    the validation chooses), and the fit's description."""
+    rank_weight, variant = fixed
+    names = list(records.names)
+    rank_rows = np.array([names.index(r) for r in history_rows(names)])
     ucfg = config.user
     start = {PARTS[0]: ucfg.score_llm_weight, PARTS[1]: ucfg.score_embedding_weight}
     halves = child_rng(seed, "fit-agreement-halves").permutation(chosen)
     weights = RANK_WEIGHTS if rank_weight is None else (rank_weight,)
     choice = choose_fit(records, halves[: len(halves) // 2], start=start, temperature=ucfg.watch_temperature,
-                        rank_rows=rank_rows, rank_weights=weights)  # fmt: skip
+                        rank_rows=rank_rows, rank_weights=weights,
+                        variants=tuple(VARIANTS) if variant is None else (variant,))  # fmt: skip
     best = choice.best
     say(f"fit-agreement: chose {choice.variant!r} at rank weight {choice.rank_weight:g} (validation tau-b "
         f"{best['tau_b']:.3f}, response {best['response']:+.3f})")  # fmt: skip
@@ -234,11 +266,12 @@ def run_fit_agreement(config: Config, dataset: Dataset, *, out: Path, users: int
         "llm_item_score": ucfg.llm_item_score,
         "users_raw": [str(raw[u]) for u in chosen], "made_by": FIT_MADE_BY, "seed": seed,
         "rank_weight": choice.rank_weight, "rank_weight_chosen": rank_weight is None,
+        "variant_chosen": variant is None,
         "futures_set_aside": config.evaluation.agreement_future,
         "prior_used": bool(VARIANTS[choice.variant]), "prior_terms": list(VARIANTS[choice.variant]),
         "variant": choice.variant, "validation": choice.rows,
     }  # fmt: skip
-    return FitResult(choice.final, choice.variant, choice.rows, chosen, len(log.rows), log.skipped,
+    return FitResult(choice.final, choice.variant, choice.rows, chosen, len(records.hit), skipped,
                      time.perf_counter() - started, meta, zoo)  # fmt: skip
 
 
@@ -270,7 +303,10 @@ def fit_markdown(result: FitResult) -> str:
     terms = ", ".join(VARIANTS[result.variant])
     chosen = f"`{result.variant}` ({terms})" if terms else "`no prior` (no prior term raised agreement)"
     weight = result.meta["rank_weight"]
-    lines += ["", f"Chosen: {chosen} at rank weight {weight:g}, the highest tau-b. Weights (fitted again on all "
-              "train users):", ""]  # fmt: skip
+    given = [what for what, key in (("the variant", "variant_chosen"), ("the rank weight", "rank_weight_chosen"))
+             if not result.meta.get(key, True)]  # fmt: skip
+    how = f"{' and '.join(given)} given on the command line" if given else "the highest tau-b"
+    lines += ["", f"Chosen: {chosen} at rank weight {weight:g}, {how}. Weights (fitted again on all train users):",
+              ""]  # fmt: skip
     lines += [f"- `{k}`: {v:+.4f}" for k, v in result.weights.weights.items()]
     return "\n".join(lines) + "\n"
