@@ -12,7 +12,7 @@ import time
 
 from recagent_gym.data.load import load_dataset
 from recagent_gym.data.pools import build_pools
-from recagent_gym.data.splits import leave_last_out
+from recagent_gym.users.recsim_fit import choice_split
 
 
 def main() -> None:
@@ -22,7 +22,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     ds = load_dataset(args.dataset)
-    split = leave_last_out(leave_last_out(ds, 10, min_train=10).train, 10, min_train=10)
+    split = choice_split(ds, holdout=10, choices=10, min_history=10)
     users = sorted(split.held_out)[: args.users or None]
     print(f"{ds.name}: {len(users)} users, {ds.n_items} items, {len(ds.interactions)} interactions")
     for sampler in ("uniform", "popularity-matched"):

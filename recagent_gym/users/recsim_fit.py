@@ -66,13 +66,19 @@ Features = Callable[[Dataset, UserConfig], Callable[[int, np.ndarray], np.ndarra
 (:meth:`~recagent_gym.users.recsim.RecSimUser.features`; passed in, so that this module does not import the user)."""
 
 
+def choice_split(dataset: Dataset, *, holdout: int, choices: int, min_history: int) -> Any:
+    """Each user's last ``holdout`` items dropped (never read), the ``choices`` before them held out as the real
+    choices; the rest is ``.train``, the history the features are built on."""
+    base = leave_last_out(dataset, holdout, min_train=min_history).train
+    return leave_last_out(base, choices, min_train=min_history)
+
+
 def build_pages(
     dataset: Dataset, user: UserConfig, *, holdout: int, choices: int, min_history: int, pool: int, pages: int,
     page_size: int, seed: int, features: Features,
 ) -> tuple[Pages, list[int]]:  # fmt: skip
     """Random pages of real choices and never-seen negatives (see the module docstring); ``(pages, users)``."""
-    base = leave_last_out(dataset, holdout, min_train=min_history).train
-    split = leave_last_out(base, choices, min_train=min_history)
+    split = choice_split(dataset, holdout=holdout, choices=choices, min_history=min_history)
     users = sorted(split.held_out)
     if len(users) < 2:
         raise DataError(f"{dataset.name}: fewer than 2 users with {holdout + choices + min_history} items to fit on")

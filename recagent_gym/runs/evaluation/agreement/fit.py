@@ -223,8 +223,8 @@ def run_fit_agreement(config: Config, dataset: Dataset, *, out: Path, users: int
             raise DataError(f"{pages}: its pages are not of the {len(chosen)} fit users this dataset, --users and "
                             "--seed draw; give the fit's own --users and --seed")  # fmt: skip
         say(f"{dataset.name}: fitting the page decision again on {len(records.hit)} pages logged in {pages}")
-        return _choose_and_describe(config, dataset, records, chosen, seed, (rank_weight, variant), started,
-                                    skipped=0, zoo=None, say=say)  # fmt: skip
+        return _choose_and_describe(config, dataset, records, chosen, seed, started, rank_weight=rank_weight,
+                                    variant=variant, skipped=0, zoo=None, say=say)  # fmt: skip
     cfg = config.model_copy(deep=True)
     cfg.user.prior_weights = None
     cfg.user.patience = 1000.0  # every page of every session is logged, as the real users see them
@@ -238,16 +238,15 @@ def run_fit_agreement(config: Config, dataset: Dataset, *, out: Path, users: int
         raise DataError("no page of the LLM agents reported its scores; nothing to fit")
     records = _records(log, split.train, zoo.recommenders)
     records.save(out / "pages.npz")
-    return _choose_and_describe(config, dataset, records, chosen, seed, (rank_weight, variant), started,
-                                skipped=log.skipped, zoo=zoo, say=say)  # fmt: skip
+    return _choose_and_describe(config, dataset, records, chosen, seed, started, rank_weight=rank_weight,
+                                variant=variant, skipped=log.skipped, zoo=zoo, say=say)  # fmt: skip
 
 
 def _choose_and_describe(config: Config, dataset: Dataset, records: PageRecords, chosen: np.ndarray, seed: int,
-                         fixed: tuple[float | None, str | None], started: float, *, skipped: int, zoo: Any,
+                         started: float, *, rank_weight: float | None, variant: str | None, skipped: int, zoo: Any,
                          say: Callable[[str], None]) -> FitResult:  # fmt: skip
-    """The validation's choice (:func:`choose_fit`) on ``records``, with ``fixed`` (rank weight, variant: None where
-    the validation chooses), and the fit's description."""
-    rank_weight, variant = fixed
+    """The validation's choice (:func:`choose_fit`) on ``records`` (``rank_weight``, ``variant``: fixed, or None
+    where the validation chooses), and the fit's description."""
     names = list(records.names)
     rank_rows = np.array([names.index(r) for r in history_rows(names)])
     ucfg = config.user
