@@ -99,7 +99,8 @@ class Report:
             f"counterpart of a simulated return), NDCG@{k} per page, session NDCG (the session's pages as one list) "
             f"and recall (share of the future shown). The future oracle puts one future item on every page. "
             f"Simulated side: each user model's mean session return ({_sessions_text(st.get('sessions', 1))}), "
-            f"same pools, same users. Mean [95% bootstrap interval over users].",
+            f"same pools, same users{_full_text(st.get('full_sessions', False))}. Mean [95% bootstrap interval over "
+            "users].",
             "",
             f"Ran with: LLM `{st['llm']}`, embedder `{st['embedder']}`, memory `{st['memory']}`, item features "
             f"`{st['item_features']}`, RecSim users `{st.get('recsim', 'hand-set')}`, Embedding users "
@@ -404,6 +405,12 @@ def _csv(path: Path, rows: list[dict[str, Any]]) -> None:
         writer.writeheader()
         for row in rows:
             writer.writerow({k: ("" if isinstance(v, float) and math.isnan(v) else v) for k, v in row.items()})
+
+
+def _full_text(full: bool) -> str:
+    if full:
+        return "; every session shows all its pages, as to the real users (`evaluation.agreement_full_sessions`)"
+    return "; a session ends when the user leaves, and the reward per page is over the pages shown"
 
 
 def _sessions_text(sessions: int) -> str:
