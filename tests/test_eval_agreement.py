@@ -292,6 +292,21 @@ def test_simulated_users_play_several_sessions_the_real_replay_one(tiny_ml, tmp_
 
 
 @pytest.mark.slow
+def test_simulated_users_see_every_page_unless_their_leaving_is_asked_for(tiny_ml, tmp_path):  # noqa: F811
+    pages = {}
+    for full in (True, False):
+        config = _config(agreement_user_models="[embedding]", agreement_recommenders="[random,anti-oracle]",
+                         negatives="uniform", agreement_pages=4, agreement_full_sessions=str(full).lower())  # fmt: skip
+        config.user.patience = 1.0  # the first page without a watch ends a session (with leaving)
+        run = run_agreement(config, tiny_ml, out=tmp_path / str(full), resources=_resources(tiny_ml, config),
+                            progress=False)  # fmt: skip
+        pages[full] = run.arm("uniform", "embedding", "anti-oracle").pages
+        assert run.arm("uniform", REAL, "anti-oracle").pages == 4.0  # the replay always sees every page
+        assert ("every session shows all its pages" in Report(run, n_boot=20).markdown()) is full
+    assert pages[True] == 4.0 and pages[False] < 4.0
+
+
+@pytest.mark.slow
 def test_swapped_rows_read_another_users_history(tiny_ml, tmp_path):  # noqa: F811
     config = _config(agreement_user_models="[recsim]", agreement_recommenders="[random,itemknn,mf]",
                      agreement_swapped="[itemknn,mf]", negatives="uniform", agreement_users=12)  # fmt: skip
