@@ -180,3 +180,15 @@ def test_leaving_a_user_out_of_the_draw_replaces_that_user_only():
 
 
 from tests._eval_fixtures import movielens_dir, tiny_ml  # noqa: E402, F401
+
+
+def test_logged_pages_that_are_missing_or_not_pages_get_a_clear_error(tmp_path):
+    from recagent_gym.data.schema import DataError
+    from recagent_gym.users.agent.page_fit import PageRecords
+
+    with pytest.raises(DataError, match="no such file"):
+        PageRecords.load(tmp_path / "nan")
+    bad = tmp_path / "pages.npz"
+    bad.write_text("not an archive")
+    with pytest.raises(DataError, match="not the logged pages"):
+        PageRecords.load(bad)

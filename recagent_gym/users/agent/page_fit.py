@@ -19,6 +19,7 @@ embedding's scores and the intercept only).
 
 from __future__ import annotations
 
+import zipfile
 from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +27,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from recagent_gym.data.schema import DataError
 from recagent_gym.users.prior_file import FEATURES, INTERCEPT, PARTS
 
 MIN_SCALE = 1e-3
@@ -65,9 +67,15 @@ class PageRecords:
 
     @classmethod
     def load(cls, path: Path) -> PageRecords:
-        with np.load(path, allow_pickle=False) as f:
-            return cls(f["scores"], f["eligible"], f["threshold"], f["hit"], f["recommender"], f["user"],
-                       tuple(str(n) for n in f["names"]), f["items"] if "items" in f.files else None)  # fmt: skip
+        """The pages :meth:`save` wrote; a :class:`DataError` naming the file where it is missing or not such a file."""
+        if not Path(path).is_file():
+            raise DataError(f"{path}: no such file (the pages.npz an earlier `users fit-agreement` wrote)")
+        try:
+            with np.load(path, allow_pickle=False) as f:
+                return cls(f["scores"], f["eligible"], f["threshold"], f["hit"], f["recommender"], f["user"],
+                           tuple(str(n) for n in f["names"]), f["items"] if "items" in f.files else None)  # fmt: skip
+        except (OSError, ValueError, KeyError, zipfile.BadZipFile) as exc:
+            raise DataError(f"{path}: not the logged pages of `users fit-agreement` ({exc})") from None
 
     def subset(self, keep: np.ndarray) -> PageRecords:
         keep = np.asarray(keep, dtype=bool)
