@@ -298,8 +298,10 @@ def test_simulated_users_see_every_page_unless_their_leaving_is_asked_for(tiny_m
         config = _config(agreement_user_models="[embedding]", agreement_recommenders="[random,anti-oracle]",
                          negatives="uniform", agreement_pages=4, agreement_full_sessions=str(full).lower())  # fmt: skip
         config.user.patience = 1.0  # the first page without a watch ends a session (with leaving)
-        run = run_agreement(config, tiny_ml, out=tmp_path / str(full), resources=_resources(tiny_ml, config),
-                            progress=False)  # fmt: skip
+        resources = _resources(tiny_ml, config)
+        run = run_agreement(config, tiny_ml, out=tmp_path / str(full), resources=resources, progress=False)
+        assert resources.config.user.full_sessions is False  # the caller's resources keep their own config
+        assert run.settings["full_sessions"] is full
         pages[full] = run.arm("uniform", "embedding", "anti-oracle").pages
         assert run.arm("uniform", REAL, "anti-oracle").pages == 4.0  # the replay always sees every page
         assert ("every session shows all its pages" in Report(run, n_boot=20).markdown()) is full

@@ -22,6 +22,12 @@ class UserConfig(Section):
     patience: float = Field(3.0, gt=0.0)
     """Mean number of unrewarding pages a user tolerates before leaving."""
 
+    full_sessions: bool = False
+    """Users never leave before the session's pages run out: patience, the RecSim-style time budget and a leave the
+    LLM agent chooses end nothing (that page is a miss and the next page follows). Every other draw is the same as
+    with leaving. The agreement test sets it (``evaluation.agreement_full_sessions``), so the simulated users see
+    every page, as the replayed real users do; the envs leave it off."""
+
     history_shots: int = Field(10, ge=0)
     """Watched titles shown to the LLM agent as positive examples when it scores items (few-shot)."""
 

@@ -3,7 +3,8 @@
 Choice is a softmax over the page's cosine similarities plus a no-click option whose similarity is
 ``embedding_no_click_threshold`` (both fitted on the dataset's real choices by default: ``user.embedding_fitted``,
 ``users/embedding_fit.py``); a watch is rated from the similarity; no click is NEXT, a SEARCH for the user's
-favourite genre (``recsim_search_prob``), or LEAVE with probability ``1 / patience``. Watches move the user vector
+favourite genre (``recsim_search_prob``), or LEAVE with probability ``1 / patience`` (never under
+``user.full_sessions``). Watches move the user vector
 towards the item (``recsim_interest_drift``), so the baseline also evolves within a run.
 
 Item embeddings come from the caller (e.g. ``recagent_gym.llm.embed_items`` with the sentence embedder), from an
@@ -137,7 +138,7 @@ class EmbeddingUser:
         if page.source != "search" and rng.random() < cfg.recsim_search_prob:
             query = self.genres[int(np.argmax(self._genre_shares[user]))]
             return Response(Action.SEARCH, query=query, extra=extra)
-        if rng.random() < 1.0 / cfg.patience:
+        if rng.random() < 1.0 / cfg.patience and not cfg.full_sessions:
             return Response(Action.LEAVE, extra=extra)
         return Response(Action.NEXT, extra=extra)
 

@@ -54,7 +54,9 @@ def build_user_model(
     if kind == "distilled":
         from recagent_gym.users.distilled.user import DistilledUser
 
-        return DistilledUser(dataset, user.distilled_path, rating_timing=user.feeling_timing)
+        return DistilledUser(
+            dataset, user.distilled_path, rating_timing=user.feeling_timing, full_sessions=user.full_sessions
+        )
     if kind == "llm":
         llm_config = llm_config or LLMConfig()
         data = data or DataConfig()

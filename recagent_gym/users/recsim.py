@@ -16,6 +16,7 @@ often each item was shown. One page reads like RecSim's step:
    interest evolution); no click is NEXT, a SEARCH for the favourite genre (with ``recsim_search_prob``), or LEAVE
    with probability ``1 / patience``;
 4. every page consumes ``page_minutes`` of browsing time; the user LEAVEs when the budget cannot pay for a page.
+   Under ``user.full_sessions`` neither the budget nor patience ends a session (the budget still runs down).
 
 Planning (RecSim's "chocolate vs kale"): quality is distinct from appeal. With ``recsim_allure > 0`` junk is the most
 clickable, and with ``recsim_budget_restore > 0`` (RecSim's ``user_update_alpha``) nutritious watches give time
@@ -374,7 +375,7 @@ class RecSimUser:
         if session is None:
             raise RuntimeError(f"RecSimUser.respond: no session started for user {user}")
         items = page.items
-        if session[0] < cfg.recsim_page_minutes or not items:
+        if not items or (session[0] < cfg.recsim_page_minutes and not cfg.full_sessions):
             return Response(Action.LEAVE, extra={"budget": session[0]})
         session[0] -= cfg.recsim_page_minutes
         if context.step == 0 and page.source != "search":
@@ -400,7 +401,7 @@ class RecSimUser:
         if page.source != "search" and cfg.recsim_search_prob and rng.random() < cfg.recsim_search_prob:
             query = self.genres[int(np.argmax(self._interest[user]))]
             return Response(Action.SEARCH, query=query)
-        if rng.random() < 1.0 / cfg.patience:
+        if rng.random() < 1.0 / cfg.patience and not cfg.full_sessions:
             return Response(Action.LEAVE, extra={"misses": session[1]})
         return Response(Action.NEXT)
 

@@ -193,11 +193,11 @@ class EvaluationConfig(Section):
     default), so what a recommender puts first matters; with the whole pool shown every ranking would look alike."""
 
     agreement_full_sessions: bool = True
-    """Agreement: the simulated users see every page of every session, as the replayed real users do (their patience
-    is not spent: ``user.patience`` is set out of reach for the test; the RecSim-style users' time budget still ends
-    theirs). Like with like: with leaving, the reward per page shown is over the pages a user stayed for, which the
-    real side does not select, and on MovieLens-1M that cost the default users about half their agreement with
-    uniform negatives (``docs/findings.md``). False: the users' own leaving, as in the envs."""
+    """Agreement: the simulated users see every page of every session, as the replayed real users do (the test runs
+    them with ``user.full_sessions``: neither patience, a chosen leave nor the RecSim-style time budget ends a
+    session early). Like with like: with leaving, the reward per page shown is over the pages a user stayed for,
+    which the real side does not select, and on MovieLens-1M that cost the default users about half their agreement
+    with uniform negatives (``docs/findings.md``). False: the users' own leaving, as in the envs."""
 
     agreement_sessions: int = Field(1, ge=1, le=1000)
     """Agreement: sessions each held-out user of a simulated user model plays per recommender (its return is their

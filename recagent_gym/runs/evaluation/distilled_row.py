@@ -94,4 +94,6 @@ def build_distilled_row(train: Dataset, artefact: Any, config: Any, item_vectors
     from recagent_gym.users.distilled.user import DistilledUser
 
     tables = reencoded(artefact, train, config, text=item_vectors)
-    return DistilledUser(train, tables, rating_timing=config.user.feeling_timing)
+    return DistilledUser(
+        train, tables, rating_timing=config.user.feeling_timing, full_sessions=config.user.full_sessions
+    )

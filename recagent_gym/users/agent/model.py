@@ -27,7 +27,7 @@ from recagent_gym.llm.seeding import SEED_HIGH
 from recagent_gym.users.agent.agents import Agents
 from recagent_gym.users.agent.interview import interview_answer
 from recagent_gym.users.agent.items import relevance
-from recagent_gym.users.agent.page import AgentInput, PageDecider, Prepared
+from recagent_gym.users.agent.page import AgentInput, PageDecider, Prepared, session_patience
 from recagent_gym.users.agent.prior import PagePrior
 from recagent_gym.users.agent.scoring import ScoringRequest, cached_score_requests
 from recagent_gym.users.agent.social_round import social_round
@@ -84,7 +84,7 @@ class LLMUserModel(Agents):
             self.end_sessions([user_id])
         self.write_ended_of([user_id])
         p = min(1.0, 1.0 / self.config.patience)
-        patience = int(rng.geometric(p))
+        patience = session_patience(int(rng.geometric(p)), self.config.full_sessions)
         positives = self.positives(user_id)
         negatives = self.negatives(user_id, rng)
         shots = self.shots(positives, negatives, rng)

@@ -57,6 +57,16 @@ def threshold_for(base: float, offset: float, features: Sequence[str], activity:
     return base + offset * (("Critic" in features) - ("Watcher" in features) - (activity - 0.5))
 
 
+ENDLESS_PATIENCE = 2**62
+"""The patience of a user who never leaves (``user.full_sessions``): no session runs that many pages."""
+
+
+def session_patience(drawn: int, full_sessions: bool) -> int:
+    """A new session's patience: the drawn one, or :data:`ENDLESS_PATIENCE` under ``user.full_sessions`` (drawn all
+    the same, so that the session's other draws do not depend on the setting)."""
+    return ENDLESS_PATIENCE if full_sessions else drawn
+
+
 def decide_page(
     scores: np.ndarray,
     eligible: np.ndarray,
@@ -312,6 +322,8 @@ class PageDecider:
                 action, position = Action.NEXT, None
             else:
                 action, position = page_decision.action_of(answer.value, len(p.shown))
+                if action == Action.LEAVE and self.config.full_sessions:
+                    action = Action.NEXT  # a chosen leave ends nothing under user.full_sessions
             forced = False
             query = None
             if action in (Action.NEXT, Action.SEARCH):

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from recagent_gym.data.schema import Dataset
-from recagent_gym.users.agent.page import Decision, RuleParams, decide_page
+from recagent_gym.users.agent.page import Decision, RuleParams, decide_page, session_patience
 from recagent_gym.users.distilled.errors import DistillError
 from recagent_gym.users.distilled.saved_model import Artefact
 from recagent_gym.users.protocol import Action, Context, Page, Response
@@ -36,14 +36,21 @@ class DistilledUser:
     """Users distilled from the LLM agents (implements :class:`UserModel`); see the module docstring."""
 
     def __init__(
-        self, dataset: Dataset, artefact: Artefact | str | Path | None = None, *, rating_timing: str = "deferred"
+        self,
+        dataset: Dataset,
+        artefact: Artefact | str | Path | None = None,
+        *,
+        rating_timing: str = "deferred",
+        full_sessions: bool = False,
     ) -> None:
         """``rating_timing`` mirrors the LLM agent's ``user.feeling_timing``: ``deferred`` (its default) rates after
         the session, so a watch's response carries no rating (the env's reward has no rating bonus) and the rating
-        is in ``extra["rating"]``; ``inline`` puts it in the response, as the LLM agent then does."""
+        is in ``extra["rating"]``; ``inline`` puts it in the response, as the LLM agent then does.
+        ``full_sessions`` mirrors ``user.full_sessions``: the saved rule's patience never runs out."""
         if rating_timing not in ("deferred", "inline"):
             raise ValueError(f"rating_timing must be 'deferred' or 'inline', not {rating_timing!r}")
         self.rating_inline = rating_timing == "inline"
+        self.full_sessions = full_sessions
         if artefact is None:
             if not (BUNDLED_DIR / "model.json").is_file():
                 raise DistillError(
@@ -112,7 +119,8 @@ class DistilledUser:
     def start_session(self, user_id: int, rng: np.random.Generator) -> None:
         if not 0 <= user_id < len(self.params):
             raise ValueError(f"user {user_id} is not in the distilled population ({len(self.params)} users)")
-        self._sessions[user_id] = DistilledSession(int(rng.geometric(self.patience_p)))
+        drawn = int(rng.geometric(self.patience_p))
+        self._sessions[user_id] = DistilledSession(session_patience(drawn, self.full_sessions))
 
     def respond(self, page: Page, context: Context, rng: np.random.Generator) -> Response:
         """One lane: the LLM agent's own :func:`~recagent_gym.users.agent.page.decide_page` on the distilled scores

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -40,8 +41,6 @@ ABLATIONS: dict[str, dict[str, float]] = {
 """The LLM agent's item score taken apart: the LLM's score alone, the embedding relevance alone (both share the
 ``llm`` row's score cache: no LLM call of their own)."""
 CALIBRATION_USERS = 40
-FULL_SESSION_PATIENCE = 1e6
-"""``user.patience`` under ``evaluation.agreement_full_sessions``: a miss ends a session with probability 1e-6."""
 
 
 @dataclass
@@ -163,8 +162,10 @@ def run_agreement(
     models = list(ev.agreement_user_models)
     notes: list[str] = []
     resources = resources or Resources(dataset, config, ev, progress=progress)
-    if ev.agreement_full_sessions:  # every page seen, as the replayed real users see them
-        user = resources.config.user.model_copy(update={"patience": FULL_SESSION_PATIENCE})
+    if ev.agreement_full_sessions and not resources.config.user.full_sessions:
+        # every page seen, as the replayed real users see them; the caller's resources keep their own config
+        user = resources.config.user.model_copy(update={"full_sessions": True})
+        resources = copy.copy(resources)
         resources.config = resources.config.model_copy(update={"user": user})
     config = resources.config  # user.prior_weights resolved (auto: the shipped calibration where it applies)
     split = temporal_split(dataset, ev.agreement_future, ev.agreement_min_history, kind=ev.agreement_split,
@@ -275,7 +276,7 @@ def run_agreement(
         notes.append(usage.rstrip("."))
     settings = {
         "pool": ev.agreement_pool, "future": ev.agreement_future, "pages": ev.agreement_pages,
-        "sessions": ev.agreement_sessions, "full_sessions": ev.agreement_full_sessions,
+        "sessions": ev.agreement_sessions, "full_sessions": config.user.full_sessions,
         "page_size": config.env.page_size, "min_history": ev.agreement_min_history, "seed": ev.seed,
         "split": ev.agreement_split if ev.agreement_split == "leave-last-out"
         else f"global (cut at the {ev.agreement_cut_quantile:g} quantile of time)",

@@ -227,7 +227,7 @@ def run_fit_agreement(config: Config, dataset: Dataset, *, out: Path, users: int
                                     variant=variant, skipped=0, zoo=None, say=say)  # fmt: skip
     cfg = config.model_copy(deep=True)
     cfg.user.prior_weights = None
-    cfg.user.patience = 1000.0  # every page of every session is logged, as the real users see them
+    cfg.user.full_sessions = True  # every page of every session is logged, as the real users see them
     cfg.user.search_interest_probability = cfg.user.search_heard_probability = 0.0
     cfg.evaluation.agreement_user_models = [FIT_ROW]  # type: ignore[list-item]
     cfg.evaluation.agreement_users = len(chosen)
