@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
 import pytest
 
 from recagent_gym.users import embedding_fit
@@ -11,6 +12,7 @@ from recagent_gym.users.config import UserConfig
 from recagent_gym.users.embedding_fit import _row, fit_embedding
 from recagent_gym.users.embedding_user import EmbeddingUser
 from recagent_gym.users.recsim_fit import build_pages
+from tests._env_fixtures import make_dataset
 from tests._eval_fixtures import movielens_dir, tiny_ml, write_movielens  # noqa: F401
 
 
@@ -60,7 +62,7 @@ def test_the_fit_keeps_the_most_responsive_temperature_and_starts_from_the_likel
     fit = fit_embedding(tiny_ml, UserConfig(), similarities)
 
     def features(history, _):
-        cos = similarities(history)
+        cos = similarities(history, fit["values"]["embedding_half_life"])
         return lambda u, items: cos(u, items)[:, None]
 
     pages, _ = build_pages(tiny_ml, UserConfig(), holdout=10, choices=10, min_history=10, pool=50, pages=8,
@@ -74,6 +76,32 @@ def test_the_fit_keeps_the_most_responsive_temperature_and_starts_from_the_likel
                 fit["values"]["embedding_no_click_threshold"] / fit["values"]["embedding_temperature"])  # fmt: skip
     assert kept["response"] >= max(likelihood["response"], hand_row["response"]) - 1e-6
     assert all(kept["response"] >= row["response"] - embedding_fit.TOLERANCE - 1e-6 for row in rest)
+
+
+def test_the_fit_keeps_the_history_half_life_the_likelihood_prefers(tiny_ml):  # noqa: F811
+    """Every half-life of the grid is fitted on the same pages; the one kept has the highest likelihood (the
+    temperature is then chosen for the response at it), and the users are built with it unless the config sets it."""
+    fit = fit_embedding(tiny_ml, UserConfig(), _similarities(tiny_ml))
+    lives = {row["half_life"]: row["log_likelihood"] for row in fit["meta"]["half_lives"]}
+    assert set(lives) == set(embedding_fit.HALF_LIVES)
+    kept = fit["values"]["embedding_half_life"]
+    assert lives[kept] == max(lives.values()) == fit["meta"]["log_likelihood"]
+    embedding_fit._FITTED.clear()
+    assert EmbeddingUser(tiny_ml, UserConfig()).config.embedding_half_life == kept
+    plain = EmbeddingUser(tiny_ml, UserConfig(embedding_half_life=None))  # set by the config: wins
+    assert plain.config.embedding_half_life is None and plain.fitted
+
+
+def test_a_short_half_life_puts_the_user_near_its_newest_items():
+    dataset = make_dataset()
+    user, items = 0, dataset.interactions.query("user_id == 0").sort_values("timestamp")["item_id"].to_numpy()
+    config = UserConfig(embedding_fitted=None)
+    mean = EmbeddingUser(dataset, config)
+    recent = EmbeddingUser(dataset, config.model_copy(update={"embedding_half_life": 0.25}))
+    newest, oldest = np.array([items[-1]]), np.array([items[0]])
+    assert recent.similarities(user, newest)[0] > mean.similarities(user, newest)[0]
+    assert recent.similarities(user, newest)[0] > recent.similarities(user, oldest)[0]
+    assert recent.similarities(user, newest)[0] > 0.99  # 0.5 ** 4 for the next newest: nearly the newest alone
 
 
 def test_a_dataset_too_small_to_fit_keeps_the_hand_set_values_and_says_so(tmp_path, caplog):

@@ -219,11 +219,17 @@ class UserConfig(Section):
     embedding_no_click_threshold: float = Field(0.5, ge=-1.0, le=1.0)
     """Cosine similarity of the embedding user's no-click option (higher = pickier; hand-set, as above)."""
 
+    embedding_half_life: float | None = Field(None, gt=0.0)
+    """Recency of the Embedding user's history vector: an item ``k`` items older than the user's newest weighs
+    ``0.5 ** (k / half_life)``. None: every history item weighs the same (the paper's mean embedding; hand-set,
+    ``embedding_fitted`` chooses it unless set)."""
+
     embedding_fitted: Literal["auto"] | None = "auto"
-    """``auto`` (default): the Embedding users' temperature and no-click cosine fitted on the dataset's real choices
-    before the period any evaluation holds out (the temperature that makes them respond most to a real choice, the
-    likelihood's no-click cosine at it), once per process and dataset (about 9 s on MovieLens-1M;
-    ``users/embedding_fit.py``); a value set above wins. None: the hand-set values, with which the users barely
+    """``auto`` (default): the Embedding users' history half-life, temperature and no-click cosine fitted on the
+    dataset's real choices before the period any evaluation holds out (the half-life and temperature that make them
+    respond most to a real choice, the likelihood's no-click cosine at them), once per process and dataset (about
+    20 s on MovieLens-1M; ``users/embedding_fit.py``); a value set above wins, and a config that sets both the
+    temperature and the no-click cosine is not fitted. None: the hand-set values, with which the users barely
     respond to a real next item."""
 
     session_end_batch: int = Field(1, ge=1)

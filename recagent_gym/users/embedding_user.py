@@ -1,4 +1,5 @@
-"""The paper's Embedding baseline: a user is the mean embedding of its history, items are scored by cosine.
+"""The paper's Embedding baseline: a user is the mean embedding of its history (recent items weighing more with
+``embedding_half_life``, fitted by default), items are scored by cosine.
 
 Choice is a softmax over the page's cosine similarities plus a no-click option whose similarity is
 ``embedding_no_click_threshold`` (both fitted on the dataset's real choices by default: ``user.embedding_fitted``,
@@ -64,22 +65,35 @@ class EmbeddingUser:
             self._items, self.embedding_source = _normalise(np.asarray(item_embeddings, np.float64)), "given"
         else:
             self._items, self.embedding_source = item_embedding_matrix(dataset, embedder)
-        self._users = self._user_vectors(dataset)
         self._misses: dict[int, int] = {}
         self.config = fitted_config(self.config, dataset, self._items, self._similarities_on)
         self.fitted = self.config.embedding_fitted == "auto"
-        """Whether the temperature and no-click cosine were fitted on real choices (``user.embedding_fitted``)."""
+        """Whether the half-life, temperature and no-click cosine were fitted on real choices
+        (``user.embedding_fitted``)."""
+        self._users = self._user_vectors(dataset, self.config.embedding_half_life)
 
-    def _user_vectors(self, dataset: Dataset) -> np.ndarray:
-        """``(n_users, dim)`` unit mean vectors of each user's history in ``dataset``."""
+    def _user_vectors(self, dataset: Dataset, half_life: float | None) -> np.ndarray:
+        """``(n_users, dim)`` unit vectors of each user's history in ``dataset``: the mean of its items' vectors,
+        or with ``half_life`` each weighted by ``0.5 ** (age / half_life)``, age in items from the newest."""
         inter = dataset.interactions
+        users = inter["user_id"].to_numpy()
+        weights = np.ones(len(inter))
+        if half_life is not None:
+            order = np.lexsort((inter["timestamp"].to_numpy(), users))  # by user, then time (stable on ties)
+            counts = np.bincount(users, minlength=dataset.n_users)
+            ranked = users[order]
+            rank = np.arange(len(order)) - (np.cumsum(counts) - counts)[ranked]
+            weights[order] = 0.5 ** ((counts[ranked] - 1 - rank) / half_life)
         sums = np.zeros((dataset.n_users, self._items.shape[1]), dtype=np.float64)
-        np.add.at(sums, inter["user_id"].to_numpy(), self._items[inter["item_id"].to_numpy()])
+        np.add.at(sums, users, self._items[inter["item_id"].to_numpy()] * weights[:, None])
         return _normalise(sums)
 
-    def _similarities_on(self, history: Dataset) -> Callable[[int, np.ndarray], np.ndarray]:
-        """``cos(user, items)`` of users built on ``history`` with these item vectors (what the fit weighs)."""
-        users = self._user_vectors(history)
+    def _similarities_on(
+        self, history: Dataset, half_life: float | None
+    ) -> Callable[[int, np.ndarray], np.ndarray]:
+        """``cos(user, items)`` of users built on ``history`` with these item vectors and ``half_life`` (what the
+        fit weighs)."""
+        users = self._user_vectors(history, half_life)
         return lambda user_id, items: self._items[items] @ users[user_id]
 
     def similarities(self, user_id: int, items: np.ndarray) -> np.ndarray:
