@@ -88,9 +88,7 @@ class EmbeddingUser:
         np.add.at(sums, users, self._items[inter["item_id"].to_numpy()] * weights[:, None])
         return _normalise(sums)
 
-    def _similarities_on(
-        self, history: Dataset, half_life: float | None
-    ) -> Callable[[int, np.ndarray], np.ndarray]:
+    def _similarities_on(self, history: Dataset, half_life: float | None) -> Callable[[int, np.ndarray], np.ndarray]:
         """``cos(user, items)`` of users built on ``history`` with these item vectors and ``half_life`` (what the
         fit weighs)."""
         users = self._user_vectors(history, half_life)
