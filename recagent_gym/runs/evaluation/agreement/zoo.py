@@ -10,6 +10,7 @@ and ``anti-oracle`` (the real future last), and trained RecAgent-v1 policies (``
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
@@ -69,8 +70,9 @@ class Zoo:
         self.scorers: dict[str, Any] = {}
         for name in self.names:
             if name in builders:
-                say(f"fitting {name} on the history")
+                started = time.perf_counter()
                 self.scorers[name] = builders[name]()
+                say(f"fitted {name} on the history ({time.perf_counter() - started:.1f} s)")
         self._loaded: dict[str, list[Any]] = {}
 
     def all_names(self) -> list[str]:
