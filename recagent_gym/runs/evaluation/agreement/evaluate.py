@@ -309,7 +309,9 @@ def _embedding_line(built: Mapping[str, Any]) -> str:
     if model is None:
         return "none"
     cfg = model.config
-    values = f"temperature {cfg.embedding_temperature:.4f}, no-click cosine {cfg.embedding_no_click_threshold:+.3f}"
+    half_life = "none (the plain mean)" if cfg.embedding_half_life is None else f"{cfg.embedding_half_life:g} items"
+    values = (f"temperature {cfg.embedding_temperature:.4f}, no-click cosine {cfg.embedding_no_click_threshold:+.3f}, "
+              f"history half-life {half_life}")  # fmt: skip
     return f"fitted on real choices ({values})" if getattr(model, "fitted", False) else f"hand-set ({values})"
 
 
