@@ -1,6 +1,7 @@
 """How far can a user model whose watch follows the page get in ``evaluate agreement``? A probe for #31's next step.
 
     python benchmarks/probe_page_calibration.py [--dataset bundled] [--distilled-path M] [--seed 0] [--boot 300]
+        [--recommenders random,popularity,...]
 
 A simulated user whose probability of watching on a page equals the probability that the page holds one of the
 user's real next items (given what it sees of the page) has, on every recommender's pages, an expected watch rate
@@ -50,7 +51,8 @@ def replay_pages(dataset, config, history, split, users, future, item_features):
     from recagent_gym.users.replay import ReplayUser
 
     ev = config.evaluation
-    zoo = Zoo(ev.agreement_recommenders, history, future, seed=ev.seed, swapped=("itemknn", "mf", "lightgcn"))
+    swapped = [name for name in ("itemknn", "mf", "lightgcn") if name in ev.agreement_recommenders]
+    zoo = Zoo(ev.agreement_recommenders, history, future, seed=ev.seed, swapped=swapped)
     rows = []
     for sampler in SAMPLERS:
         pools = build_pools(dataset, split, users, sampler=sampler, size=ev.agreement_pool, seed=ev.seed,
@@ -122,6 +124,8 @@ def main() -> None:
     parser.add_argument("--distilled-path", default=None, help="user.distilled_path (default: the shipped model)")
     parser.add_argument("--boot", type=int, default=300, help="bootstrap resamples of the users")
     parser.add_argument("--seed", type=int, default=0, help="evaluation.seed: the agreement's users and pools")
+    parser.add_argument("--recommenders", default=None, help="comma-separated evaluation.agreement_recommenders "
+                        "(default: the agreement's; the CI smoke run takes a few)")  # fmt: skip
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -137,6 +141,8 @@ def main() -> None:
     overrides = [f"data.dataset={args.dataset}", f"evaluation.seed={args.seed}"]
     if args.distilled_path:
         overrides.append(f"user.distilled_path={args.distilled_path}")
+    if args.recommenders:
+        overrides.append(f"evaluation.agreement_recommenders=[{args.recommenders}]")
     config = load_config("agreement", overrides)
     dataset = load_dataset_from_config(config.data)  # as the commands load it
     ev = config.evaluation
