@@ -29,7 +29,7 @@ def test_auto_fits_the_users_on_real_choices_and_says_so(tiny_ml, caplog):  # no
     assert user.config.embedding_no_click_threshold == direct["values"]["embedding_no_click_threshold"]
     assert user.config.embedding_temperature != UserConfig().embedding_temperature
     assert direct["meta"]["log_likelihood"] > direct["meta"]["null_log_likelihood"]
-    assert "the Embedding users fitted on" in caplog.text  # said, not silent
+    assert "the Embedding users fitted on" in caplog.text and "with the plain mean" in caplog.text  # said
     explicit = EmbeddingUser(tiny_ml, UserConfig(embedding_temperature=0.3))  # a set field wins, the other is fitted
     assert explicit.config.embedding_temperature == 0.3
     assert explicit.config.embedding_no_click_threshold == user.config.embedding_no_click_threshold

@@ -227,8 +227,8 @@ class UserConfig(Section):
     embedding_fitted: Literal["auto"] | None = "auto"
     """``auto`` (default): the Embedding users' history half-life, temperature and no-click cosine fitted on the
     dataset's real choices before the period any evaluation holds out (the half-life and temperature that make them
-    respond most to a real choice, the likelihood's no-click cosine at them), once per process and dataset (about
-    20 s on MovieLens-1M; ``users/embedding_fit.py``); a value set above wins, and a config that sets both the
+    respond most to a real choice, the likelihood's no-click cosine at them), once per process and dataset (under a
+    minute on MovieLens-1M; ``users/embedding_fit.py``); a value set above wins, and a config that sets both the
     temperature and the no-click cosine is not fitted. None: the hand-set values, with which the users barely
     respond to a real next item."""
 

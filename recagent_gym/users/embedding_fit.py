@@ -17,7 +17,7 @@ little; the replayed real users respond with 1. So the temperature is chosen for
 and the colder :data:`TEMPERATURES`, each with its likelihood-best no-click cosine ``c``; the one whose expected
 response on the fit's pages (watch probability on pages holding a real choice minus on pages without) is highest is
 kept, the warmest of those within :data:`TOLERANCE` of it (the bundled history the agreement test reads: half-life
-5, T 0.01, c 0.549, response 0.18; 0.16 with the plain mean). Made once per process and dataset (about 25 s on
+5, T 0.01, c 0.549, response 0.18; 0.16 with the plain mean). Made once per process and dataset (under a minute on
 MovieLens-1M); a field the config sets explicitly wins;
 where the data cannot be fitted (too few users, no positive slope) the users keep the hand-set values and the log
 says why.
@@ -101,7 +101,11 @@ def fit_embedding(
     if not -1.0 <= chosen["threshold"] <= 1.0:
         raise DataError(f"{dataset.name}: the fitted no-click cosine {chosen['threshold']:+.3f} lies outside [-1, 1]")
     ll, null = kept.log_likelihood, kept.null
-    meta = {"dataset": dataset.name, "users": len(users), "pages": len(data.x),
+    plain = next((fit for fit in fits if fit.half_life is None), None)  # the plain mean at the chosen temperature
+    t = chosen["temperature"]
+    plain_response = None if plain is None else _row(plain.pages, t, _log_mass_at(plain.pages, 1.0 / t))["response"]
+    meta = {"dataset": dataset.name, "users": len(users), "pages": len(data.x), "response": chosen["response"],
+            "plain_mean_response": plain_response,
             "real_watch_pages": float(data.real.any(axis=1).mean()), "log_likelihood": ll,
             "null_log_likelihood": null, "mean_ll_gain_per_page": (ll - null) / len(data.x), "grid": rows,
             "half_lives": [{"half_life": f.half_life, "log_likelihood": f.log_likelihood} for f in fits],
@@ -167,7 +171,10 @@ def _fit_or_why(dataset: Dataset, config: UserConfig, similarities: Similarities
         logger.warning("user.embedding_fitted=auto: cannot fit the Embedding users on %s (%s); they keep the "
                        "hand-set temperature and no-click cosine", dataset.name, error)  # fmt: skip
         return str(error)
+    meta = fit["meta"]
+    plain = meta["plain_mean_response"]
     logger.info("user.embedding_fitted=auto: the Embedding users fitted on %s's real choices (%d users, %.1f s): "
-                "temperature %.4f, no-click cosine %+.3f, history half-life %s", dataset.name, fit["meta"]["users"],
-                time.perf_counter() - started, *fit["values"].values())  # fmt: skip
+                "temperature %.4f, no-click cosine %+.3f, history half-life %s; response on the fit's pages %.3f "
+                "(%s with the plain mean)", dataset.name, meta["users"], time.perf_counter() - started,
+                *fit["values"].values(), meta["response"], "n/a" if plain is None else f"{plain:.3f}")  # fmt: skip
     return fit
