@@ -17,7 +17,7 @@ little; the replayed real users respond with 1. So the temperature is chosen for
 and the colder :data:`TEMPERATURES`, each with its likelihood-best no-click cosine ``c``; the one whose expected
 response on the fit's pages (watch probability on pages holding a real choice minus on pages without) is highest is
 kept, the warmest of those within :data:`TOLERANCE` of it (the bundled history the agreement test reads: half-life
-5, T 0.01, c 0.549, response 0.18; 0.16 with the plain mean). Made once per process and dataset (under a minute on
+5, T 0.01, c 0.549, response 0.18; 0.15 with the plain mean). Made once per process and dataset (under a minute on
 MovieLens-1M); a field the config sets explicitly wins;
 where the data cannot be fitted (too few users, no positive slope) the users keep the hand-set values and the log
 says why.
