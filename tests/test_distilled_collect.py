@@ -65,6 +65,13 @@ def test_collect_rejects_unknown_source(tmp_path):
         collect(make_model(), tiny_dataset(), tmp_path, sessions=2, sources=["nope"], progress=False)
 
 
+@pytest.mark.parametrize("bad", [{"sessions": 0}, {"batch": 0}, {"max_pages": 0}])
+def test_collect_rejects_counts_below_one_before_writing(tmp_path, bad):
+    with pytest.raises(DistillError, match="must be >= 1"):
+        collect(make_model(), tiny_dataset(), tmp_path, **{"sessions": 2, **bad}, progress=False)
+    assert not any(tmp_path.iterdir())
+
+
 def test_collect_logs_the_pages_a_trained_policy_chooses(tmp_path):
     """The ``policy`` source: the LLM users' decisions on the pages a RecAgent-v1 policy picks among its candidates,
     logged as the other sources' rows."""

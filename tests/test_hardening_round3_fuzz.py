@@ -149,8 +149,8 @@ def command_lines(draw: Any, out: Path, inputs: Path) -> list[str]:
             times = 1 if not isinstance(action, argparse._AppendAction) else draw(st.integers(1, 2))
             for _ in range(times):
                 argv += [flag, *draw(option_values(action, outs, ins))]
-    if path[0] in ("evaluate", "calibrate", "users") and "--out" not in argv and _has(parser, "out"):
-        argv += ["--out", str(out)]  # a default --out is relative to the working folder
+    if "--out" not in argv and _has(parser, "out"):
+        argv += ["--out", str(out)]  # a default --out (simulate's outputs/simulation, ...) is in the working folder
     return argv
 
 

@@ -61,8 +61,8 @@ def collect(
         raise DistillError(f"unknown page source(s) {', '.join(unknown)}; expected some of {', '.join(known)}")
     if (POLICY_SOURCE in sources) != (policy is not None):
         raise DistillError("the 'policy' page source and --policy go together: give both or neither")
-    if sessions < 1 or batch < 1:
-        raise DistillError(f"sessions and batch must be >= 1, got {sessions} and {batch}")
+    if sessions < 1 or batch < 1 or max_pages < 1:
+        raise DistillError(f"sessions, batch and max_pages must be >= 1, got {sessions}, {batch} and {max_pages}")
     policy_sessions = None  # built first: a bad --policy writes nothing
     if policy is not None:
         from recagent_gym.runs.distill.policy_pages import PolicySessions
