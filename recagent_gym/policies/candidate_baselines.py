@@ -183,6 +183,39 @@ class ItemKNNCandidates(EncodedUserCandidates):
         super().__init__(env, ItemKNN(env.unwrapped.dataset))
 
 
+def latent_block(observation: dict[str, np.ndarray]) -> slice:
+    """Columns of the item vector in an item-feature row (after the genres, year, popularity and quality;
+    :mod:`recagent_gym.envs.encoding`), read off the observation's shapes."""
+    n_genres = observation["user"].shape[-1] - 3
+    return slice(n_genres + 3, observation["history"].shape[-1] - 1)
+
+
+def history_latent_scores(observation: dict[str, np.ndarray]) -> np.ndarray:
+    """Each candidate's item vector dotted with the mean item vector of the observed history (0 without one)."""
+    block = latent_block(observation)
+    history = observation["history"]
+    valid = history[:, -1] > 0
+    if not valid.any():
+        return np.zeros(observation["candidates"].shape[0])
+    mean = history[valid, block].astype(np.float64).mean(axis=0)
+    return observation["candidates"][:, block].astype(np.float64) @ mean
+
+
+class HistoryLatentCandidates:
+    """Candidates by :func:`history_latent_scores`: the item vector (the user model's collaborative latents, PCA-
+    projected) against the mean of the last items the user watched, MF's score with the user's factor read off the
+    observed history. Reads the observation only (no env, no user id), so it plays on the replayed real users as a
+    trained policy does, and the personalisation check's swapped encoding misleads it. Continuous scores rarely
+    tie; a tie keeps the candidates' order."""
+
+    def predict(
+        self, observation: Any, state: Any = None, episode_start: Any = None, deterministic: bool = True
+    ) -> tuple[np.ndarray, None]:
+        mask = observation["candidate_mask"]
+        scores = np.where(mask > 0, history_latent_scores(observation), -np.inf)
+        return rank_action(scores, observation["candidates"][:, SHOWN_COLUMN] * mask), None
+
+
 class OracleCandidates(_CandidateRecommender):
     """Knows the hidden state: candidates by the user model's planning-aware value (``oracle_values``: appeal and
     the time budget a watch costs, priced at ``minute_value``) where it has one, else by its true utility. A

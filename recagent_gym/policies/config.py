@@ -144,6 +144,11 @@ class TrainConfig(Section):
     bc_kl_beta: float = Field(0.1, ge=0.0)
     """``bc_ppo``: weight of ``KL(pi || pi_bc)`` (first slot) in PPO's loss; 0 is PPO started from the clone."""
 
+    latent_prior: float = Field(0.0, ge=0.0)
+    """``ppo``, ``a2c``, ``bc``, ``bc_ppo`` on RecAgent-v1: starting weight of the item-scoring policy's latent prior
+    (:mod:`recagent_gym.policies.item_scoring`: the candidates' item vectors against the observed history's mean, the
+    ``latent`` baseline's ranking, standardised, added to each score with a trained weight); 0: no prior."""
+
     oracle_minute_value: float = Field(0.2, ge=0.0)
     """Reward the oracle row prices one minute of the RecSim user's time budget at (``RecSimUser.oracle_values``;
     0 ranks by appeal alone, the myopic oracle). 0.2 was the best of 0.1-0.3 on ``rl_recsim`` (training users)."""

@@ -98,7 +98,7 @@ def train_cloned(
     venv = VecMonitor(DummyVecEnv([build] * train.n_envs))
     venv.seed(seed)
     page_size = venv.get_attr("page_size", [0])[0]
-    kwargs = {"page_size": page_size, "kl_beta": train.bc_kl_beta, "entropy_coef": 0.0}
+    kwargs = {"page_size": page_size, "kl_beta": train.bc_kl_beta, "entropy_coef": 0.0, "prior": train.latent_prior}
     model = PPO(KLPenalisedPolicy, venv, n_steps=train.n_steps, batch_size=train.batch_size, gamma=train.gamma,
                 learning_rate=train.learning_rate, ent_coef=PPO_ENT_COEF, n_epochs=train.ppo_epochs, seed=seed,
                 device="cpu", verbose=0, policy_kwargs=kwargs)  # fmt: skip

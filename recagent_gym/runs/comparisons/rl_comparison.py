@@ -33,6 +33,7 @@ from recagent_gym.envs.encoding import ENCODING_KEYS
 from recagent_gym.envs.resolve import resolve_dataset
 from recagent_gym.policies.bandit import train_bandit
 from recagent_gym.policies.candidate_baselines import (
+    HistoryLatentCandidates,
     ItemKNNCandidates,
     MFCandidates,
     PopularCandidates,
@@ -43,6 +44,7 @@ from recagent_gym.policies.slateq import train_slateq
 from recagent_gym.policies.threads import blas_threads
 from recagent_gym.runs.comparisons.cloning import cloning_examples, train_cloned
 from recagent_gym.runs.comparisons.headroom import headroom_line, real_transfer_lines
+from recagent_gym.runs.comparisons.history_features import history_item_features
 from recagent_gym.runs.comparisons.oracles import ORACLES, OracleRows
 from recagent_gym.runs.config import Config, dump_config
 from recagent_gym.runs.make_env import make_candidate_env
@@ -58,13 +60,16 @@ from recagent_gym.runs.policies.results_table import markdown_table, summary_lin
 from recagent_gym.runs.policies.selection import BestOnValidation, validation_split
 
 LEARNERS: tuple[str, ...] = ("ppo", "a2c", "slateq", "bandit", "bc", "bc_ppo")
-KNOWN: tuple[str, ...] = ("random", "popularity", "quality", "mf", "itemknn", *ORACLES, *LEARNERS)
+OBSERVATION_BASELINES: tuple[str, ...] = ("latent",)
+"""Non-learning rows that read the observation only: on the real side they play as trained policies do."""
+KNOWN: tuple[str, ...] = ("random", "popularity", "quality", "mf", "itemknn", *OBSERVATION_BASELINES, *ORACLES,
+                          *LEARNERS)  # fmt: skip
 CLONED: tuple[str, ...] = ("bc", "bc_ppo")
 """Learners pre-trained on the training users' real logs (:mod:`recagent_gym.runs.comparisons.cloning`)."""
 REAL_BASELINES: tuple[str, ...] = ("random", "popularity", "quality", "mf", "itemknn")
 """Rows whose real offline metric is measured by the agreement test's zoo under the same name (the oracle reads the
 simulated users' hidden state: it has no real counterpart)."""
-REAL_SWAPPED: tuple[str, ...] = ("mf", "itemknn", *LEARNERS)
+REAL_SWAPPED: tuple[str, ...] = ("mf", "itemknn", *OBSERVATION_BASELINES, *LEARNERS)
 """Rows whose real hit rate is also measured on another held-out user's encoding (the rows that read who the user
 is): the real counterpart of the swapped drop."""
 
@@ -100,7 +105,7 @@ def train_item_scoring(
         "device": "cpu",
         "verbose": 0,
         # Pages drawn as Plackett-Luce slates of the scores (the policy gradient credits the items shown).
-        "policy_kwargs": {"page_size": venv.get_attr("page_size", [0])[0]},
+        "policy_kwargs": {"page_size": venv.get_attr("page_size", [0])[0], "prior": train.latent_prior},
     }
     if name == "ppo":
         model = PPO(ItemScoringPolicy, venv, n_steps=train.n_steps, batch_size=train.batch_size,
@@ -199,6 +204,8 @@ def _run_comparison(
             recommenders[name] = MFCandidates(eval_env)
         elif name == "itemknn":
             recommenders[name] = ItemKNNCandidates(eval_env)
+        elif name == "latent":
+            recommenders[name] = HistoryLatentCandidates()
         elif name in ORACLES:
             oracles.add(name, eval_env, train)
             recommenders.update(oracles.rows)  # the fallback's heuristic row takes the rollout oracle's place
@@ -317,14 +324,15 @@ def _with_real_metric(
     from recagent_gym.runs.evaluation.agreement.sim2real import attach, real_metrics
 
     _say(f"real side: every recommender on the real future items of {len(users)} held-out users")
-    ready = {n: r if isinstance(r, list) else [r] for n, r in recommenders.items() if n in LEARNERS}
+    ready = {n: r if isinstance(r, list) else [r] for n, r in recommenders.items()
+             if n in (*LEARNERS, *OBSERVATION_BASELINES)}  # fmt: skip
     table = config.evaluation.sim2real_negatives
     attached = results
     for sampler in (table, *(s for s in ("popularity-matched", "uniform") if s != table)):
         cfg = config.model_copy(deep=True)
         cfg.evaluation.sim2real_negatives = sampler  # type: ignore[assignment]
         real = real_metrics(cfg, dataset, users, baselines={n: n for n in REAL_BASELINES if n in recommenders},
-                            ready=ready, item_features=(eval_env.item_features, eval_env.latent_source),
+                            ready=ready, item_features=history_item_features(eval_env),
                             swapped=[n for n in recommenders if n in REAL_SWAPPED] if sampler == table else [],
                             out=out / f"real_{sampler}")  # fmt: skip
         hits[sampler] = {name: metric.per_user for name, metric in real.items()}

@@ -142,7 +142,7 @@ def run_agreement(
     fits: Mapping[str, str | Path] | None = None,
     ready: Mapping[str, Sequence[Any]] | None = None,
     only_users: Sequence[int] | None = None,
-    item_features: tuple[np.ndarray, str] | None = None,
+    item_features: tuple[np.ndarray, str] | Callable[[Dataset], tuple[np.ndarray, str]] | None = None,
     distilled_features: bool = False,
     resources: Resources | None = None,
     progress: bool = True,
@@ -152,7 +152,8 @@ def run_agreement(
     """The whole test (see the package docstring). ``policies``: trained RecAgent-v1 policies by name (paths);
     ``fits``: more fit-agreement files by name, each a row ``llm+fit:NAME`` (a fit made on another dataset reads
     the transfer); ``ready``: recommenders already built; ``only_users``: sample among these users only (a policy's
-    held-out users); ``item_features``: the observation's item features (default: see :func:`_item_features`);
+    held-out users); ``item_features``: the observation's item features, or a function of the history split that
+    builds them (default: see :func:`_item_features`);
     ``distilled_features``: describe the candidates with the distilled users' item table (re-encoded on the history)
     even when those users are not evaluated (the quickstart's policies were trained on it);
     ``resources`` may bring an LLM and embedder (tests do); ``on_page(user model, recommender row, user index, info,
@@ -240,7 +241,10 @@ def run_agreement(
     described_by = built
     if distilled_features and artefact is not None and "distilled" not in built:  # its table only, no sessions
         described_by = _user_models(["distilled"], history, config, resources, artefact, prior, future, dataset)
-    features = item_features or _item_features(history, described_by, resources, shipped)
+    if callable(item_features):
+        features = item_features(history)
+    else:
+        features = item_features or _item_features(history, described_by, resources, shipped)
     arms: list[Arm] = []
     pools_of = {
         sampler: build_pools(dataset, split, users, sampler=sampler, size=ev.agreement_pool, seed=ev.seed,

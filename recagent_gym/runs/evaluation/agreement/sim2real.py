@@ -11,7 +11,7 @@ simulator, not the people.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,7 +45,7 @@ def real_metrics(
     baselines: Mapping[str, str],
     policies: Mapping[str, Sequence[Path]] | None = None,
     ready: Mapping[str, Sequence[Any]] | None = None,
-    item_features: tuple[np.ndarray, str] | None = None,
+    item_features: tuple[np.ndarray, str] | Callable[[Dataset], tuple[np.ndarray, str]] | None = None,
     swapped: Sequence[str] = (),
     out: Path,
 ) -> dict[str, RealMetric]:
@@ -71,7 +71,7 @@ def real_metrics(
     # Features built on the whole dataset count the held-out users' future interactions (popularity, quality, the
     # distilled item table's inputs). For the distilled item table the agreement test builds them on the history:
     # the model re-encoded there, its table projected in the shipped table's basis (what policies trained on).
-    distilled = item_features is not None and item_features[1] == "distilled_items"
+    distilled = isinstance(item_features, tuple) and item_features[1] == "distilled_items"
     try:
         run = run_agreement(cfg, dataset, out=out, policies=policies, ready=ready, only_users=users,
                             item_features=None if distilled else item_features, distilled_features=distilled,
