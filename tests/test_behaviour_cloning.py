@@ -139,6 +139,31 @@ def test_cloning_examples_target_the_training_users_real_future_only(dataset):
     assert split.held_out  # the users' last items exist to be cloned
 
 
+def test_cloning_examples_describe_items_as_counted_on_the_history(dataset):
+    """Built by a function of the history split (the RL comparison's), the table never counts the futures the clone
+    is trained to find: the function is handed the history, and the examples carry what it returned."""
+    from recagent_gym.runs.comparisons.cloning import cloning_examples
+    from recagent_gym.runs.comparisons.history_features import history_item_features
+
+    config = Config()
+    config.train.n_candidates = 20
+    config.evaluation.agreement_min_history = 5
+    env = candidates_env(dataset, "recsim", social=False, n_candidates=20)
+    seen = []
+
+    def build(history):
+        seen.append(history)
+        return history_item_features(env)(history)
+
+    obs, _ = cloning_examples(config, dataset, np.arange(10), build)
+    assert len(seen) == 1 and len(seen[0].interactions) < len(dataset.interactions)
+    table, _ = build(seen[0])
+    first = obs["candidates"][0, 0, : table.shape[1]]
+    assert any(np.allclose(first, row) for row in table)
+    popularity = int(env.tables.n_genres) + 1
+    assert not np.allclose(table[:, popularity], env.item_features[:, popularity])
+
+
 def _rows(obs: dict[str, np.ndarray]) -> list[dict[str, np.ndarray]]:
     return [{k: v[i] for k, v in obs.items()} for i in range(len(next(iter(obs.values()))))]
 

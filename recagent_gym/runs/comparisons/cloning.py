@@ -6,7 +6,9 @@ them with a pool per user of ``train.n_candidates`` candidates (the user's real 
 negatives, both samplers) and the real user replayed. The user's pages are walked by teacher forcing (each page
 shows the earliest future item not yet watched, so the replayed user watches it); every observation on the way is
 an example whose targets are the future items still among the candidates. The same observation the real-hit
-column is measured on, but of training users only: the held-out users' futures are never read.
+column is measured on, item features counted on the history included, but of training users only: the held-out
+users' futures are never read. (With the simulator's table, counted on the whole dataset, the popularity and
+latent columns count the very futures the clone is trained to find: it learns the leak, not the users.)
 
 ``bc``: :func:`~recagent_gym.policies.behaviour_cloning.clone` on those examples (no simulator step).
 ``bc_ppo``: the clone, then PPO in the simulator with ``train.bc_kl_beta * KL(pi || pi_bc)`` added to its loss.
@@ -14,6 +16,7 @@ column is measured on, but of training users only: the held-out users' futures a
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -26,10 +29,18 @@ SAMPLERS: tuple[str, ...] = ("popularity-matched", "uniform")
 
 
 def cloning_examples(
-    config: Config, dataset: Dataset, users: np.ndarray, item_features: tuple[np.ndarray, str], *, seed: int = 0
+    config: Config,
+    dataset: Dataset,
+    users: np.ndarray,
+    item_features: tuple[np.ndarray, str] | Callable[[Dataset], tuple[np.ndarray, str]],
+    *,
+    seed: int = 0,
 ) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """``(observations, targets)``: every value of ``observations`` ``(N, ...)``, ``targets`` ``(N, K)`` (see the
-    module docstring); ``users`` are training users (those with too little history are skipped)."""
+    module docstring); ``users`` are training users (those with too little history are skipped); ``item_features``
+    the observation's item table, or a function of the history split that builds it (the RL comparison's
+    :func:`~recagent_gym.runs.comparisons.history_features.history_item_features`: a table counted on the whole
+    dataset tells the clone which items the users went on to watch)."""
     from recagent_gym.runs.evaluation.agreement.pools import PoolRetriever, build_pools, temporal_split
     from recagent_gym.runs.make_env import candidates_env
     from recagent_gym.users.replay import ReplayUser
@@ -42,6 +53,8 @@ def cloning_examples(
     if len(eligible) == 0:
         raise ValueError("behaviour cloning: no training user has held-out items to clone")
     future = {int(u): tuple(dict.fromkeys(split.held_out[int(u)])) for u in eligible}
+    if callable(item_features):
+        item_features = item_features(split.train)
     observations: list[dict[str, np.ndarray]] = []
     targets: list[np.ndarray] = []
     for s, sampler in enumerate(SAMPLERS):

@@ -236,7 +236,7 @@ def _run_comparison(
                     model = _train_slateq(config, dataset, learn_users, seed, curve, eval_env.retriever)
                 elif name in CLONED:
                     if examples is None:
-                        features = (eval_env.item_features, eval_env.latent_source)
+                        features = history_item_features(eval_env)  # as the real side: counted on the history
                         examples = cloning_examples(config, dataset, learn_users, features, seed=train.split_seed)
                     model = train_cloned(name, config, dataset, learn_users, seed, curve, eval_env.retriever,
                                          examples, learner_steps(config, name), say=_say)  # fmt: skip
