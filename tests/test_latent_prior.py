@@ -135,3 +135,17 @@ def test_real_side_keeps_latents_that_carry_no_interactions(env):
     assert np.array_equal(table[:, block], real.item_features[:, block])
     popularity = int(real.tables.n_genres) + 1
     assert not np.allclose(table[:, popularity], real.item_features[:, popularity])
+
+
+def test_rl_fitted_keeps_the_fits_choice_model_and_starts_every_learner_from_the_prior():
+    from recagent_gym.runs.comparisons.rl_comparison import check_compare
+    from recagent_gym.runs.config import load_config
+
+    config = load_config("rl_fitted")
+    check_compare(config, env_seeds=True)
+    user = config.user
+    assert user.model == "recsim" and user.recsim_fitted == "auto"
+    # nothing hand-set in how the users choose: the fit's allure, quality weight and no-click mass are not overridden
+    assert {"recsim_allure", "recsim_quality_weight", "recsim_no_click_mass"}.isdisjoint(user.model_fields_set)
+    assert config.train.latent_prior > 0 and config.train.n_candidates == 200
+    assert {"latent", "mf", "itemknn", "ppo", "bc", "bc_ppo"} <= set(config.train.compare)
