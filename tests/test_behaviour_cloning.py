@@ -67,10 +67,37 @@ def test_cloning_learns_to_prefer_the_logged_items(dataset):
     train_obs, train_targets = _logged(env, range(25), seeds=(0, 1, 2, 3))
     test_obs, test_targets = _logged(env, range(25, 40))
     before = _agreement(model.policy, test_obs, test_targets)
-    losses = clone(model.policy, train_obs, train_targets, epochs=40, batch_size=10, learning_rate=1e-2, seed=0)
+    losses = clone(model.policy, train_obs, train_targets, epochs=40, batch_size=10, learning_rate=1e-2, seed=0).losses
     after = _agreement(model.policy, test_obs, test_targets)
     assert losses[-1] < 0.5 * losses[0]
     assert after >= 0.7 and after > before + 0.4, (before, after)  # on users it never saw: chance is 1 in 20
+
+
+def test_cloning_keeps_the_epoch_best_on_other_users_logs_the_start_included(dataset):
+    """Validation examples from other users: the policy ends at the epoch of lowest loss on them. Cloned on logs that
+    disagree with the validation examples (other candidates than those watched), the start is kept, as it was."""
+    env = candidates_env(dataset, "recsim", social=False, n_candidates=20)
+    train_obs, train_targets = _logged(env, range(25), seeds=(0, 1))
+    held_obs, held_targets = _logged(env, range(25, 40))
+    model = _model(env)
+    done = clone(model.policy, train_obs, train_targets, epochs=8, batch_size=10, learning_rate=1e-2, seed=0,
+                 validation=(held_obs, held_targets))  # fmt: skip
+    assert len(done.validation) == 9 and done.kept > 0 and done.validation[done.kept] == min(done.validation)
+    assert done.validation[done.kept] < done.validation[0]
+    with torch.no_grad():
+        from recagent_gym.policies.behaviour_cloning import _tensors, validation_loss
+
+        assert validation_loss(model.policy, *_tensors(held_obs, held_targets)) == pytest.approx(
+            done.validation[done.kept], rel=1e-5
+        )
+    fresh = _model(env)
+    start = {k: v.clone() for k, v in fresh.policy.state_dict().items()}
+    wrong = train_targets[:, ::-1].copy() * train_obs["candidate_mask"]  # other candidates than those watched
+    wrong[wrong.sum(1) == 0, 0] = 1.0
+    done = clone(fresh.policy, train_obs, wrong, epochs=5, batch_size=10, learning_rate=1e-2, seed=0,
+                 validation=(train_obs, train_targets))  # fmt: skip
+    assert done.kept == 0 and min(done.validation[1:]) > done.validation[0]
+    assert all(torch.equal(v, start[k]) for k, v in fresh.policy.state_dict().items())
 
 
 def test_cloning_loss_is_the_cross_entropy_towards_the_logged_items():

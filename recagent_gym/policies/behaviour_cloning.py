@@ -6,7 +6,9 @@ simulator without drifting far from it.
 * :func:`clone` fits an :class:`~recagent_gym.policies.item_scoring.ItemScoringPolicy` (its page logits) to logged
   choices: softmax cross-entropy over the valid candidates towards the items the real user went on to watch (a
   uniform target over those present), on observations the env built for the user (``targets[n, k]`` marks
-  candidate ``k`` of observation ``n``).
+  candidate ``k`` of observation ``n``). Given validation examples (other users' logs) it keeps the epoch with the
+  lowest validation loss, the start included (:class:`Cloned`): a clone that over-fits its users is not kept, and a
+  policy that starts from the latent prior keeps the prior where the logs do not improve on it.
 * :class:`KLPenalisedPolicy` is that policy with ``beta * KL(pi || pi_bc)`` added to PPO's loss, ``pi_bc`` a
   frozen copy of the cloned policy (:meth:`KLPenalisedPolicy.anchor`). The KL is that of the page's first slot
   (the softmax of the logits; the Plackett-Luce page's KL has no closed form, as its entropy has none), zero when
@@ -18,6 +20,7 @@ simulator without drifting far from it.
 from __future__ import annotations
 
 import copy
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -50,6 +53,35 @@ def cloning_loss(logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor
     return -(wanted * log_p.masked_fill(mask <= 0, 0.0)).sum(-1).mean()
 
 
+@dataclass(frozen=True)
+class Cloned:
+    """What :func:`clone` did: the mean training loss of each epoch, the validation loss before training and after
+    each epoch (empty without validation examples), and the epoch kept (0: the policy as it started)."""
+
+    losses: list[float]
+    validation: list[float]
+    kept: int
+
+
+def _tensors(observations: dict[str, np.ndarray], targets: np.ndarray) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+    keep = targets.reshape(len(targets), -1).sum(1) > 0
+    if not keep.any():
+        raise ValueError("behaviour cloning: no observation holds a logged choice among its candidates")
+    obs = {k: torch.as_tensor(np.asarray(v)[keep], dtype=torch.float32) for k, v in observations.items()}
+    return obs, torch.as_tensor(targets[keep], dtype=torch.float32)
+
+
+def validation_loss(policy: ItemScoringPolicy, obs: dict[str, torch.Tensor], wanted: torch.Tensor) -> float:
+    """The cloning loss of ``policy`` on examples it is not trained on (in batches, no gradient)."""
+    policy.set_training_mode(False)
+    total = 0.0
+    with torch.no_grad():
+        for batch in torch.arange(len(wanted)).split(512):
+            part = {k: v[batch] for k, v in obs.items()}
+            total += float(cloning_loss(page_logits(policy, part), wanted[batch], part["candidate_mask"])) * len(batch)
+    return total / max(len(wanted), 1)
+
+
 def clone(
     policy: ItemScoringPolicy,
     observations: dict[str, np.ndarray],
@@ -59,19 +91,20 @@ def clone(
     batch_size: int = 64,
     learning_rate: float = 1e-3,
     seed: int = 0,
-) -> list[float]:
+    validation: tuple[dict[str, np.ndarray], np.ndarray] | None = None,
+) -> Cloned:
     """Fit ``policy``'s page logits to ``targets`` (``(N, K)``, 1 for a logged choice) on ``observations`` (each
-    value ``(N, ...)``); rows without a target are dropped. Returns the mean loss of each epoch."""
-    keep = targets.reshape(len(targets), -1).sum(1) > 0
-    if not keep.any():
-        raise ValueError("behaviour cloning: no observation holds a logged choice among its candidates")
-    obs = {k: torch.as_tensor(np.asarray(v)[keep], dtype=torch.float32) for k, v in observations.items()}
-    wanted = torch.as_tensor(targets[keep], dtype=torch.float32)
+    value ``(N, ...)``); rows without a target are dropped. With ``validation`` (examples of other users) the policy
+    ends at the epoch of lowest validation loss, its start included."""
+    obs, wanted = _tensors(observations, targets)
+    held = _tensors(*validation) if validation is not None else None
+    scores = [validation_loss(policy, *held)] if held is not None else []
+    best = copy.deepcopy(policy.state_dict()) if held is not None else None
     generator = torch.Generator().manual_seed(seed)
     optimiser = torch.optim.Adam(policy.parameters(), lr=learning_rate)
     n, losses = len(wanted), []
-    policy.set_training_mode(True)
     for _ in range(epochs):
+        policy.set_training_mode(True)
         total = 0.0
         for batch in torch.randperm(n, generator=generator).split(batch_size):
             part = {k: v[batch] for k, v in obs.items()}
@@ -81,8 +114,15 @@ def clone(
             optimiser.step()
             total += float(loss.detach()) * len(batch)
         losses.append(total / n)
+        if held is not None:
+            scores.append(validation_loss(policy, *held))
+            if scores[-1] < min(scores[:-1]):
+                best = copy.deepcopy(policy.state_dict())
     policy.set_training_mode(False)
-    return losses
+    if best is None:
+        return Cloned(losses, [], epochs)
+    policy.load_state_dict(best)
+    return Cloned(losses, scores, int(np.argmin(scores)))
 
 
 class KLPenalisedPolicy(ItemScoringPolicy):

@@ -10,7 +10,8 @@ column is measured on, item features counted on the history included, but of tra
 users' futures are never read. (With the simulator's table, counted on the whole dataset, the popularity and
 latent columns count the very futures the clone is trained to find: it learns the leak, not the users.)
 
-``bc``: :func:`~recagent_gym.policies.behaviour_cloning.clone` on those examples (no simulator step).
+``bc``: :func:`~recagent_gym.policies.behaviour_cloning.clone` on those examples (no simulator step), kept at the
+epoch of lowest loss on the validation users' logs (the start included) where the comparison sets users aside.
 ``bc_ppo``: the clone, then PPO in the simulator with ``train.bc_kl_beta * KL(pi || pi_bc)`` added to its loss.
 """
 
@@ -95,6 +96,7 @@ def _walk(
 def train_cloned(
     name: str, config: Config, dataset: Dataset, users: np.ndarray, seed: int, curve: Any, retriever: Any,
     examples: tuple[dict[str, np.ndarray], np.ndarray], steps: int, say: Any = print,
+    validation: tuple[dict[str, np.ndarray], np.ndarray] | None = None,
 ) -> Any:  # fmt: skip
     """``bc`` or ``bc_ppo`` (``name``) trained on ``users`` (the clone on ``examples``, then ``steps`` PPO steps for
     ``bc_ppo``); the model answers ``predict``. ``bc`` is a PPO model that never stepped (its curve has the one
@@ -116,8 +118,14 @@ def train_cloned(
                 learning_rate=train.learning_rate, ent_coef=PPO_ENT_COEF, n_epochs=train.ppo_epochs, seed=seed,
                 device="cpu", verbose=0, policy_kwargs=kwargs)  # fmt: skip
     policy: Any = model.policy  # a KLPenalisedPolicy (SB3 types it as its base class)
-    losses = clone(policy, *examples, epochs=train.bc_epochs, learning_rate=train.bc_learning_rate, seed=seed)
-    say(f"{name} seed {seed}: cloned on {len(examples[1])} logged pages, loss {losses[0]:.3f} -> {losses[-1]:.3f}")
+    done = clone(policy, *examples, epochs=train.bc_epochs, learning_rate=train.bc_learning_rate, seed=seed,
+                 validation=validation)  # fmt: skip
+    line = f"{name} seed {seed}: cloned on {len(examples[1])} logged pages, loss {done.losses[0]:.3f} -> "
+    line += f"{done.losses[-1]:.3f}"
+    if done.validation and validation is not None:
+        line += f"; validation loss {done.validation[0]:.3f} at the start, kept epoch {done.kept} of "
+        line += f"{len(done.losses)} ({done.validation[done.kept]:.3f} on {len(validation[1])} pages of other users)"
+    say(line)
     policy.anchor()
     if name == "bc":
         curve.per_user.append((0, curve.evaluate(model)))

@@ -186,7 +186,7 @@ def _run_comparison(
 
     select = _selection(config, dataset, val_users, eval_env.retriever)
     kept: dict[str, list[int]] = {}
-    examples = None  # the training users' real logs, built once for bc and bc_ppo
+    examples = held = None  # the training (and validation) users' real logs, built once for bc and bc_ppo
 
     recommenders: dict[str, Any] = {}
     oracles = OracleRows()
@@ -238,8 +238,10 @@ def _run_comparison(
                     if examples is None:
                         features = history_item_features(eval_env)  # as the real side: counted on the history
                         examples = cloning_examples(config, dataset, learn_users, features, seed=train.split_seed)
+                        held = cloning_examples(config, dataset, val_users, features, seed=train.split_seed + 1) \
+                            if len(val_users) else None  # fmt: skip
                     model = train_cloned(name, config, dataset, learn_users, seed, curve, eval_env.retriever,
-                                         examples, learner_steps(config, name), say=_say)  # fmt: skip
+                                         examples, learner_steps(config, name), say=_say, validation=held)  # fmt: skip
                 else:
                     retriever = eval_env.retriever
                     model = train_item_scoring(name, config, dataset, learn_users, seed, curve, retriever)
