@@ -74,20 +74,21 @@ def test_cloning_learns_to_prefer_the_logged_items(dataset):
 
 
 def test_cloning_keeps_the_epoch_best_on_other_users_logs_the_start_included(dataset):
-    """Validation examples from other users: the policy ends at the epoch of lowest loss on them. Cloned on logs that
-    disagree with the validation examples (other candidates than those watched), the start is kept, as it was."""
+    """Validation examples from other users: the policy ends at the epoch whose pages hold their choices most often.
+    Cloned on logs that disagree with the validation examples (other candidates than those watched), the start is
+    kept, as it was."""
     env = candidates_env(dataset, "recsim", social=False, n_candidates=20)
     train_obs, train_targets = _logged(env, range(25), seeds=(0, 1))
     held_obs, held_targets = _logged(env, range(25, 40))
     model = _model(env)
     done = clone(model.policy, train_obs, train_targets, epochs=8, batch_size=10, learning_rate=1e-2, seed=0,
                  validation=(held_obs, held_targets))  # fmt: skip
-    assert len(done.validation) == 9 and done.kept > 0 and done.validation[done.kept] == min(done.validation)
-    assert done.validation[done.kept] < done.validation[0]
+    assert len(done.validation) == 9 and done.kept > 0 and done.validation[done.kept] == max(done.validation)
+    assert done.validation[done.kept] > done.validation[0]
     with torch.no_grad():
-        from recagent_gym.policies.behaviour_cloning import _tensors, validation_loss
+        from recagent_gym.policies.behaviour_cloning import _tensors, validation_hits
 
-        assert validation_loss(model.policy, *_tensors(held_obs, held_targets)) == pytest.approx(
+        assert validation_hits(model.policy, *_tensors(held_obs, held_targets)) == pytest.approx(
             done.validation[done.kept], rel=1e-5
         )
     fresh = _model(env)
@@ -96,7 +97,7 @@ def test_cloning_keeps_the_epoch_best_on_other_users_logs_the_start_included(dat
     wrong[wrong.sum(1) == 0, 0] = 1.0
     done = clone(fresh.policy, train_obs, wrong, epochs=5, batch_size=10, learning_rate=1e-2, seed=0,
                  validation=(train_obs, train_targets))  # fmt: skip
-    assert done.kept == 0 and min(done.validation[1:]) > done.validation[0]
+    assert done.kept == 0 and max(done.validation[1:]) < done.validation[0]
     assert all(torch.equal(v, start[k]) for k, v in fresh.policy.state_dict().items())
 
 
@@ -189,6 +190,41 @@ def test_cloning_examples_describe_items_as_counted_on_the_history(dataset):
     assert any(np.allclose(first, row) for row in table)
     popularity = int(env.tables.n_genres) + 1
     assert not np.allclose(table[:, popularity], env.item_features[:, popularity])
+
+
+def test_teacher_forced_pages_show_one_future_item_and_hold_the_others_back(dataset):
+    """Each logged page shows the earliest future item not shown yet (the replayed user watches it) among other
+    candidates: no future item is ever shown and skipped, so the session's skipped items never describe the
+    targets."""
+    from recagent_gym.runs.comparisons.cloning import _walk
+    from recagent_gym.runs.evaluation.agreement.pools import PoolRetriever, build_pools, temporal_split
+    from recagent_gym.users.replay import ReplayUser
+
+    split = temporal_split(dataset, 4, 5)
+    users = sorted(split.held_out)[:6]
+    future = {int(u): tuple(dict.fromkeys(split.held_out[int(u)])) for u in users}
+    pools = build_pools(dataset, split, users, sampler="uniform", size=20, seed=0)
+    env = candidates_env(split.train, ReplayUser(future), 5, 10, False, Config(), n_candidates=20,
+                         users=np.asarray(users), retriever=PoolRetriever(pools, 20, split.train.n_users))  # fmt: skip
+    pages: list[np.ndarray] = []
+    step = env.step
+
+    def spy(action):
+        slate, _ = env.unwrapped.slate(action)
+        pages.append(np.asarray(env.unwrapped.candidate_ids)[slate])
+        return step(action)
+
+    env.step = spy
+    for n, user in enumerate(users):
+        pages.clear()
+        observations, targets = [], []
+        _walk(env, int(user), future[int(user)], n, observations, targets)
+        assert len(pages) >= 2 and len(targets) == len(observations)
+        shown: list[int] = []
+        for page in pages:
+            ahead = [i for i in future[int(user)] if i not in shown]
+            assert [i for i in page if i in future[int(user)]] == ahead[:1]  # the earliest not shown, alone
+            shown += [int(i) for i in page]
 
 
 def _rows(obs: dict[str, np.ndarray]) -> list[dict[str, np.ndarray]]:

@@ -6,9 +6,12 @@ simulator without drifting far from it.
 * :func:`clone` fits an :class:`~recagent_gym.policies.item_scoring.ItemScoringPolicy` (its page logits) to logged
   choices: softmax cross-entropy over the valid candidates towards the items the real user went on to watch (a
   uniform target over those present), on observations the env built for the user (``targets[n, k]`` marks
-  candidate ``k`` of observation ``n``). Given validation examples (other users' logs) it keeps the epoch with the
-  lowest validation loss, the start included (:class:`Cloned`): a clone that over-fits its users is not kept, and a
-  policy that starts from the latent prior keeps the prior where the logs do not improve on it.
+  candidate ``k`` of observation ``n``). Given validation examples (other users' logs) it keeps the epoch whose
+  pages hold a logged choice most often on them (:func:`validation_hits`), the start included (:class:`Cloned`): a
+  policy that starts from the latent prior keeps the prior where the logs do not improve on it. Not the validation
+  loss: the prior's logits are sharp, so its cross-entropy is high while its pages hold the choices more often than
+  a clone's of lower loss (development env seed 0 of ``rl_fitted``: the loss fell from 13.0 to 3.1 over 20 epochs
+  and the held-out users' real hits from the prior's 0.52 to 0.33).
 * :class:`KLPenalisedPolicy` is that policy with ``beta * KL(pi || pi_bc)`` added to PPO's loss, ``pi_bc`` a
   frozen copy of the cloned policy (:meth:`KLPenalisedPolicy.anchor`). The KL is that of the page's first slot
   (the softmax of the logits; the Plackett-Luce page's KL has no closed form, as its entropy has none), zero when
@@ -55,8 +58,9 @@ def cloning_loss(logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor
 
 @dataclass(frozen=True)
 class Cloned:
-    """What :func:`clone` did: the mean training loss of each epoch, the validation loss before training and after
-    each epoch (empty without validation examples), and the epoch kept (0: the policy as it started)."""
+    """What :func:`clone` did: the mean training loss of each epoch, the validation hit rate before training and
+    after each epoch (:func:`validation_hits`; empty without validation examples), and the epoch kept (0: the policy
+    as it started)."""
 
     losses: list[float]
     validation: list[float]
@@ -71,15 +75,19 @@ def _tensors(observations: dict[str, np.ndarray], targets: np.ndarray) -> tuple[
     return obs, torch.as_tensor(targets[keep], dtype=torch.float32)
 
 
-def validation_loss(policy: ItemScoringPolicy, obs: dict[str, torch.Tensor], wanted: torch.Tensor) -> float:
-    """The cloning loss of ``policy`` on examples it is not trained on (in batches, no gradient)."""
+def validation_hits(policy: ItemScoringPolicy, obs: dict[str, torch.Tensor], wanted: torch.Tensor) -> float:
+    """The share of examples whose page (the ``page_size`` highest logits among the valid candidates) holds a logged
+    choice: the real hit rate's counterpart on logged pages (in batches, no gradient)."""
     policy.set_training_mode(False)
-    total = 0.0
+    k = int(policy.page_size or 1)
+    hits = 0.0
     with torch.no_grad():
         for batch in torch.arange(len(wanted)).split(512):
-            part = {k: v[batch] for k, v in obs.items()}
-            total += float(cloning_loss(page_logits(policy, part), wanted[batch], part["candidate_mask"])) * len(batch)
-    return total / max(len(wanted), 1)
+            part = {key: v[batch] for key, v in obs.items()}
+            logits = page_logits(policy, part).masked_fill(part["candidate_mask"] <= 0, float("-inf"))
+            page = logits.topk(min(k, logits.shape[-1]), dim=-1).indices
+            hits += float((wanted[batch].gather(-1, page) > 0).any(-1).float().sum())
+    return hits / max(len(wanted), 1)
 
 
 def clone(
@@ -95,10 +103,10 @@ def clone(
 ) -> Cloned:
     """Fit ``policy``'s page logits to ``targets`` (``(N, K)``, 1 for a logged choice) on ``observations`` (each
     value ``(N, ...)``); rows without a target are dropped. With ``validation`` (examples of other users) the policy
-    ends at the epoch of lowest validation loss, its start included."""
+    ends at the epoch whose pages hold their logged choices most often (the earliest of ties), its start included."""
     obs, wanted = _tensors(observations, targets)
     held = _tensors(*validation) if validation is not None else None
-    scores = [validation_loss(policy, *held)] if held is not None else []
+    scores = [validation_hits(policy, *held)] if held is not None else []
     best = copy.deepcopy(policy.state_dict()) if held is not None else None
     generator = torch.Generator().manual_seed(seed)
     optimiser = torch.optim.Adam(policy.parameters(), lr=learning_rate)
@@ -115,14 +123,14 @@ def clone(
             total += float(loss.detach()) * len(batch)
         losses.append(total / n)
         if held is not None:
-            scores.append(validation_loss(policy, *held))
-            if scores[-1] < min(scores[:-1]):
+            scores.append(validation_hits(policy, *held))
+            if scores[-1] > max(scores[:-1]):
                 best = copy.deepcopy(policy.state_dict())
     policy.set_training_mode(False)
     if best is None:
         return Cloned(losses, [], epochs)
     policy.load_state_dict(best)
-    return Cloned(losses, scores, int(np.argmin(scores)))
+    return Cloned(losses, scores, int(np.argmax(scores)))
 
 
 class KLPenalisedPolicy(ItemScoringPolicy):

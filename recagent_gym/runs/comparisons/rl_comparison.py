@@ -238,7 +238,10 @@ def _run_comparison(
                     if examples is None:
                         features = history_item_features(eval_env)  # as the real side: counted on the history
                         examples = cloning_examples(config, dataset, learn_users, features, seed=train.split_seed)
-                        held = cloning_examples(config, dataset, val_users, features, seed=train.split_seed + 1) \
+                        # the clone is kept by the pages of the negatives the real column uses (with uniform ones
+                        # popularity alone finds the future: a clone that learned it scored 0.97 on both samplers)
+                        held = cloning_examples(config, dataset, val_users, features, seed=train.split_seed + 1,
+                                                samplers=(config.evaluation.sim2real_negatives,)) \
                             if len(val_users) else None  # fmt: skip
                     model = train_cloned(name, config, dataset, learn_users, seed, curve, eval_env.retriever,
                                          examples, learner_steps(config, name), say=_say, validation=held)  # fmt: skip
