@@ -148,4 +148,4 @@ def test_rl_fitted_keeps_the_fits_choice_model_and_starts_every_learner_from_the
     # nothing hand-set in how the users choose: the fit's allure, quality weight and no-click mass are not overridden
     assert {"recsim_allure", "recsim_quality_weight", "recsim_no_click_mass"}.isdisjoint(user.model_fields_set)
     assert config.train.latent_prior > 0 and config.train.n_candidates == 200
-    assert {"latent", "mf", "itemknn", "ppo", "bc", "bc_ppo"} <= set(config.train.compare)
+    assert {"latent", "mf", "itemknn", "bc", "bc_ppo"} <= set(config.train.compare)
