@@ -39,6 +39,12 @@ ENCODING_KEYS: tuple[str, ...] = ("user", "history")
 N_RESPONSES = len(RESPONSE_CODES)
 
 
+def latent_columns(n_genres: int, width: int) -> slice:
+    """Columns of the item vector in an item-feature row of ``width`` columns (after the genres, year, popularity and
+    quality; module table)."""
+    return slice(n_genres + 3, width)
+
+
 def latent_source(user_model: Any) -> tuple[np.ndarray | None, str]:
     """The item vectors a user model scores with, if it exposes any, and their name."""
     latents = getattr(user_model, "item_latents", None)

@@ -186,8 +186,9 @@ class ItemKNNCandidates(EncodedUserCandidates):
 def latent_block(observation: dict[str, np.ndarray]) -> slice:
     """Columns of the item vector in an item-feature row (after the genres, year, popularity and quality;
     :mod:`recagent_gym.envs.encoding`), read off the observation's shapes."""
-    n_genres = observation["user"].shape[-1] - 3
-    return slice(n_genres + 3, observation["history"].shape[-1] - 1)
+    from recagent_gym.envs.encoding import latent_columns
+
+    return latent_columns(observation["user"].shape[-1] - 3, observation["history"].shape[-1] - 1)
 
 
 def history_latent_scores(observation: dict[str, np.ndarray]) -> np.ndarray:

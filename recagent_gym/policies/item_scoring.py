@@ -35,6 +35,7 @@ from stable_baselines3.common.policies import ActorCriticPolicy
 from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 from torch import nn
 
+from recagent_gym.envs.encoding import latent_columns
 from recagent_gym.policies.candidate_baselines import SHOWN_COLUMN
 from recagent_gym.policies.slate_distribution import PlackettLuceDistribution
 
@@ -102,7 +103,7 @@ class CandidateScorer(nn.Module):
     def _latent_prior(self, cands: torch.Tensor, history_mean: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """``(B, K)``: the candidates' item vectors dotted with the history's mean one, standardised over the valid
         candidates (0 where they do not vary, e.g. without a history)."""
-        block = slice(self.n_genres + 3, self.f)
+        block = latent_columns(self.n_genres, self.f)
         dot = (cands[..., block] * history_mean[..., block].unsqueeze(1)).sum(-1)
         count = mask.sum(-1, keepdim=True).clamp(min=1.0)
         mean = (dot * mask).sum(-1, keepdim=True) / count

@@ -26,8 +26,10 @@ def history_item_features(env: Any) -> Callable[[Dataset], tuple[np.ndarray, str
     """``history -> (item features, latent source)`` for RecAgent-v1 ``env`` (the simulator's evaluation env)."""
     model, source = env.user_model, env.latent_source
     latents = np.asarray(model.item_latents, dtype=np.float64) if source == "recsim_latents" else None
-    n_genres = int(env.tables.n_genres)
-    latent_dim = env.item_features.shape[1] - n_genres - 3
+    from recagent_gym.envs.encoding import latent_columns
+
+    block = latent_columns(int(env.tables.n_genres), env.item_features.shape[1])
+    latent_dim = block.stop - block.start
     hide_quality = bool(env.config.env.hide_quality)
     collaborative = getattr(getattr(model, "config", None), "recsim_item_latents", None) == "collaborative"
 
@@ -38,7 +40,7 @@ def history_item_features(env: Any) -> Callable[[Dataset], tuple[np.ndarray, str
         tables = SessionTables.build(history)
         if latents is None:  # no item vectors of the users' own (genres; or a table the env was handed): keep them
             table, _ = item_feature_table(history, tables, SimpleNamespace(), latent_dim, hide_quality=hide_quality)
-            table[:, n_genres + 3 :] = env.item_features[:, n_genres + 3 :]
+            table[:, block] = env.item_features[:, block]
             return table, source
         vectors = aligned_history_latents(history, latents, model.config.recsim_seed) if collaborative else latents
         holder = SimpleNamespace(item_latents=vectors)
