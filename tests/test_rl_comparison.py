@@ -154,6 +154,13 @@ def test_comparison_runs_every_recommender_on_held_out_users(tmp_path, dataset):
     assert {row["recommender"] for row in curves} == {"ppo", "slateq"}
     assert all(row["seeds"] == "2" for row in curves)
     assert (tmp_path / "learning_curves.png").stat().st_size > 0 and (tmp_path / "policies.png").stat().st_size > 0
+    # each held-out user's real hits per sampler and row, the table's column their mean
+    hits = list(csv.DictReader((tmp_path / "real_hits.csv").open()))
+    assert {row["sampler"] for row in hits} == {"popularity-matched", "uniform"}
+    table = config.evaluation.sim2real_negatives
+    mf = [float(row["hit"]) for row in hits if row["sampler"] == table and row["recommender"] == "mf"]
+    assert len(mf) == 10 and np.mean(mf) == pytest.approx(by_name["mf"].real_hit)
+    assert len({row["user"] for row in hits}) == 10 and "oracle" not in {row["recommender"] for row in hits}
 
 
 def test_users_without_a_state_copy_fall_back_to_the_heuristic_oracle_and_say_why(tmp_path, dataset):

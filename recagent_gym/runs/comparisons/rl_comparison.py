@@ -333,6 +333,7 @@ def _with_real_metric(
              if n in (*LEARNERS, *OBSERVATION_BASELINES)}  # fmt: skip
     table = config.evaluation.sim2real_negatives
     attached = results
+    rows: list[list[Any]] = []
     for sampler in (table, *(s for s in ("popularity-matched", "uniform") if s != table)):
         cfg = config.model_copy(deep=True)
         cfg.evaluation.sim2real_negatives = sampler  # type: ignore[assignment]
@@ -341,9 +342,19 @@ def _with_real_metric(
                             swapped=[n for n in recommenders if n in REAL_SWAPPED] if sampler == table else [],
                             out=out / f"real_{sampler}")  # fmt: skip
         hits[sampler] = {name: metric.per_user for name, metric in real.items()}
+        rows.extend([sampler, name, int(user), float(hit)] for name, metric in real.items()
+                    for user, hit in zip(metric.users, metric.per_user, strict=True))  # fmt: skip
         if sampler == table:
             attached = attach(results, real)
+    with (out / REAL_HITS_FILE).open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["sampler", "recommender", "user", "hit"])
+        writer.writerows(rows)
     return attached
+
+
+REAL_HITS_FILE = "real_hits.csv"
+"""Each held-out user's real hit rate per sampler and row (``evaluate sim2real`` pairs simulators on it)."""
 
 
 def _train_slateq(

@@ -33,6 +33,8 @@ class RealMetric:
 
     estimate: Estimate
     per_user: np.ndarray
+    users: np.ndarray
+    """The users ``per_user`` is over, in its order."""
     swapped_drop: Estimate | None = None
     """The hit rate lost with another held-out user's encoding, paired over users (rows run ``swapped`` only)."""
 
@@ -89,7 +91,7 @@ def real_metrics(
         if zoo_name in ev.agreement_swapped:
             other = getattr(run.arm(sampler, REAL, zoo_name + SWAPPED), REAL_METRIC)
             drop = summarize(per_user - other, np.random.default_rng(ev.seed + k), bootstrap=1000)
-        out_metrics[row] = RealMetric(estimate, per_user, drop)
+        out_metrics[row] = RealMetric(estimate, per_user, np.asarray(run.users), drop)
     return out_metrics
 
 
