@@ -8,7 +8,8 @@ from typing import Any
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "evaluate",
-        help="evaluations: policies, agreement, discrimination, preference, rating, sequence, efficiency, social",
+        help="evaluations: policies, agreement, discrimination, preference, rating, sequence, efficiency, social, "
+        "sim2real",
     )
     evaluate_subparsers = parser.add_subparsers(dest="evaluation", required=True)
 
@@ -36,3 +37,7 @@ def register(subparsers: Any) -> None:
 
     add_evaluate_efficiency(evaluate_subparsers)
     add_evaluate_social(evaluate_subparsers)
+
+    from recagent_gym.runs.commands.sim2real import add_evaluate_sim2real
+
+    add_evaluate_sim2real(evaluate_subparsers)

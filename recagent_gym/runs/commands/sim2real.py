@@ -1,0 +1,127 @@
+"""``recagent-gym evaluate sim2real``: the RL comparison for several simulators at the same env seeds, and which
+simulator's shipped learner holds up on the held-out users' real next items (:mod:`~recagent_gym.runs.comparisons.
+sim2real`). A configuration whose folder already holds its comparison at every seed, run with the same
+configuration, is read, not run again."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from recagent_gym.runs.config import Config, ConfigError, load_config
+from recagent_gym.runs.output_folder import check_output_folder
+from recagent_gym.runs.provenance import ReportFacts, add_results_page_argument, declare_report
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_CONFIGS = "rl_recsim,rl_fitted,rl_distilled,rl_embedding"
+
+
+def add_evaluate_sim2real(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "sim2real",
+        help="the RL comparison on several simulators (user models) at the same env seeds, and which one's "
+        "learners hold up on the held-out users' real next items",
+    )
+    parser.add_argument(
+        "--configs",
+        default=DEFAULT_CONFIGS,
+        metavar="C,C,...",
+        help=f"RL comparison configurations, shipped names or YAML (default {DEFAULT_CONFIGS})",
+    )
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override one key of every configuration, e.g. --set 'train.seeds=[0]' (repeatable)",
+    )
+    parser.add_argument("--env-seeds", default="3,4,5", metavar="S,S,...",
+                        help="env seeds (each fixes the held-out users; default 3,4,5: never tuned on)")  # fmt: skip
+    parser.add_argument("--output-dir", default="runs/sim2real", help="one folder per configuration, and the report")
+    add_results_page_argument(parser)
+    parser.set_defaults(func=run_sim2real)
+
+
+def run_sim2real(args: argparse.Namespace) -> int:
+    from recagent_gym.runs.cli import seed_list
+    from recagent_gym.runs.comparisons import sim2real
+    from recagent_gym.runs.comparisons.env_seeds import run_env_seeds
+    from recagent_gym.runs.comparisons.rl_comparison import check_compare
+
+    seeds = seed_list(args.env_seeds, "--env-seeds")
+    names = [c.strip() for c in args.configs.split(",") if c.strip()]
+    if not names or len(set(names)) != len(names):
+        raise ConfigError(f"--configs wants distinct configuration names separated by commas, got {args.configs!r}")
+    configs = {_label(name): load_config(name, list(args.overrides)) for name in names}
+    for config in configs.values():
+        check_compare(config, env_seeds=True)  # every configuration checked before any runs
+    out = check_output_folder(Path(args.output_dir), "--output-dir")
+    runs: dict[str, list[sim2real.SeedRun]] = {}
+    origin = []
+    for label, config in configs.items():
+        folder = out / label
+        if _done(config, seeds, folder):
+            logger.info("sim2real: %s already holds the comparison at env seeds %s: read, not run", folder, seeds)
+            origin.append(f"`{label}` read from its folder")
+        else:
+            run_env_seeds(config, seeds, output_dir=folder)
+            origin.append(f"`{label}` run now")
+        runs[label] = [sim2real.read_seed_run(label, s, folder / f"env_seed_{s}", config.user.model) for s in seeds]
+    n_boot = max(c.train.n_bootstrap for c in configs.values())
+    rows = sim2real.rows_for(runs, n_boot)
+    verdicts = [sim2real.best_transfer(runs, sampler, n_boot) for sampler in sim2real.SAMPLERS]
+    report = sim2real.write(rows, verdicts, out, _intro(configs, seeds, origin))
+    print(report.read_text(encoding="utf-8"), flush=True)
+    first = next(iter(configs.values()))
+    declare_report(args, ReportFacts(report, str(first.data.dataset), [c.user.model for c in configs.values()], "-",
+                                     first.train.seeds, "all held-out", extra={"env seeds": ", ".join(map(str, seeds)),
+                                     "configurations": ", ".join(configs)}))  # fmt: skip
+    return 0
+
+
+def _label(name: str) -> str:
+    return Path(name).stem
+
+
+def _done(config: Config, seeds: list[int], folder: Path) -> bool:
+    """Whether ``folder`` holds this configuration's comparison at every seed; a different configuration there is
+    refused (it would be mixed up with this one)."""
+    from recagent_gym.runs.config.loader import dump_config
+
+    for seed in seeds:
+        here = folder / f"env_seed_{seed}"
+        if not (here / "real_hits.csv").exists() or not (here / "policies.csv").exists():
+            return False
+        cfg = config.model_copy(deep=True)
+        cfg.user.recsim_seed = int(seed)
+        cfg.train.split_seed = int(seed)
+        saved = yaml.safe_load((here / "config.yaml").read_text(encoding="utf-8"))
+        wanted = yaml.safe_load(dump_config(cfg.in_run_folder(here)))
+        if saved != wanted:
+            keys = sorted(f"{s}.{k}" for s in wanted for k in (wanted[s] or {})
+                          if isinstance(wanted[s], dict) and (saved.get(s) or {}).get(k) != wanted[s][k])  # fmt: skip
+            raise ConfigError(
+                f"{here} holds a comparison run with another configuration (differs in {', '.join(keys) or 'layout'}); "
+                "remove it or choose another --output-dir"
+            )
+    return True
+
+
+def _intro(configs: dict[str, Config], seeds: list[int], origin: list[str]) -> str:
+    steps = "; ".join(f"`{label}`: {c.user.model} users, learners {', '.join(n for n in c.train.compare)}, "
+                      f"training seeds {c.train.seeds}" for label, c in configs.items())  # fmt: skip
+    return (
+        "Each simulator (an RL comparison configuration) trains its learners on the training users and is judged by "
+        "what its shipped learner, the one with the best simulated return on held-out users, does on the same "
+        "held-out users' real next items (hit rate of its pages among never-seen negatives, the users replayed; "
+        "`evaluate rl-comparison`'s real side). At one env seed every simulator is evaluated on the same users, and "
+        "the history recommenders (MF, item-kNN) fitted on their history are the same rows. Differences are paired "
+        "over users; pooled rows take every held-out user at every env seed as one unit. "
+        f"Env seeds {', '.join(map(str, seeds))}. {steps}. {'; '.join(origin)}."
+    )
