@@ -21,6 +21,10 @@ def _folder(root: Path, config: str, seed: int, returns: dict[str, float], hits:
         writer = csv.writer(handle)
         writer.writerow(["recommender", "mean_return"])
         writer.writerows(returns.items())
+    (here / "config.yaml").write_text(
+        "user:\n  model: recsim\ntrain:\n  n_candidates: 50\nenv:\n  page_size: 5\nevaluation:\n  agreement_pages: 4\n"
+        "  agreement_future: 10\n  agreement_min_history: 5\n  agreement_split: temporal\n  seed: 0\n"
+    )
     with (here / "real_hits.csv").open("w", newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(["sampler", "recommender", "user", "hit"])
@@ -46,7 +50,7 @@ def _runs(root: Path) -> dict[str, list[sim2real.SeedRun]]:
     b0 = {**history, "ppo": {u: base[u] + 0.3 for u in users}, "bc_ppo": {u: base[u] - 0.1 for u in users}}
     _folder(root, "b", 0, {"mf": 8.0, "ppo": 8.1, "bc_ppo": 8.9}, b0)
     _folder(root, "b", 1, {"mf": 8.0, "ppo": 8.6}, {**history, "ppo": {u: base[u] for u in users}})
-    return {c: [sim2real.read_seed_run(c, s, root / c / f"env_seed_{s}", "recsim") for s in (0, 1)] for c in "ab"}
+    return {c: [sim2real.read_seed_run(c, s, root / c / f"env_seed_{s}") for s in (0, 1)] for c in "ab"}
 
 
 def test_each_simulator_is_judged_by_the_learner_with_its_best_simulated_return(tmp_path):
@@ -68,12 +72,24 @@ def test_each_simulator_is_judged_by_the_learner_with_its_best_simulated_return(
 def test_report_table_csv_and_plot(tmp_path):
     runs = _runs(tmp_path)
     rows = sim2real.rows_for(runs, n_boot=100)
-    report = sim2real.write(rows, [sim2real.best_transfer(runs, "uniform", n_boot=100)], tmp_path, "intro")
+    report = sim2real.write(rows, sim2real.verdicts(runs, n_boot=100), tmp_path, "intro")
     text = report.read_text()
-    assert "| a | recsim | **pooled** | uniform | ppo (9.00) |" in text and "mf: +0.100 [" in text
+    assert "| a | recsim | 50 | **pooled** | uniform | ppo (9.00) |" in text and "mf: +0.100 [" in text
+    assert "With uniform negatives the shipped learners of `a`" in text and "popularity-matched negatives" in text
     saved = list(csv.DictReader((tmp_path / "sim2real.csv").open()))
     assert len(saved) == 2 * 2 * 3 and {r["env_seed"] for r in saved} == {"0", "1", "pooled"}
     assert (tmp_path / "sim2real.png").stat().st_size > 0
+
+
+def test_simulators_whose_real_side_is_played_otherwise_are_not_ranked_together(tmp_path):
+    runs = _runs(tmp_path)
+    other = (tmp_path / "b" / "env_seed_1" / "config.yaml").read_text().replace("n_candidates: 50", "n_candidates: 200")
+    for seed in (0, 1):
+        (tmp_path / "b" / f"env_seed_{seed}" / "config.yaml").write_text(other)
+    runs["b"] = [sim2real.read_seed_run("b", s, tmp_path / "b" / f"env_seed_{s}") for s in (0, 1)]
+    lines = sim2real.verdicts(runs, n_boot=100)
+    assert len(lines) == 2 and all("unlike the others'" in line for line in lines)
+    assert "`b`'s real side is played with pools of 200" in lines[1]
 
 
 def _config_file(folder: Path, name: str, model: str) -> str:

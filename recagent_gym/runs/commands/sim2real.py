@@ -72,11 +72,10 @@ def run_sim2real(args: argparse.Namespace) -> int:
         else:
             run_env_seeds(config, seeds, output_dir=folder)
             origin.append(f"`{label}` run now")
-        runs[label] = [sim2real.read_seed_run(label, s, folder / f"env_seed_{s}", config.user.model) for s in seeds]
+        runs[label] = [sim2real.read_seed_run(label, s, folder / f"env_seed_{s}") for s in seeds]
     n_boot = max(c.train.n_bootstrap for c in configs.values())
     rows = sim2real.rows_for(runs, n_boot)
-    verdicts = [sim2real.best_transfer(runs, sampler, n_boot) for sampler in sim2real.SAMPLERS]
-    report = sim2real.write(rows, verdicts, out, _intro(configs, seeds, origin))
+    report = sim2real.write(rows, sim2real.verdicts(runs, n_boot), out, _intro(configs, seeds, origin))
     print(report.read_text(encoding="utf-8"), flush=True)
     first = next(iter(configs.values()))
     declare_report(args, ReportFacts(report, str(first.data.dataset), [c.user.model for c in configs.values()], "-",

@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
+import yaml
 
 from recagent_gym.runs.comparisons.headroom import HISTORY_RECOMMENDERS
 from recagent_gym.runs.policies.protocol import bootstrap_mean
@@ -40,6 +41,11 @@ class SeedRun:
     config: str
     seed: int
     user_model: str
+    pool: int
+    """Candidates per page decision (``train.n_candidates``), also the real side's pool."""
+    real_side: str
+    """How the real side was played (pool, page size and the agreement test's settings): real hit rates compare
+    across simulators only where it is the same."""
     returns: dict[str, float]
     """Mean held-out simulated return per row (``policies.csv``)."""
     hits: Hits
@@ -55,6 +61,7 @@ class SeedRun:
 class Row:
     config: str
     user_model: str
+    pool: int
     env_seed: str
     sampler: str
     learner: str
@@ -73,15 +80,28 @@ class Row:
     n_users: int
 
 
-def read_seed_run(config: str, seed: int, folder: Path, user_model: str) -> SeedRun:
+REAL_SIDE_KEYS: tuple[tuple[str, str], ...] = (
+    ("train", "n_candidates"), ("env", "page_size"), ("evaluation", "agreement_pages"),
+    ("evaluation", "agreement_future"), ("evaluation", "agreement_min_history"), ("evaluation", "agreement_split"),
+    ("evaluation", "seed"),
+)  # fmt: skip
+"""The settings the real side's pools and pages follow (:func:`~recagent_gym.runs.evaluation.agreement.sim2real.
+real_metrics`)."""
+
+
+def read_seed_run(config: str, seed: int, folder: Path) -> SeedRun:
     """The folder ``env_seed_<seed>`` of an ``evaluate rl-comparison --env-seeds`` run."""
+    saved = yaml.safe_load((folder / "config.yaml").read_text(encoding="utf-8"))
+    pool, page = saved["train"]["n_candidates"], saved["env"]["page_size"]
+    rest = ", ".join(f"{k} {saved[s][k]}" for s, k in REAL_SIDE_KEYS[2:])
+    real_side = f"pools of {pool}, pages of {page} ({rest})"
     with (folder / "policies.csv").open(encoding="utf-8") as handle:
         returns = {row["recommender"]: float(row["mean_return"]) for row in csv.DictReader(handle)}
     hits: Hits = {}
     with (folder / "real_hits.csv").open(encoding="utf-8") as handle:
         for row in csv.DictReader(handle):
             hits.setdefault(row["sampler"], {}).setdefault(row["recommender"], {})[int(row["user"])] = float(row["hit"])
-    return SeedRun(config, seed, user_model, returns, hits)
+    return SeedRun(config, seed, saved["user"]["model"], int(pool), real_side, returns, hits)
 
 
 def _units(runs: Sequence[SeedRun], sampler: str, names: Sequence[str]) -> tuple[list[tuple[int, int]], np.ndarray]:
@@ -128,7 +148,7 @@ def shipped_row(runs: Sequence[SeedRun], sampler: str, label: str, n_boot: int) 
     users = {u for run in runs for u in run.hits[sampler].get("popularity", {})}
     learners = sorted({shipped[run.seed] or "" for run in runs})
     return Row(
-        runs[0].config, runs[0].user_model, label, sampler, "/".join(learners),
+        runs[0].config, runs[0].user_model, runs[0].pool, label, sampler, "/".join(learners),
         float(np.mean([run.returns[shipped[run.seed] or ""] for run in runs])),
         *_interval(hits, n_boot), *_interval(hits - pop, n_boot), best_history, *_interval(hits - hist, n_boot),
         n, len(users),
@@ -146,9 +166,28 @@ def rows_for(runs_by_config: Mapping[str, Sequence[SeedRun]], n_boot: int) -> li
     return rows
 
 
+def verdicts(runs_by_config: Mapping[str, Sequence[SeedRun]], n_boot: int) -> list[str]:
+    """:func:`best_transfer` per sampler among the configurations whose real side is played alike, and a line for
+    each configuration played otherwise (its real hits are not comparable with the others')."""
+    groups: dict[str, dict[str, Sequence[SeedRun]]] = {}
+    for config, runs in runs_by_config.items():
+        sides = {run.real_side for run in runs}
+        key = sides.pop() if len(sides) == 1 else f"mixed: {config}"
+        groups.setdefault(key, {})[config] = runs
+    lines = []
+    for side, group in groups.items():
+        if len(group) < 2:
+            (config,) = group
+            lines.append(f"`{config}`'s real side is played with {side}, unlike the others': its real hit rates are "
+                         "compared with its own history recommenders only.")  # fmt: skip
+            continue
+        lines.extend(best_transfer(group, sampler, n_boot) for sampler in SAMPLERS)
+    return [line for line in lines if line]
+
+
 def best_transfer(runs_by_config: Mapping[str, Sequence[SeedRun]], sampler: str, n_boot: int) -> str:
     """Which configuration's shipped learners hold the most real hits on ``sampler``, paired with the runner-up on the
-    units both have (same env seed, same user)."""
+    units both have (same env seed, same user); call it on configurations whose real side is played alike."""
     pooled: dict[str, dict[tuple[int, int], float]] = {}
     for config, runs in runs_by_config.items():
         units: dict[tuple[int, int], float] = {}
@@ -182,14 +221,15 @@ def _fmt(mean: float, low: float, high: float, signed: bool = False) -> str:
 
 def markdown(rows: Sequence[Row]) -> str:
     head = (
-        "| simulator (config) | users | env seed | negatives | shipped learner (sim return) | real hit rate [95% CI] "
-        "| minus popularity [95% CI] | minus best history recommender [95% CI] | units (distinct users) |"
+        "| simulator (config) | users | pool | env seed | negatives | shipped learner (sim return) "
+        "| real hit rate [95% CI] | minus popularity [95% CI] | minus best history recommender [95% CI] "
+        "| units (distinct users) |"
     )
-    lines = [head, "|" + "---|" * 9]
+    lines = [head, "|" + "---|" * 10]
     for r in rows:
         seed = "**pooled**" if r.env_seed == "pooled" else r.env_seed
         lines.append(
-            f"| {r.config} | {r.user_model} | {seed} | {r.sampler} | {r.learner} ({r.learner_return:.2f}) "
+            f"| {r.config} | {r.user_model} | {r.pool} | {seed} | {r.sampler} | {r.learner} ({r.learner_return:.2f}) "
             f"| {_fmt(r.real_hit, r.real_ci_low, r.real_ci_high)} "
             f"| {_fmt(r.vs_popularity, r.vs_popularity_low, r.vs_popularity_high, True)} "
             f"| {r.history}: {_fmt(r.vs_history, r.vs_history_low, r.vs_history_high, True)} "
