@@ -57,13 +57,15 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--config", default=None, help="YAML file, or the name of a shipped configuration (e.g. 'quickstart')"
     )
+    add_set_argument(parser)
+
+
+def add_set_argument(
+    parser: argparse.ArgumentParser, help: str = "override one configuration key, e.g. --set llm.backend=openai"
+) -> None:
+    """``--set KEY=VALUE`` (repeatable) into ``args.overrides``."""
     parser.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override one configuration key, e.g. --set llm.backend=openai (repeatable)",
+        "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help=f"{help} (repeatable)"
     )
 
 

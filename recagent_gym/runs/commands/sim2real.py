@@ -12,6 +12,7 @@ from typing import Any
 
 import yaml
 
+from recagent_gym.runs.cli import add_set_argument
 from recagent_gym.runs.config import Config, ConfigError, load_config
 from recagent_gym.runs.output_folder import check_output_folder
 from recagent_gym.runs.provenance import ReportFacts, add_results_page_argument, declare_report
@@ -33,14 +34,7 @@ def add_evaluate_sim2real(subparsers: Any) -> None:
         metavar="C,C,...",
         help=f"RL comparison configurations, shipped names or YAML (default {DEFAULT_CONFIGS})",
     )
-    parser.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override one key of every configuration, e.g. --set 'train.seeds=[0]' (repeatable)",
-    )
+    add_set_argument(parser, "override one key of every configuration, e.g. --set 'train.seeds=[0]'")
     parser.add_argument("--env-seeds", default="3,4,5", metavar="S,S,...",
                         help="env seeds (each fixes the held-out users; default 3,4,5: never tuned on)")  # fmt: skip
     parser.add_argument("--output-dir", default="runs/sim2real", help="one folder per configuration, and the report")
