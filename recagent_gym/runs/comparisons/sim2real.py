@@ -125,33 +125,28 @@ def _interval(values: np.ndarray, n_boot: int) -> tuple[float, float, float]:
 
 def shipped_row(runs: Sequence[SeedRun], sampler: str, label: str, n_boot: int) -> Row | None:
     """One configuration's shipped learner (per env seed its own) on ``sampler``, over ``runs`` pooled: its real hit
-    rate and paired differences with popularity and the best history recommender (highest pooled hit rate)."""
-    shipped = {run.seed: run.shipped for run in runs}
-    runs = [run for run in runs if shipped[run.seed] is not None and sampler in run.hits]
+    rate and paired differences with popularity and the best history recommender (highest pooled hit rate). None
+    where no run has those rows' real hits."""
+    runs = [r for r in runs if r.shipped is not None and {r.shipped, "popularity"} <= set(r.hits.get(sampler, {}))]
     if not runs:
         return None
     history = [n for n in HISTORY_RECOMMENDERS if all(n in run.hits[sampler] for run in runs)]
     best_history = max(history, key=lambda n: _units(runs, sampler, [n])[1].mean()) if history else "popularity"
-    learner_hits: list[float] = []
-    popularity: list[float] = []
-    best: list[float] = []
-    n = 0
+    units: list[tuple[int, int]] = []
+    parts = []
     for run in runs:
-        name = shipped[run.seed]
-        assert name is not None
-        _, values = _units([run], sampler, [name, "popularity", best_history])
-        learner_hits.extend(values[0])
-        popularity.extend(values[1])
-        best.extend(values[2])
-        n += values.shape[1]
-    hits, pop, hist = np.array(learner_hits), np.array(popularity), np.array(best)
-    users = {u for run in runs for u in run.hits[sampler].get("popularity", {})}
-    learners = sorted({shipped[run.seed] or "" for run in runs})
+        got, values = _units([run], sampler, [run.shipped or "", "popularity", best_history])
+        units.extend(got)
+        parts.append(values)
+    if not units:
+        return None
+    hits, pop, hist = np.concatenate(parts, axis=1)
+    learners = sorted({run.shipped or "" for run in runs})
     return Row(
         runs[0].config, runs[0].user_model, runs[0].pool, label, sampler, "/".join(learners),
-        float(np.mean([run.returns[shipped[run.seed] or ""] for run in runs])),
+        float(np.mean([run.returns[run.shipped or ""] for run in runs])),
         *_interval(hits, n_boot), *_interval(hits - pop, n_boot), best_history, *_interval(hits - hist, n_boot),
-        n, len(users),
+        len(units), len({u for _, u in units}),
     )  # fmt: skip
 
 
