@@ -89,7 +89,7 @@ def test_simulators_whose_real_side_is_played_otherwise_are_not_ranked_together(
     runs["b"] = [sim2real.read_seed_run("b", s, tmp_path / "b" / f"env_seed_{s}") for s in (0, 1)]
     lines = sim2real.verdicts(runs, n_boot=100)
     assert len(lines) == 2 and all("unlike the others'" in line for line in lines)
-    assert "`b`'s real side is played with pools of 200" in lines[1]
+    assert "`b`'s real side is played with train.n_candidates 200, unlike" in lines[1]
 
 
 def _config_file(folder: Path, name: str, model: str) -> str:

@@ -43,9 +43,9 @@ class SeedRun:
     user_model: str
     pool: int
     """Candidates per page decision (``train.n_candidates``), also the real side's pool."""
-    real_side: str
-    """How the real side was played (pool, page size and the agreement test's settings): real hit rates compare
-    across simulators only where it is the same."""
+    real_side: tuple[tuple[str, str], ...]
+    """How the real side was played (:data:`REAL_SIDE_KEYS`: pool, page size, the agreement test's settings): real hit
+    rates compare across simulators only where it is the same."""
     returns: dict[str, float]
     """Mean held-out simulated return per row (``policies.csv``)."""
     hits: Hits
@@ -92,16 +92,14 @@ real_metrics`)."""
 def read_seed_run(config: str, seed: int, folder: Path) -> SeedRun:
     """The folder ``env_seed_<seed>`` of an ``evaluate rl-comparison --env-seeds`` run."""
     saved = yaml.safe_load((folder / "config.yaml").read_text(encoding="utf-8"))
-    pool, page = saved["train"]["n_candidates"], saved["env"]["page_size"]
-    rest = ", ".join(f"{k} {saved[s][k]}" for s, k in REAL_SIDE_KEYS[2:])
-    real_side = f"pools of {pool}, pages of {page} ({rest})"
+    real_side = tuple((f"{s}.{k}", str(saved[s][k])) for s, k in REAL_SIDE_KEYS)
     with (folder / "policies.csv").open(encoding="utf-8") as handle:
         returns = {row["recommender"]: float(row["mean_return"]) for row in csv.DictReader(handle)}
     hits: Hits = {}
     with (folder / "real_hits.csv").open(encoding="utf-8") as handle:
         for row in csv.DictReader(handle):
             hits.setdefault(row["sampler"], {}).setdefault(row["recommender"], {})[int(row["user"])] = float(row["hit"])
-    return SeedRun(config, seed, saved["user"]["model"], int(pool), real_side, returns, hits)
+    return SeedRun(config, seed, saved["user"]["model"], int(saved["train"]["n_candidates"]), real_side, returns, hits)
 
 
 def _units(runs: Sequence[SeedRun], sampler: str, names: Sequence[str]) -> tuple[list[tuple[int, int]], np.ndarray]:
@@ -164,19 +162,22 @@ def rows_for(runs_by_config: Mapping[str, Sequence[SeedRun]], n_boot: int) -> li
 def verdicts(runs_by_config: Mapping[str, Sequence[SeedRun]], n_boot: int) -> list[str]:
     """:func:`best_transfer` per sampler among the configurations whose real side is played alike, and a line for
     each configuration played otherwise (its real hits are not comparable with the others')."""
-    groups: dict[str, dict[str, Sequence[SeedRun]]] = {}
+    groups: dict[tuple[tuple[str, str], ...], dict[str, Sequence[SeedRun]]] = {}
     for config, runs in runs_by_config.items():
         sides = {run.real_side for run in runs}
-        key = sides.pop() if len(sides) == 1 else f"mixed: {config}"
+        key = sides.pop() if len(sides) == 1 else (("env seeds", config),)
         groups.setdefault(key, {})[config] = runs
-    lines = []
+    lines: list[str] = []
     for side, group in groups.items():
-        if len(group) < 2:
-            (config,) = group
-            lines.append(f"`{config}`'s real side is played with {side}, unlike the others': its real hit rates are "
-                         "compared with its own history recommenders only.")  # fmt: skip
+        if len(group) >= 2:
+            lines.extend(best_transfer(group, sampler, n_boot) for sampler in SAMPLERS)
             continue
-        lines.extend(best_transfer(group, sampler, n_boot) for sampler in SAMPLERS)
+        others = [dict(other) for other in groups if other != side]
+        differs = [f"{k} {v}" for k, v in side if any(o.get(k) != v for o in others)]
+        lines.append(
+            f"`{next(iter(group))}`'s real side is played with {', '.join(differs) or 'other settings'}, unlike the "
+            "others': its real hit rates are compared with its own history recommenders only."
+        )
     return [line for line in lines if line]
 
 
