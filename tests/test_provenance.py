@@ -130,6 +130,25 @@ def test_dispatch_stamps_the_declared_report_and_copies_the_results_page(tmp_pat
     assert page.read_text(encoding="utf-8") == text
 
 
+def test_the_reports_plots_go_beside_the_results_page(tmp_path: Path) -> None:
+    report = tmp_path / "run" / "sim.md"
+    page = tmp_path / "docs" / "results" / "page.md"
+
+    def command(args: argparse.Namespace) -> int:
+        report.parent.mkdir()
+        (report.parent / "plot.png").write_bytes(b"\x89PNG fake")
+        report.write_text("# R\n\n![the plot](plot.png)\n![gone](missing.png)\n", encoding="utf-8")
+        declare_report(args, ReportFacts(report, "bundled"))
+        return 0
+
+    args = argparse.Namespace(func=command, verbose=False, results_page=str(page), argv=[])
+    assert cli.dispatch(args) == 0
+    assert (page.parent / "page-plot.png").read_bytes() == b"\x89PNG fake"
+    text = page.read_text(encoding="utf-8")
+    assert "![the plot](page-plot.png)" in text and "![gone](missing.png)" in text
+    assert "](plot.png)" in report.read_text(encoding="utf-8")  # the run folder's report keeps its own links
+
+
 def test_a_failed_command_is_not_stamped(tmp_path: Path) -> None:
     report = tmp_path / "table.md"
     report.write_text("# R\n", encoding="utf-8")

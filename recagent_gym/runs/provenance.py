@@ -17,8 +17,8 @@ import argparse
 import datetime as dt
 import os
 import platform
+import re
 import shlex
-import shutil
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -256,7 +256,21 @@ def stamp_report(args: argparse.Namespace, wall_s: float, *, commit: str | None 
         return None
     target = Path(page)
     target.parent.mkdir(parents=True, exist_ok=True)
-    partial = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    shutil.copyfile(facts.report, partial)
-    os.replace(partial, target)  # whole or not at all: other commands may write pages beside it
+    text = facts.report.read_text(encoding="utf-8")
+    for name in dict.fromkeys(IMAGE_LINK.findall(text)):  # the report's plots beside it go beside the page
+        source = facts.report.parent / name
+        if "/" not in name and source.is_file():
+            _replace_file(target.with_name(f"{target.stem}-{name}"), source.read_bytes())
+            text = text.replace(f"]({name})", f"]({target.stem}-{name})")
+    _replace_file(target, text.encode("utf-8"))
     return target
+
+
+IMAGE_LINK = re.compile(r"!\[[^\]]*\]\(([^)\s]+\.png)\)")
+"""A Markdown image with a relative PNG target: ``![plot](plot.png)``."""
+
+
+def _replace_file(target: Path, data: bytes) -> None:
+    partial = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    partial.write_bytes(data)
+    os.replace(partial, target)  # whole or not at all: other commands may write pages beside it

@@ -6,6 +6,7 @@ configuration, is read, not run again."""
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 from pathlib import Path
 from typing import Any
@@ -62,20 +63,34 @@ def run_sim2real(args: argparse.Namespace) -> int:
         folder = out / label
         if _done(config, seeds, folder):
             logger.info("sim2real: %s already holds the comparison at env seeds %s: read, not run", folder, seeds)
-            origin.append(f"`{label}` read from its folder")
+            how = "read from its folder"
         else:
             run_env_seeds(config, seeds, output_dir=folder)
-            origin.append(f"`{label}` run now")
+            how = "run now"
         runs[label] = [sim2real.read_seed_run(label, s, folder / f"env_seed_{s}") for s in seeds]
+        origin.append(f"`{label}` {how} ({_wall(folder, seeds)})")
     n_boot = max(c.train.n_bootstrap for c in configs.values())
     rows = sim2real.rows_for(runs, n_boot)
     report = sim2real.write(rows, sim2real.verdicts(runs, n_boot), out, _intro(configs, seeds, origin))
     print(report.read_text(encoding="utf-8"), flush=True)
     first = next(iter(configs.values()))
-    declare_report(args, ReportFacts(report, str(first.data.dataset), [c.user.model for c in configs.values()], "-",
+    models = list(dict.fromkeys(c.user.model for c in configs.values()))
+    declare_report(args, ReportFacts(report, str(first.data.dataset), models, "-",
                                      first.train.seeds, "all held-out", extra={"env seeds": ", ".join(map(str, seeds)),
                                      "configurations": ", ".join(configs)}))  # fmt: skip
     return 0
+
+
+def _wall(folder: Path, seeds: list[int]) -> str:
+    """The comparison's own wall time, from each seed's ``timing.json``."""
+    total = 0.0
+    for seed in seeds:
+        timing = folder / f"env_seed_{seed}" / "timing.json"
+        seconds = json.loads(timing.read_text(encoding="utf-8")).get("total_s") if timing.is_file() else None
+        if seconds is None:
+            return "its wall time not recorded"
+        total += float(seconds)
+    return f"its comparison took {total / 60:.0f} min at these seeds"
 
 
 def _label(name: str) -> str:
