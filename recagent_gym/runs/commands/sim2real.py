@@ -122,7 +122,7 @@ def _done(config: Config, seeds: list[int], folder: Path) -> bool:
 
 
 def _intro(configs: dict[str, Config], seeds: list[int], origin: list[str]) -> str:
-    steps = "; ".join(f"`{label}`: {c.user.model} users, learners {', '.join(n for n in c.train.compare)}, "
+    steps = "; ".join(f"`{label}`: {c.user.model} users, rows {', '.join(n for n in c.train.compare)}, "
                       f"training seeds {c.train.seeds}" for label, c in configs.items())  # fmt: skip
     return (
         "Each simulator (an RL comparison configuration) trains its learners on the training users and is judged by "
