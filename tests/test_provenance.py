@@ -137,7 +137,11 @@ def test_the_reports_plots_go_beside_the_results_page(tmp_path: Path) -> None:
     def command(args: argparse.Namespace) -> int:
         report.parent.mkdir()
         (report.parent / "plot.png").write_bytes(b"\x89PNG fake")
-        report.write_text("# R\n\n![the plot](plot.png)\n![gone](missing.png)\n", encoding="utf-8")
+        (report.parent / "seed_3").mkdir()
+        (report.parent / "seed_3" / "curve.png").write_bytes(b"\x89PNG curve")
+        (tmp_path / "outside.png").write_bytes(b"\x89PNG outside")
+        report.write_text("# R\n\n![the plot](plot.png)\n![gone](missing.png)\n![c](seed_3/curve.png)\n"
+                          "![o](../outside.png)\n", encoding="utf-8")  # fmt: skip
         declare_report(args, ReportFacts(report, "bundled"))
         return 0
 
@@ -146,6 +150,8 @@ def test_the_reports_plots_go_beside_the_results_page(tmp_path: Path) -> None:
     assert (page.parent / "page-plot.png").read_bytes() == b"\x89PNG fake"
     text = page.read_text(encoding="utf-8")
     assert "![the plot](page-plot.png)" in text and "![gone](missing.png)" in text
+    assert "![c](page-seed_3-curve.png)" in text and (page.parent / "page-seed_3-curve.png").is_file()
+    assert "![o](../outside.png)" in text and not list(page.parent.glob("*outside*"))  # never from outside the run
     assert "](plot.png)" in report.read_text(encoding="utf-8")  # the run folder's report keeps its own links
 
 

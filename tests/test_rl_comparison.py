@@ -209,6 +209,7 @@ def test_env_seeds_run_one_comparison_per_seed_and_report_paired_differences(tmp
     first = text.split("\n| 0 |")[1].split("\n")[0].split("|")
     assert all("[" in cell for cell in first[2:5])  # the difference, swapped and frozen drops with their intervals
     assert len(list(csv.DictReader((tmp_path / "env_seeds.csv").open()))) == 2
+    assert "](env_seed_3/learning_curves.png)" in text  # each seed's curves plotted under its section
 
 
 @pytest.mark.parametrize("value", ["a,b", "1,1", ","])

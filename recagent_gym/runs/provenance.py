@@ -259,9 +259,10 @@ def stamp_report(args: argparse.Namespace, wall_s: float, *, commit: str | None 
     text = facts.report.read_text(encoding="utf-8")
     for name in dict.fromkeys(IMAGE_LINK.findall(text)):  # the report's plots beside it go beside the page
         source = facts.report.parent / name
-        if "/" not in name and source.is_file():
-            _replace_file(target.with_name(f"{target.stem}-{name}"), source.read_bytes())
-            text = text.replace(f"]({name})", f"]({target.stem}-{name})")
+        if ".." not in Path(name).parts and not Path(name).is_absolute() and source.is_file():
+            copied = f"{target.stem}-{name.replace('/', '-')}"
+            _replace_file(target.with_name(copied), source.read_bytes())
+            text = text.replace(f"]({name})", f"]({copied})")
     _replace_file(target, text.encode("utf-8"))
     return target
 

@@ -87,7 +87,10 @@ def _seed_section(seed: int, report: Path) -> str:
     body = report.read_text(encoding="utf-8").strip()
     start = body.find("RecAgent-v1")  # after a provenance block, if the report has one
     body = body[start:] if start > 0 else body
-    return f"\n## Env seed {seed}\n\n" + body.replace("\n# ", "\n### ").removeprefix("# ") + "\n"
+    section = f"\n## Env seed {seed}\n\n" + body.replace("\n# ", "\n### ").removeprefix("# ") + "\n"
+    if (report.parent / "learning_curves.png").is_file():
+        section += f"\n![learning curves, env seed {seed}]({report.parent.name}/learning_curves.png)\n"
+    return section
 
 
 def run_env_seeds(
