@@ -69,6 +69,12 @@ def test_each_simulator_is_judged_by_the_learner_with_its_best_simulated_return(
     assert "above it" in verdict
 
 
+def test_the_learners_are_the_rl_comparisons():
+    from recagent_gym.runs.comparisons.rl_comparison import LEARNERS
+
+    assert sim2real.LEARNER_NAMES == LEARNERS
+
+
 def test_report_table_csv_and_plot(tmp_path):
     runs = _runs(tmp_path)
     rows = sim2real.rows_for(runs, n_boot=100)

@@ -59,6 +59,8 @@ class SeedRun:
 
 @dataclass(frozen=True)
 class Row:
+    """One line of the report: a configuration's shipped learner at one env seed (or ``pooled``) and sampler."""
+
     config: str
     user_model: str
     pool: int
