@@ -38,7 +38,12 @@ def add_evaluate_sim2real(subparsers: Any) -> None:
     add_set_argument(parser, "override one key of every configuration, e.g. --set 'train.seeds=[0]'")
     parser.add_argument("--env-seeds", default="3,4,5", metavar="S,S,...",
                         help="env seeds (each fixes the held-out users; default 3,4,5: never tuned on)")  # fmt: skip
-    parser.add_argument("--output-dir", default="runs/sim2real", help="one folder per configuration, and the report")
+    parser.add_argument(
+        "--output-dir",
+        default=None,
+        help="one folder per configuration, and the report (default: sim2real beside the first configuration's "
+        "train.output_dir, runs/sim2real for the shipped ones)",
+    )
     add_results_page_argument(parser)
     parser.set_defaults(func=run_sim2real)
 
@@ -56,7 +61,8 @@ def run_sim2real(args: argparse.Namespace) -> int:
     configs = {_label(name): load_config(name, list(args.overrides)) for name in names}
     for config in configs.values():
         check_compare(config, env_seeds=True)  # every configuration checked before any runs
-    out = check_output_folder(Path(args.output_dir), "--output-dir")
+    first = next(iter(configs.values()))
+    out = check_output_folder(args.output_dir or Path(first.train.output_dir).parent / "sim2real", "--output-dir")
     runs: dict[str, list[sim2real.SeedRun]] = {}
     origin = []
     for label, config in configs.items():
@@ -73,7 +79,6 @@ def run_sim2real(args: argparse.Namespace) -> int:
     rows = sim2real.rows_for(runs, n_boot)
     report = sim2real.write(rows, sim2real.verdicts(runs, n_boot), out, _intro(configs, seeds, origin))
     print(report.read_text(encoding="utf-8"), flush=True)
-    first = next(iter(configs.values()))
     models = list(dict.fromkeys(c.user.model for c in configs.values()))
     declare_report(args, ReportFacts(report, str(first.data.dataset), models, "-",
                                      first.train.seeds, "all held-out", extra={"env seeds": ", ".join(map(str, seeds)),
