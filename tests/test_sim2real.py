@@ -53,6 +53,19 @@ def _runs(root: Path) -> dict[str, list[sim2real.SeedRun]]:
     return {c: [sim2real.read_seed_run(c, s, root / c / f"env_seed_{s}") for s in (0, 1)] for c in "ab"}
 
 
+def test_the_shipped_learner_is_chosen_on_validation_users_not_on_the_held_out_ones(tmp_path):
+    _runs(tmp_path)
+    here = tmp_path / "a" / "env_seed_0"
+    for name, values in {"ppo": (8.0, 8.2), "bc": (8.9, 8.1), "bc_ppo": (9.5, 9.6)}.items():
+        (here / f"{name}_0").mkdir()
+        (here / f"{name}_0" / "validation.csv").write_text(
+            f"step,validation_return,n_users,kept\n0,{values[0]},60,1\n100,{values[1]},60,0\n"
+        )
+    run = sim2real.read_seed_run("a", 0, here)
+    # bc_ppo's folder (no row in this run) is not bc's; ppo is best on held-out users (9.0), bc on validation users
+    assert run.validation == {"ppo": 8.0, "bc": 8.9} and run.shipped == "bc"
+
+
 def test_each_simulator_is_judged_by_the_learner_with_its_best_simulated_return(tmp_path):
     runs = _runs(tmp_path)
     assert [r.shipped for r in runs["a"]] == ["ppo", "ppo"] and [r.shipped for r in runs["b"]] == ["bc_ppo", "ppo"]

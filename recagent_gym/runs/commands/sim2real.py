@@ -105,17 +105,15 @@ def _label(name: str) -> str:
 def _done(config: Config, seeds: list[int], folder: Path) -> bool:
     """Whether ``folder`` holds this configuration's comparison at every seed; a different configuration there is
     refused (it would be mixed up with this one)."""
+    from recagent_gym.runs.comparisons.env_seeds import seed_config
     from recagent_gym.runs.config.loader import dump_config
 
     for seed in seeds:
         here = folder / f"env_seed_{seed}"
         if not (here / "real_hits.csv").exists() or not (here / "policies.csv").exists():
             return False
-        cfg = config.model_copy(deep=True)
-        cfg.user.recsim_seed = int(seed)
-        cfg.train.split_seed = int(seed)
         saved = yaml.safe_load((here / "config.yaml").read_text(encoding="utf-8"))
-        wanted = yaml.safe_load(dump_config(cfg.in_run_folder(here)))
+        wanted = yaml.safe_load(dump_config(seed_config(config, seed, folder)))
         if saved != wanted:
             keys = sorted(f"{s}.{k}" for s in wanted for k in (wanted[s] or {})
                           if isinstance(wanted[s], dict) and (saved.get(s) or {}).get(k) != wanted[s][k])  # fmt: skip
@@ -131,8 +129,8 @@ def _intro(configs: dict[str, Config], seeds: list[int], origin: list[str]) -> s
                       f"training seeds {c.train.seeds}" for label, c in configs.items())  # fmt: skip
     return (
         "Each simulator (an RL comparison configuration) trains its learners on the training users and is judged by "
-        "what its shipped learner, the one with the best simulated return on held-out users, does on the same "
-        "held-out users' real next items (hit rate of its pages among never-seen negatives, the users replayed; "
+        "what its shipped learner, the one with the best simulated return on the validation users (training users "
+        "set aside), does on the held-out users' real next items (hit rate of its pages among never-seen negatives, the users replayed; "
         "`evaluate rl-comparison`'s real side). At one env seed every simulator is evaluated on the same users, and "
         "the history recommenders (MF, item-kNN) fitted on their history are the same rows. Differences are paired "
         "over users; pooled rows take every held-out user at every env seed as one unit. "

@@ -93,6 +93,14 @@ def _seed_section(seed: int, report: Path) -> str:
     return section
 
 
+def seed_config(config: Config, seed: int, out: Path) -> Config:
+    """The configuration the comparison at env ``seed`` runs with (its folder ``out/env_seed_<seed>``)."""
+    cfg = config.model_copy(deep=True)
+    cfg.user.recsim_seed = int(seed)
+    cfg.train.split_seed = int(seed)
+    return cfg.in_run_folder(out / f"env_seed_{seed}")
+
+
 def run_env_seeds(
     config: Config, seeds: Sequence[int], *, output_dir: str | Path, dataset: Dataset | None = None
 ) -> list[dict[str, Any]]:
@@ -109,11 +117,8 @@ def run_env_seeds(
     out = Path(output_dir)
     rows = []
     for seed in seeds:
-        cfg = config.model_copy(deep=True)
-        cfg.user.recsim_seed = int(seed)
-        cfg.train.split_seed = int(seed)
         per_user: dict[str, np.ndarray] = {}
-        results = run_comparison(cfg.in_run_folder(out / f"env_seed_{seed}"), output_dir=out / f"env_seed_{seed}",
+        results = run_comparison(seed_config(config, seed, out), output_dir=out / f"env_seed_{seed}",
                                  dataset=dataset, per_user=per_user)  # fmt: skip
         rows.append(seed_row(int(seed), results, per_user, config.train.n_bootstrap))
     text = f"# RL comparison at env seeds {', '.join(str(s) for s in seeds)}\n\n{markdown(rows)}"

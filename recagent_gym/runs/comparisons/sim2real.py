@@ -6,16 +6,17 @@ model (``rl_recsim``: RecSim-style users, ``rl_fitted``: the same users with the
 are evaluated on the same held-out users' real next items (``real_hits.csv``); their history recommenders (MF,
 item-kNN) are fitted on the same history and are the same rows in every configuration.
 
-For each configuration, env seed and sampler of negatives: the learner with the best simulated return (what a user of
-the simulator would ship), its real hit rate and its paired differences with popularity and with the best history
-recommender; then pooled over env seeds (every held-out user at every seed one unit), and which simulator's shipped
-learner transfers best (paired with the next one on the same units). ``sim2real.md``, ``sim2real.csv``,
-``sim2real.png``.
+For each configuration, env seed and sampler of negatives: the learner with the best simulated return on the
+validation users (what a user of the simulator would ship, chosen without the held-out users), its real hit rate
+and its paired differences with popularity and with the best history recommender; then pooled over env seeds
+(every held-out user at every seed one unit), and which simulator's shipped learner transfers best (paired with the
+next one on the same units). ``sim2real.md``, ``sim2real.csv``, ``sim2real.png``.
 """
 
 from __future__ import annotations
 
 import csv
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -49,10 +50,16 @@ class SeedRun:
     returns: dict[str, float]
     """Mean held-out simulated return per row (``policies.csv``)."""
     hits: Hits
+    validation: dict[str, float]
+    """Each learner's simulated return on the validation users (training users set aside) at the point it was kept,
+    mean over training seeds (``<learner>_<seed>/validation.csv``); learners trained without them are absent."""
 
     @property
     def shipped(self) -> str | None:
-        """The learner with the best simulated return."""
+        """The learner with the best simulated return on the validation users (never on the held-out users it is
+        reported on); on held-out users only where no learner has validation users."""
+        if self.validation:
+            return max(self.validation, key=lambda n: self.validation[n])
         learners = [n for n in self.returns if n in LEARNER_NAMES]
         return max(learners, key=lambda n: self.returns[n]) if learners else None
 
@@ -101,7 +108,17 @@ def read_seed_run(config: str, seed: int, folder: Path) -> SeedRun:
     with (folder / "real_hits.csv").open(encoding="utf-8") as handle:
         for row in csv.DictReader(handle):
             hits.setdefault(row["sampler"], {}).setdefault(row["recommender"], {})[int(row["user"])] = float(row["hit"])
-    return SeedRun(config, seed, saved["user"]["model"], int(saved["train"]["n_candidates"]), real_side, returns, hits)
+    kept: dict[str, list[float]] = {}
+    for name in [n for n in returns if n in LEARNER_NAMES]:
+        for path in sorted(folder.glob(f"{name}_*/validation.csv")):
+            if not re.fullmatch(rf"{name}_\d+", path.parent.name):  # bc_* also finds bc_ppo_0
+                continue
+            with path.open(encoding="utf-8") as handle:
+                kept.setdefault(name, []).extend(float(r["validation_return"]) for r in csv.DictReader(handle)
+                                                 if int(r["kept"]))  # fmt: skip
+    validation = {name: float(np.mean(values)) for name, values in kept.items() if values}
+    model, pool = saved["user"]["model"], int(saved["train"]["n_candidates"])
+    return SeedRun(config, seed, model, pool, real_side, returns, hits, validation)
 
 
 def _units(runs: Sequence[SeedRun], sampler: str, names: Sequence[str]) -> tuple[list[tuple[int, int]], np.ndarray]:
