@@ -130,9 +130,9 @@ def _intro(configs: dict[str, Config], seeds: list[int], origin: list[str]) -> s
     return (
         "Each simulator (an RL comparison configuration) trains its learners on the training users and is judged by "
         "what its shipped learner, the one with the best simulated return on the validation users (training users "
-        "set aside), does on the held-out users' real next items (hit rate of its pages among never-seen negatives, the users replayed; "
-        "`evaluate rl-comparison`'s real side). At one env seed every simulator is evaluated on the same users, and "
-        "the history recommenders (MF, item-kNN) fitted on their history are the same rows. Differences are paired "
-        "over users; pooled rows take every held-out user at every env seed as one unit. "
+        "set aside), does on the held-out users' real next items (hit rate of its pages among never-seen negatives, "
+        "the users replayed; `evaluate rl-comparison`'s real side). At one env seed every simulator is evaluated on "
+        "the same users, and the history recommenders (MF, item-kNN) fitted on their history are the same rows. "
+        "Differences are paired over users; pooled rows take every held-out user at every env seed as one unit. "
         f"Env seeds {', '.join(map(str, seeds))}. {steps}. {'; '.join(origin)}."
     )
