@@ -47,6 +47,7 @@ TINY: dict[str, list[str]] = {
     "bench_simulator_endpoints.py": ["--agents", "3", "--endpoints", "1", "--latency-s", "0.01"],
     "probe_embedded_invariance.py": ["--threads", "1"],
     "probe_hidden_nutrition.py": ["--users", "4", "--folds", "2"],
+    "probe_ppo_collapse.py": ["--steps", "2048", "--every", "2048", "--users", "4"],
     "probe_page_calibration.py": ["--boot", "10", "--recommenders", "random,popularity,quality,itemknn,mf,oracle"],
     "probe_personal_nutrition.py": ["--shares", "0,1", "--users", "4", "--env-seeds", "0"],
     "probe_reshown_pages.py": ["--steps", "64", "--users", "4"],
