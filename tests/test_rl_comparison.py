@@ -210,6 +210,12 @@ def test_env_seeds_run_one_comparison_per_seed_and_report_paired_differences(tmp
     assert all("[" in cell for cell in first[2:5])  # the difference, swapped and frozen drops with their intervals
     assert len(list(csv.DictReader((tmp_path / "env_seeds.csv").open()))) == 2
     assert "](env_seed_3/learning_curves.png)" in text  # each seed's curves plotted under its section
+    # --jobs 2: the seeds in two worker processes at once give the same rows (each seed's randomness is its own)
+    again = run_env_seeds(config, [0, 3], output_dir=tmp_path / "jobs", dataset=make_dataset(per_user=24), jobs=2)
+    assert again == rows
+    assert (tmp_path / "jobs" / "env_seed_3" / "policies.csv").read_text() == (
+        tmp_path / "env_seed_3" / "policies.csv"
+    ).read_text()
 
 
 @pytest.mark.parametrize("value", ["a,b", "1,1", ","])
@@ -218,6 +224,20 @@ def test_bad_env_seeds_are_one_line(tmp_path, value, capsys):
 
     assert main(["evaluate", "rl-comparison", "--env-seeds", value, "--output-dir", str(tmp_path / "out")]) == 2
     assert "--env-seeds" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("extra", "needle"), [(["--jobs", "0"], "--jobs"), (["--jobs", "two"], "--jobs"),
+                                               (["--jobs", "2"], "give --env-seeds")])  # fmt: skip
+def test_bad_jobs_are_one_line(tmp_path, extra, needle, capsys):
+    from recagent_gym.runs.cli import main
+
+    try:
+        code = main(["evaluate", "rl-comparison", *extra, "--output-dir", str(tmp_path / "out")])
+    except SystemExit as exc:  # argparse refuses a value that is not a number of processes
+        code = exc.code
+    assert code == 2
+    assert needle in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
 
 
 def test_hide_quality_makes_the_quality_column_constant(dataset):

@@ -69,6 +69,23 @@ def add_set_argument(
     )
 
 
+def _jobs(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"wants a whole number of processes >= 1, got {text!r}")
+    return value
+
+
+def add_jobs_argument(parser: argparse.ArgumentParser) -> None:
+    """``--jobs N``: env seeds run in ``N`` worker processes at once (a bad value is refused by the run, one line)."""
+    parser.add_argument("--jobs", type=_jobs, default=1, metavar="N",
+                        help="env seeds run in N processes at once (default 1; 2 on a 2-core machine halves the wall "
+                             "time: each seed is single-threaded)")  # fmt: skip
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="recagent-gym",

@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from recagent_gym.runs.cli import add_set_argument
+from recagent_gym.runs.cli import add_jobs_argument, add_set_argument
 from recagent_gym.runs.config import Config, ConfigError, load_config
 from recagent_gym.runs.output_folder import check_output_folder
 from recagent_gym.runs.provenance import ReportFacts, add_results_page_argument, declare_report
@@ -44,6 +44,7 @@ def add_evaluate_sim2real(subparsers: Any) -> None:
         help="one folder per configuration, and the report (default: sim2real beside the first configuration's "
         "train.output_dir, runs/sim2real for the shipped ones)",
     )
+    add_jobs_argument(parser)
     add_results_page_argument(parser)
     parser.set_defaults(func=run_sim2real)
 
@@ -71,7 +72,7 @@ def run_sim2real(args: argparse.Namespace) -> int:
             logger.info("sim2real: %s already holds the comparison at env seeds %s: read, not run", folder, seeds)
             how = "read from its folder"
         else:
-            run_env_seeds(config, seeds, output_dir=folder)
+            run_env_seeds(config, seeds, output_dir=folder, jobs=args.jobs)
             how = "run now"
         runs[label] = [sim2real.read_seed_run(label, s, folder / f"env_seed_{s}") for s in seeds]
         origin.append(f"`{label}` {how} ({_wall(folder, seeds)})")

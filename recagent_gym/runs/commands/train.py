@@ -7,7 +7,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from recagent_gym.runs.cli import add_config_arguments
+from recagent_gym.runs.cli import add_config_arguments, add_jobs_argument
 from recagent_gym.runs.config import Config, ConfigError, load_config
 from recagent_gym.runs.config.loader import read_config_file
 from recagent_gym.runs.output_folder import check_output_folder
@@ -186,6 +186,7 @@ def add_evaluate_policies(evaluate_subparsers: Any) -> None:
     comparison.add_argument("--env-seeds", default=None, metavar="S,S,...",
                             help="run the whole comparison at each env seed (user.recsim_seed and train.split_seed) "
                                  "and add env_seeds.md: learner minus best baseline per seed, paired")  # fmt: skip
+    add_jobs_argument(comparison)
     add_results_page_argument(comparison)
     comparison.set_defaults(func=run_rl_comparison)
 
@@ -197,6 +198,8 @@ def run_rl_comparison(args: argparse.Namespace) -> int:
     config = _config(args, _user_model_override(args))
     seeds = None if args.env_seeds is None else seed_list(args.env_seeds, "--env-seeds")
     check_compare(config, env_seeds=seeds is not None)  # before any seed runs or any folder is made
+    if seeds is None and args.jobs > 1:
+        raise ConfigError("--jobs runs env seeds at once: give --env-seeds too")
     out = check_output_folder(args.output_dir or Path(config.train.output_dir) / "comparison", "train.output_dir")
     users = config.train.eval_users or "all held-out"
     llm = llm_description(config.llm) if config.user.model == "llm" else "-"
@@ -208,7 +211,7 @@ def run_rl_comparison(args: argparse.Namespace) -> int:
     else:
         from recagent_gym.runs.comparisons.env_seeds import run_env_seeds
 
-        run_env_seeds(config, seeds, output_dir=out)
+        run_env_seeds(config, seeds, output_dir=out, jobs=args.jobs)
     declare_report(args, facts)
     return 0
 

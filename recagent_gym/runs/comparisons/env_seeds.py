@@ -101,10 +101,21 @@ def seed_config(config: Config, seed: int, out: Path) -> Config:
     return cfg.in_run_folder(out / f"env_seed_{seed}")
 
 
+def _one_seed(config: Config, seed: int, out: Path, dataset: Dataset | None) -> dict[str, Any]:
+    """The whole comparison at env ``seed`` in ``out/env_seed_<seed>``, and its row (in a worker with ``jobs > 1``)."""
+    per_user: dict[str, np.ndarray] = {}
+    results = run_comparison(seed_config(config, seed, out), output_dir=out / f"env_seed_{seed}", dataset=dataset,
+                             per_user=per_user)  # fmt: skip
+    return seed_row(int(seed), results, per_user, config.train.n_bootstrap)
+
+
 def run_env_seeds(
-    config: Config, seeds: Sequence[int], *, output_dir: str | Path, dataset: Dataset | None = None
+    config: Config, seeds: Sequence[int], *, output_dir: str | Path, dataset: Dataset | None = None, jobs: int = 1
 ) -> list[dict[str, Any]]:
-    """One comparison per env seed, then ``env_seeds.md`` / ``env_seeds.csv`` in ``output_dir``."""
+    """One comparison per env seed, then ``env_seeds.md`` / ``env_seeds.csv`` in ``output_dir``. With ``jobs`` > 1
+    the seeds run in that many worker processes at once (each seed is independent and single-threaded at
+    ``train.torch_threads`` 1, so two seeds on two cores take about the time of one); the rows are the same as one
+    after another: every seed's randomness comes from its own configuration."""
     from recagent_gym.runs.comparisons.rl_comparison import check_compare
     from recagent_gym.settings_section import ConfigError, check_seed
 
@@ -114,13 +125,20 @@ def run_env_seeds(
             check_seed(int(seed), "an env seed")
         except ValueError as exc:
             raise ConfigError(f"--env-seeds: {exc}") from None
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise ConfigError(f"--jobs wants a whole number of worker processes >= 1, got {jobs!r}")
     out = Path(output_dir)
-    rows = []
-    for seed in seeds:
-        per_user: dict[str, np.ndarray] = {}
-        results = run_comparison(seed_config(config, seed, out), output_dir=out / f"env_seed_{seed}",
-                                 dataset=dataset, per_user=per_user)  # fmt: skip
-        rows.append(seed_row(int(seed), results, per_user, config.train.n_bootstrap))
+    workers = min(jobs, len(seeds))
+    if workers == 1:
+        rows = [_one_seed(config, int(seed), out, dataset) for seed in seeds]
+    else:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        # spawn: a fresh interpreter per worker (forking a process that has started torch's threads can hang)
+        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+            futures = [pool.submit(_one_seed, config, int(seed), out, dataset) for seed in seeds]
+            rows = [f.result() for f in futures]
     text = f"# RL comparison at env seeds {', '.join(str(s) for s in seeds)}\n\n{markdown(rows)}"
     text += "".join(_seed_section(seed, out / f"env_seed_{seed}" / "policies.md") for seed in seeds)
     (out / "env_seeds.md").write_text(text, encoding="utf-8")
