@@ -88,7 +88,7 @@ def run_sim2real(args: argparse.Namespace) -> int:
 
 
 def _wall(folder: Path, seeds: list[int]) -> str:
-    """The comparison's own wall time, from each seed's ``timing.json``."""
+    """The comparisons' own wall time summed over the seeds (``timing.json``), not the wall time of a ``--jobs`` run."""
     total = 0.0
     for seed in seeds:
         timing = folder / f"env_seed_{seed}" / "timing.json"
@@ -96,7 +96,7 @@ def _wall(folder: Path, seeds: list[int]) -> str:
         if seconds is None:
             return "its wall time not recorded"
         total += float(seconds)
-    return f"its comparison took {total / 60:.0f} min at these seeds"
+    return f"its seeds' comparisons took {total / 60:.0f} min in all, one after another or with --jobs at once"
 
 
 def _label(name: str) -> str:
