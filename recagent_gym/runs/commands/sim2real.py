@@ -96,7 +96,7 @@ def _wall(folder: Path, seeds: list[int]) -> str:
         if seconds is None:
             return "its wall time not recorded"
         total += float(seconds)
-    return f"its seeds' comparisons took {total / 60:.0f} min in all, one after another or with --jobs at once"
+    return f"its comparisons took {total / 60:.0f} min, summed over the seeds"
 
 
 def _label(name: str) -> str:
