@@ -216,6 +216,17 @@ def test_env_seeds_run_one_comparison_per_seed_and_report_paired_differences(tmp
     assert (tmp_path / "jobs" / "env_seed_3" / "policies.csv").read_text() == (
         tmp_path / "env_seed_3" / "policies.csv"
     ).read_text()
+    # an interrupted run resumes: a finished seed is read (its files untouched), a seed without its row runs again
+    stamps = {seed: (tmp_path / f"env_seed_{seed}" / "policies.csv").stat().st_mtime_ns for seed in (0, 3)}
+    (tmp_path / "env_seed_0" / "env_seed_row.json").unlink()
+    assert run_env_seeds(config, [0, 3], output_dir=tmp_path, dataset=make_dataset(per_user=24)) == rows
+    assert (tmp_path / "env_seed_3" / "policies.csv").stat().st_mtime_ns == stamps[3]
+    assert (tmp_path / "env_seed_0" / "policies.csv").stat().st_mtime_ns != stamps[0]
+    # another configuration in the folder is not this comparison: it is run again, not read
+    config.train.n_candidates = 16
+    other = run_env_seeds(config, [3], output_dir=tmp_path, dataset=make_dataset(per_user=24))
+    assert (tmp_path / "env_seed_3" / "policies.csv").stat().st_mtime_ns != stamps[3]
+    assert "n_candidates: 16" in (tmp_path / "env_seed_3" / "config.yaml").read_text() and len(other) == 1
 
 
 @pytest.mark.parametrize("value", ["a,b", "1,1", ","])

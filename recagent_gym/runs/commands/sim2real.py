@@ -11,8 +11,6 @@ import logging
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from recagent_gym.runs.cli import add_jobs_argument, add_set_argument
 from recagent_gym.runs.config import Config, ConfigError, load_config
 from recagent_gym.runs.output_folder import check_output_folder
@@ -106,23 +104,9 @@ def _label(name: str) -> str:
 def _done(config: Config, seeds: list[int], folder: Path) -> bool:
     """Whether ``folder`` holds this configuration's comparison at every seed; a different configuration there is
     refused (it would be mixed up with this one)."""
-    from recagent_gym.runs.comparisons.env_seeds import seed_config
-    from recagent_gym.runs.config.loader import dump_config
+    from recagent_gym.runs.comparisons.env_seeds import holds_comparison
 
-    for seed in seeds:
-        here = folder / f"env_seed_{seed}"
-        if not (here / "real_hits.csv").exists() or not (here / "policies.csv").exists():
-            return False
-        saved = yaml.safe_load((here / "config.yaml").read_text(encoding="utf-8"))
-        wanted = yaml.safe_load(dump_config(seed_config(config, seed, folder)))
-        if saved != wanted:
-            keys = sorted(f"{s}.{k}" for s in wanted for k in (wanted[s] or {})
-                          if isinstance(wanted[s], dict) and (saved.get(s) or {}).get(k) != wanted[s][k])  # fmt: skip
-            raise ConfigError(
-                f"{here} holds a comparison run with another configuration (differs in {', '.join(keys) or 'layout'}); "
-                "remove it or choose another --output-dir"
-            )
-    return True
+    return all([holds_comparison(config, seed, folder, strict=True) for seed in seeds])
 
 
 def _intro(configs: dict[str, Config], seeds: list[int], origin: list[str]) -> str:

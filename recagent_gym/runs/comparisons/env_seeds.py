@@ -12,11 +12,13 @@ oracle. Settings are whatever the config says, the same at every seed: fix them 
 from __future__ import annotations
 
 import csv
+import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import yaml
 
 from recagent_gym.data.schema import Dataset
 from recagent_gym.runs.comparisons.oracles import ORACLES
@@ -101,18 +103,65 @@ def seed_config(config: Config, seed: int, out: Path) -> Config:
     return cfg.in_run_folder(out / f"env_seed_{seed}")
 
 
+ROW_FILE = "env_seed_row.json"
+"""Each seed's row of ``env_seeds.csv``, written when its comparison ends: a later run reads it instead of running
+that seed again."""
+
+
+def holds_comparison(config: Config, seed: int, out: Path, *, strict: bool) -> bool:
+    """Whether ``out/env_seed_<seed>`` holds the finished comparison that ``config`` runs at ``seed`` (its
+    ``config.yaml`` equal to :func:`seed_config`'s, its tables written). A finished comparison of another
+    configuration is refused with the keys that differ when ``strict`` (it would be mixed up with this one), else it
+    is not this one (and is run again over it)."""
+    from recagent_gym.runs.comparisons.rl_comparison import REAL_HITS_FILE
+    from recagent_gym.runs.config.loader import dump_config
+    from recagent_gym.settings_section import ConfigError
+
+    here = out / f"env_seed_{seed}"
+    tables = ("config.yaml", "policies.csv", *((REAL_HITS_FILE,) if config.train.real_metric else ()))
+    if not all((here / name).is_file() for name in tables):
+        return False
+    saved = yaml.safe_load((here / "config.yaml").read_text(encoding="utf-8"))
+    wanted = yaml.safe_load(dump_config(seed_config(config, seed, out)))
+    if saved == wanted:
+        return True
+    if strict:
+        saved = saved if isinstance(saved, dict) else {}
+        keys = sorted(f"{s}.{k}" for s in wanted for k in (wanted[s] or {})
+                      if isinstance(wanted[s], dict) and (saved.get(s) or {}).get(k) != wanted[s][k])  # fmt: skip
+        raise ConfigError(
+            f"{here} holds a comparison run with another configuration (differs in {', '.join(keys) or 'layout'}); "
+            "remove it or choose another --output-dir"
+        )
+    return False
+
+
 def _one_seed(config: Config, seed: int, out: Path, dataset: Dataset | None) -> dict[str, Any]:
-    """The whole comparison at env ``seed`` in ``out/env_seed_<seed>``, and its row (in a worker with ``jobs > 1``)."""
+    """The whole comparison at env ``seed`` in ``out/env_seed_<seed>``, and its row (in a worker with ``jobs > 1``);
+    a seed that an earlier run finished with the same configuration is read, not run again."""
+    row_file = out / f"env_seed_{seed}" / ROW_FILE
+    if row_file.is_file() and holds_comparison(config, seed, out, strict=False):
+        print(f"env seed {seed}: {row_file.parent} holds this comparison already: read, not run again", flush=True)
+        row: dict[str, Any] = json.loads(row_file.read_text(encoding="utf-8"))
+        return row
     per_user: dict[str, np.ndarray] = {}
     results = run_comparison(seed_config(config, seed, out), output_dir=out / f"env_seed_{seed}", dataset=dataset,
                              per_user=per_user)  # fmt: skip
-    return seed_row(int(seed), results, per_user, config.train.n_bootstrap)
+    row = seed_row(int(seed), results, per_user, config.train.n_bootstrap)
+    row_file.write_text(json.dumps({k: _plain(v) for k, v in row.items()}, indent=1), encoding="utf-8")
+    return row
+
+
+def _plain(value: Any) -> Any:
+    """numpy scalars as Python numbers (JSON); a row read back equals the row written."""
+    return value.item() if isinstance(value, np.generic) else value
 
 
 def run_env_seeds(
     config: Config, seeds: Sequence[int], *, output_dir: str | Path, dataset: Dataset | None = None, jobs: int = 1
 ) -> list[dict[str, Any]]:
-    """One comparison per env seed, then ``env_seeds.md`` / ``env_seeds.csv`` in ``output_dir``. With ``jobs`` > 1
+    """One comparison per env seed, then ``env_seeds.md`` / ``env_seeds.csv`` in ``output_dir``; a seed whose folder
+    holds this configuration's finished comparison (an interrupted run's) is read, not run again. With ``jobs`` > 1
     the seeds run in that many worker processes at once (each seed is independent and single-threaded at
     ``train.torch_threads`` 1, so two seeds on two cores take about the time of one); the rows are the same as one
     after another: every seed's randomness comes from its own configuration."""
