@@ -148,10 +148,14 @@ def test_the_recsim_comparison_is_repeated_on_embedding_and_distilled_users():
         assert config.user.model == model
         assert config.train.output_dir == f"runs/{name}"
         # the same protocol, learners, seeds and steps: only the users differ (and the distilled users' candidates,
-        # drawn uniformly: among the default mix's, random got 0.92 of the oracle)
+        # drawn uniformly: among the default mix's, random got 0.92 of the oracle), and bc_ppo's budget, which
+        # rl_recsim chose on its own development seeds (1M steps; the others keep 150,000 until theirs choose)
         mix = {"random": 1.0} if model == "distilled" else None
         assert config.train.candidate_mix == mix
-        same = {"output_dir": base.train.output_dir, "candidate_mix": base.train.candidate_mix}
+        assert config.train.learner_timesteps == {"ppo": 150000, "bc_ppo": 150000}
+        assert base.train.learner_timesteps == {"ppo": 150000, "bc_ppo": 1000000}
+        same = {"output_dir": base.train.output_dir, "candidate_mix": base.train.candidate_mix,
+                "learner_timesteps": base.train.learner_timesteps}  # fmt: skip
         assert config.train.model_copy(update=same) == base.train
         # the RecSim-style users' quality is hidden (RecSim hides document quality); the others' stays public
         assert base.env.hide_quality and not config.env.hide_quality

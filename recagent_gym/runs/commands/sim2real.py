@@ -110,8 +110,11 @@ def _done(config: Config, seeds: list[int], folder: Path) -> bool:
 
 
 def _intro(configs: dict[str, Config], seeds: list[int], origin: list[str]) -> str:
+    from recagent_gym.runs.comparisons.rl_comparison import learner_steps_text
+
     steps = "; ".join(f"`{label}`: {c.user.model} users, rows {', '.join(n for n in c.train.compare)}, "
-                      f"training seeds {c.train.seeds}" for label, c in configs.items())  # fmt: skip
+                      f"training seeds {c.train.seeds}, steps per seed {learner_steps_text(c)}"
+                      for label, c in configs.items())  # fmt: skip
     return (
         "Each simulator (an RL comparison configuration) trains its learners on the training users and is judged by "
         "what its shipped learner, the one with the best simulated return on the validation users (training users "

@@ -178,7 +178,7 @@ def _run_comparison(
     _say(
         f"{dataset.name}, {config.user.model} users: {len(learn_users)} training users"
         + (f" (+ {len(val_users)} validation users)" if len(val_users) else "")
-        + f", {len(test_users)} held-out users; seeds {train.seeds}; steps per seed: {_steps_text(config)}"
+        + f", {len(test_users)} held-out users; seeds {train.seeds}; steps per seed: {learner_steps_text(config)}"
     )
 
     def curve_eval(model: Any) -> np.ndarray:
@@ -280,7 +280,7 @@ def _run_comparison(
     learned = [n for n in recommenders if n in LEARNERS]
     title = (
         f"RecAgent-v1, {dataset.name}, {config.user.model} users: {len(test_users)} held-out users x "
-        f"{protocol.sessions_per_user} session(s); learners: {_steps_text(config)} steps x seeds {train.seeds}"
+        f"{protocol.sessions_per_user} session(s); learners: {learner_steps_text(config)} steps x seeds {train.seeds}"
     )
     summary = summary_line([r for r in results if r.recommender not in ORACLES], learned=learned)
     summary += f" {oracles.note(train, per_user)}" if oracle else ""
@@ -400,7 +400,8 @@ def _selection(
     return lambda: BestOnValidation(evaluate, len(users))
 
 
-def _steps_text(config: Config) -> str:
+def learner_steps_text(config: Config) -> str:
+    """Each learner's training steps per seed, e.g. ``ppo 150000, bc_ppo 1000000`` (``bc``: 0, it only clones)."""
     learners = [n for n in config.train.compare if n in LEARNERS]
     return ", ".join(f"{n} {0 if n == 'bc' else learner_steps(config, n)}" for n in learners) or "none"
 
