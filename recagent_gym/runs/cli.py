@@ -80,7 +80,8 @@ def _jobs(text: str) -> int:
 
 
 def add_jobs_argument(parser: argparse.ArgumentParser) -> None:
-    """``--jobs N``: env seeds run in ``N`` worker processes at once (a bad value is refused by the run, one line)."""
+    """``--jobs N``: env seeds run in ``N`` worker processes at once (argparse refuses anything but a whole number
+    >= 1)."""
     parser.add_argument("--jobs", type=_jobs, default=1, metavar="N",
                         help="env seeds run in N processes at once (default 1; 2 on a 2-core machine halves the wall "
                              "time: each seed is single-threaded)")  # fmt: skip

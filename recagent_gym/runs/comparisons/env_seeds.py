@@ -144,6 +144,10 @@ def _one_seed(config: Config, seed: int, out: Path, dataset: Dataset | None) -> 
         print(f"env seed {seed}: {row_file.parent} holds this comparison already: read, not run again", flush=True)
         row: dict[str, Any] = json.loads(row_file.read_text(encoding="utf-8"))
         return row
+    from recagent_gym.runs.comparisons.rl_comparison import REAL_HITS_FILE
+
+    for name in (ROW_FILE, "policies.csv", REAL_HITS_FILE):  # a run stopped part-way must not look finished
+        (row_file.parent / name).unlink(missing_ok=True)
     per_user: dict[str, np.ndarray] = {}
     results = run_comparison(seed_config(config, seed, out), output_dir=out / f"env_seed_{seed}", dataset=dataset,
                              per_user=per_user)  # fmt: skip
