@@ -146,3 +146,20 @@ def test_command_runs_each_simulator_once_and_refuses_a_folder_of_another_config
     capsys.readouterr()
     assert cli_exit_code([*argv, "--set", "train.n_candidates=12"]) == 2
     assert "train.n_candidates" in capsys.readouterr().err
+
+
+def test_validation_curves_average_the_seeds_per_step_and_keep_every_seeds_point(tmp_path):
+    from recagent_gym.runs.policies.validation_file import validation_curves
+
+    def write(folder: str, rows: list[tuple[int, float, int]]) -> None:
+        (tmp_path / folder).mkdir()
+        lines = ["step,validation_return,n_users,kept", *(f"{s},{v},60,{k}" for s, v, k in rows)]
+        (tmp_path / folder / "validation.csv").write_text("\n".join(lines) + "\n")
+
+    write("bc_0", [(0, 7.0, 1)])
+    write("bc_ppo_0", [(0, 7.0, 0), (100, 8.0, 1)])
+    write("bc_ppo_1", [(0, 6.0, 1), (100, 7.0, 0)])
+    curves = validation_curves(tmp_path, ["bc", "bc_ppo", "ppo"])
+    assert set(curves) == {"bc", "bc_ppo"}  # ppo has none; bc is not mixed up with bc_ppo's folders
+    assert curves["bc"] == ([(0, 7.0)], [(0, 7.0)])
+    assert curves["bc_ppo"] == ([(0, 6.5), (100, 7.5)], [(100, 8.0), (0, 6.0)])

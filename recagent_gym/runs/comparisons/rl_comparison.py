@@ -58,6 +58,7 @@ from recagent_gym.runs.policies.evaluate_policies import (
 from recagent_gym.runs.policies.protocol import Interval, bootstrap_mean, split_users
 from recagent_gym.runs.policies.results_table import markdown_table, summary_line, write_results
 from recagent_gym.runs.policies.selection import BestOnValidation, validation_split
+from recagent_gym.runs.policies.validation_file import validation_curves
 
 LEARNERS: tuple[str, ...] = ("ppo", "a2c", "slateq", "bandit", "bc", "bc_ppo")
 OBSERVATION_BASELINES: tuple[str, ...] = ("latent",)
@@ -425,5 +426,6 @@ def _write_curves(
         writer = csv.writer(handle)
         writer.writerow(["recommender", "step", "mean_return", "ci_low", "ci_high", "n_users", "seeds"])
         writer.writerows(rows)
-    write_curve_plot(pooled, out / "learning_curves.png", "held-out return during training (seeds pooled per user)")
+    title = "held-out return during training (seeds pooled per user)\ndashed: validation users; stars: the points kept"
+    write_curve_plot(pooled, out / "learning_curves.png", title, validation=validation_curves(out, list(curves)))
     return pooled

@@ -16,7 +16,6 @@ next one on the same units). ``sim2real.md``, ``sim2real.csv``, ``sim2real.png``
 from __future__ import annotations
 
 import csv
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -26,6 +25,7 @@ import yaml
 
 from recagent_gym.runs.comparisons.headroom import HISTORY_RECOMMENDERS
 from recagent_gym.runs.policies.protocol import bootstrap_mean
+from recagent_gym.runs.policies.validation_file import validation_curves
 
 SAMPLERS: tuple[str, ...] = ("popularity-matched", "uniform")
 LEARNER_NAMES: tuple[str, ...] = ("ppo", "a2c", "slateq", "bandit", "bc", "bc_ppo")
@@ -108,15 +108,8 @@ def read_seed_run(config: str, seed: int, folder: Path) -> SeedRun:
     with (folder / "real_hits.csv").open(encoding="utf-8") as handle:
         for row in csv.DictReader(handle):
             hits.setdefault(row["sampler"], {}).setdefault(row["recommender"], {})[int(row["user"])] = float(row["hit"])
-    kept: dict[str, list[float]] = {}
-    for name in [n for n in returns if n in LEARNER_NAMES]:
-        for path in sorted(folder.glob(f"{name}_*/validation.csv")):
-            if not re.fullmatch(rf"{name}_\d+", path.parent.name):  # bc_* also finds bc_ppo_0
-                continue
-            with path.open(encoding="utf-8") as handle:
-                kept.setdefault(name, []).extend(float(r["validation_return"]) for r in csv.DictReader(handle)
-                                                 if int(r["kept"]))  # fmt: skip
-    validation = {name: float(np.mean(values)) for name, values in kept.items() if values}
+    curves = validation_curves(folder, [n for n in returns if n in LEARNER_NAMES])
+    validation = {name: float(np.mean([v for _, v in kept])) for name, (_, kept) in curves.items() if kept}
     model, pool = saved["user"]["model"], int(saved["train"]["n_candidates"])
     return SeedRun(config, seed, model, pool, real_side, returns, hits, validation)
 

@@ -171,8 +171,15 @@ def read_curve_csv(path: Path) -> list[tuple[int, Interval]]:
         ]
 
 
-def write_curve_plot(curves: dict[str, list[tuple[int, Interval]]], path: Path, title: str = "") -> Path:
-    """Held-out return against training steps, one line per curve with its 95% band."""
+def write_curve_plot(
+    curves: dict[str, list[tuple[int, Interval]]],
+    path: Path,
+    title: str = "",
+    validation: dict[str, tuple[list[tuple[int, float]], list[tuple[int, float]]]] | None = None,
+) -> Path:
+    """Held-out return against training steps, one line per curve with its 95% band; with ``validation`` (per
+    curve: its validation return per step, and the points kept), those dashed in the same colour, the kept points
+    starred: what chose the learner, beside what it did on the held-out users."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -188,6 +195,12 @@ def write_curve_plot(curves: dict[str, list[tuple[int, Interval]]], path: Path, 
         highs = np.array([p[1].high for p in points])
         (line,) = ax.plot(steps, means, marker="o", markersize=3, label=name)
         ax.fill_between(steps, lows, highs, alpha=0.2, color=line.get_color())
+        val, kept = (validation or {}).get(name, ([], []))
+        if val:
+            ax.plot(*zip(*val, strict=True), linestyle="--", linewidth=1, color=line.get_color(),
+                    label=f"{name}, validation")  # fmt: skip
+        if kept:
+            ax.plot(*zip(*kept, strict=True), linestyle="none", marker="*", markersize=11, color=line.get_color())
     ax.set_xlabel("training steps")
     ax.set_ylabel("held-out return per session (95% CI)")
     if title:
