@@ -13,8 +13,9 @@ from recagent_gym.policies.candidate_baselines import OracleCandidates, PopularC
 from recagent_gym.policies.config import TrainConfig
 from recagent_gym.policies.item_scoring import CandidateScorer, ItemScoringPolicy
 from recagent_gym.runs.comparisons.rl_comparison import learner_steps, run_comparison
-from recagent_gym.runs.config import Config
+from recagent_gym.runs.config import Config, load_config
 from recagent_gym.runs.make_env import candidates_env
+from recagent_gym.settings_section import ConfigError
 
 from ._env_fixtures import make_dataset
 
@@ -187,8 +188,9 @@ def test_learner_timesteps_name_learners_and_default_to_total(tmp_path, dataset)
 
 
 @pytest.mark.slow
-def test_env_seeds_run_one_comparison_per_seed_and_report_paired_differences(tmp_path):
-    from recagent_gym.runs.comparisons.env_seeds import run_env_seeds
+def test_env_seeds_run_one_comparison_per_seed_and_report_paired_differences(tmp_path, monkeypatch):
+    import recagent_gym.runs.comparisons.env_seeds as env_seeds
+    from recagent_gym.runs.comparisons.env_seeds import holds_comparison, run_env_seeds
 
     config = Config(
         train=TrainConfig(total_timesteps=64, n_envs=2, n_steps=32, batch_size=32, seeds=[0], n_candidates=20,
@@ -227,6 +229,18 @@ def test_env_seeds_run_one_comparison_per_seed_and_report_paired_differences(tmp
     other = run_env_seeds(config, [3], output_dir=tmp_path, dataset=make_dataset(per_user=24))
     assert (tmp_path / "env_seed_3" / "policies.csv").stat().st_mtime_ns != stamps[3]
     assert "n_candidates: 16" in (tmp_path / "env_seed_3" / "config.yaml").read_text() and len(other) == 1
+    # a seed re-run that stops part-way leaves nothing that looks finished (to a resume or to sim2real)
+
+    def stopped(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(env_seeds, "run_comparison", stopped)
+    config.train.n_candidates = 20
+    with pytest.raises(KeyboardInterrupt):
+        run_env_seeds(config, [3], output_dir=tmp_path, dataset=make_dataset(per_user=24))
+    assert not (tmp_path / "env_seed_3" / "policies.csv").exists()
+    assert not (tmp_path / "env_seed_3" / "env_seed_row.json").exists()
+    assert not holds_comparison(config, 3, tmp_path, strict=False)
 
 
 @pytest.mark.parametrize("value", ["a,b", "1,1", ","])
@@ -325,6 +339,68 @@ def test_best_on_validation_restores_the_best_parameters():
     assert len(held) == 3 and set(learn) | set(held) == set(range(10)) and not set(learn) & set(held)
     with pytest.raises(ValueError, match="validation_users is 10 but there are only 10 training users"):
         validation_split(np.arange(10), 10, seed=0)
+
+
+def test_a_selection_window_keeps_a_point_in_a_good_stretch_not_a_lone_spike(tmp_path):
+    from recagent_gym.runs.policies.selection import BestOnValidation
+    from recagent_gym.runs.policies.validation_file import validation_curves
+
+    class Model:
+        def __init__(self):
+            self.net = torch.nn.Linear(1, 1)
+
+    returns = [0.0, 1.0, 0.0, 0.6, 0.7, 0.6, 0.0]  # a lone spike at step 1, a good stretch around step 4
+    model = Model()
+    single = BestOnValidation(lambda m: np.array([float(m.net.bias.detach())]), n_users=1)
+    smoothed = BestOnValidation(lambda m: np.array([float(m.net.bias.detach())]), n_users=1, window=3)
+    for step, value in enumerate(returns):
+        with torch.no_grad():
+            model.net.bias.fill_(value)
+        single.offer(model, step * 10)
+        smoothed.offer(model, step * 10)
+    assert single.best_step == 10 and smoothed.best_step == 40
+    assert smoothed.best_return == pytest.approx((0.6 + 0.7 + 0.6) / 3)
+    with torch.no_grad():
+        model.net.bias.fill_(-5.0)
+    assert float(smoothed.restore(model).net.bias.detach()) == pytest.approx(0.7)  # the kept point's own parameters
+    smoothed.write_csv(tmp_path / "bc_ppo_0" / "validation.csv")
+    rows = list(csv.DictReader((tmp_path / "bc_ppo_0" / "validation.csv").open()))
+    assert [float(r["selection_score"]) for r in rows][:2] == pytest.approx([0.5, 1.0 / 3])  # the first: 2 points
+    assert float(rows[-1]["selection_score"]) == pytest.approx(0.3)  # the last point's window is cut at the end
+    [(kept_step, kept_return)] = validation_curves(tmp_path, ["bc_ppo"])["bc_ppo"][1]
+    assert kept_step == 40 and kept_return == pytest.approx(0.7)
+    with pytest.raises(ConfigError, match="selection_window must be an odd"):
+        BestOnValidation(lambda m: np.zeros(1), n_users=1, window=2)
+
+
+def test_validation_repeats_replay_each_users_first_session_with_other_seeds():
+    from recagent_gym.runs.comparisons.rl_comparison import REPEAT_SEED_STRIDE, _selection
+    from recagent_gym.runs.make_env import make_candidate_env
+    from recagent_gym.runs.policies.evaluate_policies import EvalProtocol, run_sessions
+
+    config = Config(train=TrainConfig(n_candidates=20, n_bootstrap=100, validation_repeats=1))
+    config.user.model = "recsim"
+    config.env.social = False
+    data = make_dataset(per_user=24)
+    users = np.arange(6)
+    env = make_candidate_env(config, data, users)
+
+    class InOrder:  # reads nothing but the observation, as a trained policy: the candidates in retrieval order
+        def predict(self, obs, deterministic=True):
+            return np.linspace(1.0, -1.0, len(obs["candidates"])), None
+
+    once = _selection(config, data, users, env.retriever)().evaluate(InOrder())
+    config.train.validation_repeats = 3
+    thrice = _selection(config, data, users, env.retriever)().evaluate(InOrder())
+    protocols = [EvalProtocol(users=users, seed=REPEAT_SEED_STRIDE * r, swapped=False) for r in range(3)]
+    replays = [run_sessions(InOrder(), env, p).returns[:, 0] for p in protocols]
+    assert np.allclose(replays[0], once)  # the first repeat is the session one repeat plays, from the same state
+    assert np.allclose(np.mean(replays, axis=0), thrice) and not np.allclose(thrice, once)
+
+
+def test_an_even_selection_window_is_refused_by_the_config():
+    with pytest.raises(ConfigError, match="selection_window"):
+        load_config("rl_recsim", overrides=["train.selection_window=4"])
 
 
 def test_plackett_luce_pages_leave_out_items_shown_this_session(dataset):

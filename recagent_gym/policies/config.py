@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from recagent_gym.settings_section import Section
 
@@ -74,6 +74,16 @@ class TrainConfig(Section):
     every ``eval_every`` steps PPO/A2C and SlateQ are evaluated on them (one session each, from their restored state)
     and each seed's learner is kept at the step with the best mean validation return (the held-out users choose
     nothing); 0 keeps the last step."""
+
+    validation_repeats: int = Field(1, ge=1)
+    """Times each validation user's first session is played at every selection point, each from the user's
+    restored starting state with its own seed (the same seeds at every point). The held-out users are scored on first
+    sessions, so these are repeats of that session, not later sessions; more repeats make a point's validation return
+    less noisy, so the best point is less often the luckiest one."""
+
+    selection_window: int = Field(1, ge=1)
+    """The learner is kept at the point whose validation return averaged with its neighbours (this many points,
+    centred on it; odd) is the best: 1 keeps the single best point, 5 a point in a stretch that is good throughout."""
 
     # -- the RL comparison on RecAgent-v1 (``recagent-gym evaluate rl-comparison``) --------------------------------
 
@@ -168,3 +178,10 @@ class TrainConfig(Section):
 
     output_dir: str = "runs"
     """Folder receiving TensorBoard logs, checkpoints, the dumped config and evaluation tables."""
+
+    @field_validator("selection_window")
+    @classmethod
+    def _centred_window(cls, value: int) -> int:
+        if value % 2 == 0:
+            raise ValueError(f"must be odd: the window is centred on the point it scores ({value} is even)")
+        return value

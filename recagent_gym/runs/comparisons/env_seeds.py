@@ -22,10 +22,11 @@ import yaml
 
 from recagent_gym.data.schema import Dataset
 from recagent_gym.runs.comparisons.oracles import ORACLES
-from recagent_gym.runs.comparisons.rl_comparison import LEARNERS, run_comparison
-from recagent_gym.runs.config import Config
+from recagent_gym.runs.comparisons.rl_comparison import LEARNERS, REAL_HITS_FILE, check_compare, run_comparison
+from recagent_gym.runs.config import Config, dump_config
 from recagent_gym.runs.policies.evaluate_policies import PolicyMetrics
 from recagent_gym.runs.policies.protocol import bootstrap_mean
+from recagent_gym.settings_section import ConfigError, check_seed
 
 COLUMNS = ("env_seed", "learner", "learner_return", "baseline", "baseline_return", "difference", "diff_ci_low",
            "diff_ci_high", "swapped_drop", "swapped_ci_low", "swapped_ci_high", "frozen_drop", "frozen_ci_low",
@@ -106,6 +107,8 @@ def seed_config(config: Config, seed: int, out: Path) -> Config:
 ROW_FILE = "env_seed_row.json"
 """Each seed's row of ``env_seeds.csv``, written when its comparison ends: a later run reads it instead of running
 that seed again."""
+SEED_TABLES = ("policies.csv", REAL_HITS_FILE)
+"""The tables a finished seed's comparison holds (the second only with ``train.real_metric``)."""
 
 
 def holds_comparison(config: Config, seed: int, out: Path, *, strict: bool) -> bool:
@@ -113,12 +116,8 @@ def holds_comparison(config: Config, seed: int, out: Path, *, strict: bool) -> b
     ``config.yaml`` equal to :func:`seed_config`'s, its tables written). A finished comparison of another
     configuration is refused with the keys that differ when ``strict`` (it would be mixed up with this one), else it
     is not this one (and is run again over it)."""
-    from recagent_gym.runs.comparisons.rl_comparison import REAL_HITS_FILE
-    from recagent_gym.runs.config.loader import dump_config
-    from recagent_gym.settings_section import ConfigError
-
     here = out / f"env_seed_{seed}"
-    tables = ("config.yaml", "policies.csv", *((REAL_HITS_FILE,) if config.train.real_metric else ()))
+    tables = ("config.yaml", *SEED_TABLES[: 2 if config.train.real_metric else 1])
     if not all((here / name).is_file() for name in tables):
         return False
     saved = yaml.safe_load((here / "config.yaml").read_text(encoding="utf-8"))
@@ -144,9 +143,7 @@ def _one_seed(config: Config, seed: int, out: Path, dataset: Dataset | None) -> 
         print(f"env seed {seed}: {row_file.parent} holds this comparison already: read, not run again", flush=True)
         row: dict[str, Any] = json.loads(row_file.read_text(encoding="utf-8"))
         return row
-    from recagent_gym.runs.comparisons.rl_comparison import REAL_HITS_FILE
-
-    for name in (ROW_FILE, "policies.csv", REAL_HITS_FILE):  # a run stopped part-way must not look finished
+    for name in (ROW_FILE, *SEED_TABLES):  # a run stopped part-way must not look finished
         (row_file.parent / name).unlink(missing_ok=True)
     per_user: dict[str, np.ndarray] = {}
     results = run_comparison(seed_config(config, seed, out), output_dir=out / f"env_seed_{seed}", dataset=dataset,
@@ -169,9 +166,6 @@ def run_env_seeds(
     the seeds run in that many worker processes at once (each seed is independent and single-threaded at
     ``train.torch_threads`` 1, so two seeds on two cores take about the time of one); the rows are the same as one
     after another: every seed's randomness comes from its own configuration."""
-    from recagent_gym.runs.comparisons.rl_comparison import check_compare
-    from recagent_gym.settings_section import ConfigError, check_seed
-
     check_compare(config, env_seeds=True)
     for seed in seeds:
         try:

@@ -290,9 +290,12 @@ def _run_comparison(
     best_sim = max(learned, key=lambda n: float(per_user[n].mean())) if learned else None
     summary += "".join(" " + line for line in real_transfer_lines(hits, learned, train.n_bootstrap, best_sim))
     if kept:
+        window = train.selection_window
         summary += (
             f" Learners kept at their best validation point ({len(val_users)} training users set aside, never "
-            "trained on; `train.validation_users`), steps per seed: "
+            f"trained on, their first session played {train.validation_repeats} time(s); `train.validation_users`"
+            + (f"; each point scored with its neighbours, {window} points" if window > 1 else "")
+            + "), steps per seed: "
             + "; ".join(f"{n} {', '.join(map(str, steps))}" for n, steps in kept.items())
             + "."
         )
@@ -386,6 +389,10 @@ def _train_slateq(
     )
 
 
+REPEAT_SEED_STRIDE = 1_000_003
+"""Seed offset between repeats of the validation sessions (more than any number of users: seeds never collide)."""
+
+
 def _selection(
     config: Config, dataset: Dataset, users: np.ndarray, retriever: Any
 ) -> Callable[[], BestOnValidation | None]:
@@ -393,12 +400,16 @@ def _selection(
     if not len(users):
         return lambda: None
     env = make_candidate_env(config, dataset, users, retriever=retriever)
-    protocol = EvalProtocol(users=users, seed=config.train.split_seed, swapped=False, n_boot=config.train.n_bootstrap)
+    train = config.train
+    protocols = [  # the same first session per user (seeds split_seed + user index), replayed with other seeds
+        EvalProtocol(users=users, seed=train.split_seed + REPEAT_SEED_STRIDE * r, swapped=False, n_boot=100)
+        for r in range(train.validation_repeats)
+    ]
 
     def evaluate(model: Any) -> np.ndarray:
-        return run_sessions(model, env, protocol).returns.mean(axis=1)
+        return np.mean([run_sessions(model, env, p).returns[:, 0] for p in protocols], axis=0)
 
-    return lambda: BestOnValidation(evaluate, len(users))
+    return lambda: BestOnValidation(evaluate, len(users), window=train.selection_window)
 
 
 def learner_steps_text(config: Config) -> str:
