@@ -81,6 +81,24 @@ def test_consumption_moves_the_hidden_taste_towards_the_item():
     assert after > before
 
 
+@pytest.mark.parametrize("fresh", [False, True])
+def test_fresh_sessions_start_every_session_from_the_user_as_drawn(fresh):
+    dataset = make_dataset()
+    config = UserConfig(
+        model="recsim", recsim_interest_drift=0.3, recsim_no_click_mass=0.0, recsim_fresh_sessions=fresh
+    )
+    users = RecSimUser(dataset, config)
+    rng = np.random.default_rng(0)
+    items = np.arange(dataset.n_items)
+    drawn = users.utilities(0, items)
+    users.start_session(0, rng)
+    watched = [users.respond(Page((1, 2, 3, 4, 5)), Context(0, step=k), rng).action == Action.WATCH for k in range(3)]
+    assert any(watched) and not np.allclose(users.utilities(0, items), drawn)  # the session's watches moved the taste
+    users.end_sessions([0])
+    users.start_session(0, rng)
+    assert np.allclose(users.utilities(0, items), drawn) == fresh  # carried over, or the user as drawn again
+
+
 def test_state_round_trip_restores_hidden_taste_and_fatigue():
     dataset = make_dataset()
     users = RecSimUser(dataset, UserConfig(recsim_no_click_mass=1e9, patience=1e9))

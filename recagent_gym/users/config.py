@@ -50,6 +50,12 @@ class UserConfig(Section):
     recsim_interest_drift: float = Field(0.05, ge=0.0, le=1.0)
     """Step size of the RecSim-style user's interest drift towards consumed items."""
 
+    recsim_fresh_sessions: bool = False
+    """Every session of a RecSim-style user starts from the user's initial hidden state (interest and latent taste as
+    drawn), as RecSim's environment samples a fresh user per episode; the drift then acts within the session only.
+    False: the drift of a user's earlier sessions carries over, so an RL learner trains on users its own pages
+    reshaped over hundreds of sessions while the held-out users are scored on first sessions."""
+
     # -- LLM agent (``recagent_gym.users.agent``) ---------------------------------------------------------------
 
     decision_strategy: DecisionStrategy = "auto"

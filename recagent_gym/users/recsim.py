@@ -209,6 +209,7 @@ class RecSimUser:
             - cfg.recsim_allure * self._nutrition
         )
         self._state = np.concatenate([interest, latent, np.ones((len(interest), 1))], axis=1)
+        self._initial_rows = self._state.copy() if cfg.recsim_fresh_sessions else None  # each session starts here
         self._item_matrix = np.concatenate(
             [cfg.recsim_interest_weight * topics, cfg.recsim_hidden_weight * self._item_latents,
              self._base_utility[:, None]], axis=1,
@@ -354,6 +355,9 @@ class RecSimUser:
 
     def start_session(self, user_id: int, rng: np.random.Generator) -> None:
         self._sessions[user_id] = [self.config.recsim_time_budget, 0.0]
+        if self._initial_rows is not None:  # recsim_fresh_sessions: the user as first drawn, every session
+            self._state[user_id] = self._initial_rows[user_id]
+            self._shown.pop(user_id, None)
 
     def end_sessions(self, user_ids: Sequence[int]) -> None:
         for user_id in user_ids:
