@@ -374,9 +374,9 @@ def test_a_selection_window_keeps_a_point_in_a_good_stretch_not_a_lone_spike(tmp
 
 
 def test_validation_repeats_replay_each_users_first_session_with_other_seeds():
-    from recagent_gym.runs.comparisons.rl_comparison import REPEAT_SEED_STRIDE, _selection
+    from recagent_gym.runs.comparisons.rl_comparison import _selection
     from recagent_gym.runs.make_env import make_candidate_env
-    from recagent_gym.runs.policies.evaluate_policies import EvalProtocol, run_sessions
+    from recagent_gym.runs.policies.evaluate_policies import REPEAT_SEED_STRIDE, EvalProtocol, run_sessions
 
     config = Config(train=TrainConfig(n_candidates=20, n_bootstrap=100, validation_repeats=1))
     config.user.model = "recsim"
@@ -396,6 +396,8 @@ def test_validation_repeats_replay_each_users_first_session_with_other_seeds():
     replays = [run_sessions(InOrder(), env, p).returns[:, 0] for p in protocols]
     assert np.allclose(replays[0], once)  # the first repeat is the session one repeat plays, from the same state
     assert np.allclose(np.mean(replays, axis=0), thrice) and not np.allclose(thrice, once)
+    together = run_sessions(InOrder(), env, EvalProtocol(users=users, swapped=False, repeats=3)).returns
+    assert together.shape == (6, 3) and np.allclose(together, np.stack(replays, axis=1))  # a repeat per column
 
 
 def test_an_even_selection_window_is_refused_by_the_config():

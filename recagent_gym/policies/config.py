@@ -50,6 +50,10 @@ class TrainConfig(Section):
     eval_sessions_per_user: int = Field(1, ge=1)
     """Sessions per held-out user, from the users' restored starting state."""
 
+    eval_repeats: int = Field(1, ge=1)
+    """RL comparison: times each held-out user's sessions are played again from the same restored start with other
+    seeds, every recommender alike; a user's return is the mean (less noise per user, the same users)."""
+
     eval_swapped: bool = True
     """Run the personalisation check (every policy again with another user's encoding swapped in)."""
 

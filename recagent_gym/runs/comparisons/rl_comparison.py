@@ -265,6 +265,7 @@ def _run_comparison(
         n_boot=train.n_bootstrap,
         swapped=train.eval_swapped,
         encoding_keys=ENCODING_KEYS,
+        repeats=train.eval_repeats,
     )
     tick = time.perf_counter()
     oracle = oracles.reference
@@ -281,7 +282,9 @@ def _run_comparison(
     learned = [n for n in recommenders if n in LEARNERS]
     title = (
         f"RecAgent-v1, {dataset.name}, {config.user.model} users: {len(test_users)} held-out users x "
-        f"{protocol.sessions_per_user} session(s); learners: {learner_steps_text(config)} steps x seeds {train.seeds}"
+        f"{protocol.sessions_per_user} session(s)"
+        + (f", each played {protocol.repeats} times from the same start" if protocol.repeats > 1 else "")
+        + f"; learners: {learner_steps_text(config)} steps x seeds {train.seeds}"
     )
     summary = summary_line([r for r in results if r.recommender not in ORACLES], learned=learned)
     summary += f" {oracles.note(train, per_user)}" if oracle else ""
@@ -389,10 +392,6 @@ def _train_slateq(
     )
 
 
-REPEAT_SEED_STRIDE = 1_000_003
-"""Seed offset between repeats of the validation sessions (more than any number of users: seeds never collide)."""
-
-
 def _selection(
     config: Config, dataset: Dataset, users: np.ndarray, retriever: Any
 ) -> Callable[[], BestOnValidation | None]:
@@ -401,13 +400,10 @@ def _selection(
         return lambda: None
     env = make_candidate_env(config, dataset, users, retriever=retriever)
     train = config.train
-    protocols = [  # the same first session per user (seeds split_seed + user index), replayed with other seeds
-        EvalProtocol(users=users, seed=train.split_seed + REPEAT_SEED_STRIDE * r, swapped=False, n_boot=100)
-        for r in range(train.validation_repeats)
-    ]
+    protocol = EvalProtocol(users=users, seed=train.split_seed, swapped=False, repeats=train.validation_repeats)
 
     def evaluate(model: Any) -> np.ndarray:
-        return np.mean([run_sessions(model, env, p).returns[:, 0] for p in protocols], axis=0)
+        return run_sessions(model, env, protocol).returns.mean(axis=1)
 
     return lambda: BestOnValidation(evaluate, len(users), window=train.selection_window)
 

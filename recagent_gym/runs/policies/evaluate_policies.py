@@ -39,6 +39,10 @@ V0_ENCODING_KEYS: tuple[str, ...] = ("user_id", "user_features", "history", "his
 """Who the user is in the v0 observation: swapped by the personalisation check."""
 
 
+REPEAT_SEED_STRIDE = 1_000_003
+"""Seed offset between repeats of a user's sessions (more than any number of users: the seeds never collide)."""
+
+
 @dataclass(frozen=True)
 class EvalProtocol:
     """Which users, how many sessions each, and the seeds of the evaluation."""
@@ -48,6 +52,10 @@ class EvalProtocol:
     sessions_per_user: int = 1
     seed: int = 0
     """User ``k`` of ``users`` starts from ``reset(seed=seed + k)``: the same state for every recommender."""
+    repeats: int = 1
+    """Times each user's sessions are played again from the restored starting state, repeat ``r`` from
+    ``reset(seed=seed + k + REPEAT_SEED_STRIDE * r)``: other draws of the same sessions, so a user's mean return is
+    less noisy (the users, and so the interval's unit, stay the same)."""
     n_boot: int = 2000
     swapped: bool = True
     """Run the personalisation check (doubles the cost)."""
@@ -59,7 +67,7 @@ class RunRecord:
     """Raw outcome of one recommender's sessions: per user and session returns, plus per-session counts."""
 
     returns: np.ndarray
-    """``(n_users, sessions_per_user)``."""
+    """``(n_users, repeats * sessions_per_user)``: repeat ``r``'s sessions in columns ``r * sessions_per_user`` on."""
     watches: list[int] = field(default_factory=list)
     search_watches: list[int] = field(default_factory=list)
     pages: list[int] = field(default_factory=list)
@@ -182,7 +190,8 @@ def run_sessions(
     partners: np.ndarray | None = None,
     on_step: Callable[[int, dict[str, Any], float, bool], None] | None = None,
 ) -> RunRecord:
-    """``protocol.sessions_per_user`` sessions of each held-out user, each user from the restored starting state.
+    """``protocol.sessions_per_user`` sessions of each held-out user, each user from the restored starting state
+    (``protocol.repeats`` times, with other seeds).
 
     With ``swap_from`` (user -> first observation) and ``partners`` (index into ``protocol.users``), the
     recommender sees the partner's encoding keys instead of the user's own. ``on_step(k, info, reward, done)``
@@ -191,16 +200,18 @@ def run_sessions(
     users = protocol.users
     core = env.unwrapped
     n_items = core.tables.n_items
-    record = RunRecord(returns=np.zeros((len(users), protocol.sessions_per_user)), shown=np.zeros(n_items, np.int64))
+    per_repeat = protocol.sessions_per_user
+    record = RunRecord(returns=np.zeros((len(users), protocol.repeats * per_repeat)), shown=np.zeros(n_items, np.int64))
     observe = getattr(recommender, "observe", None)
     for k, user in enumerate(users.tolist()):
         partner_obs = None
         if swap_from is not None and partners is not None:
             partner_obs = swap_from[int(users[partners[k]])]
-        for s in range(protocol.sessions_per_user):
-            seed = protocol.seed + k if s == 0 else None
+        for column in range(protocol.repeats * per_repeat):
+            repeat, s = divmod(column, per_repeat)
+            seed = protocol.seed + k + REPEAT_SEED_STRIDE * repeat if s == 0 else None
             obs, _ = env.reset(seed=seed, options={"user_id": int(user)})
-            if s == 0:
+            if column == 0:
                 record.first_obs[int(user)] = {key: np.array(v, copy=True) for key, v in obs.items()}
             if observe is not None:
                 observe({"session_start": True, "user_id": int(user)}, False)
@@ -224,7 +235,7 @@ def run_sessions(
                     observe(info, done)
                 if terminated:
                     record.leaves += 1
-            record.returns[k, s] = total
+            record.returns[k, column] = total
             record.watches.append(watches)
             record.search_watches.append(search_watches)
             record.pages.append(pages)
