@@ -4,9 +4,9 @@
 At every learning-curve point the learner plays each validation user's first session ``train.validation_repeats``
 times from the user's restored starting state (the same seeds at every point), and :class:`BestOnValidation` keeps a
 copy of its parameters when the point's score is the best so far (the earliest point on ties). The score is the mean
-validation return of the ``train.selection_window`` points centred on it (fewer at the ends of the curve): the best
-of forty single noisy points is mostly the noisiest one, a point whose neighbours also do well is not. After
-training, :meth:`BestOnValidation.restore` puts the kept parameters back. The held-out users choose nothing: they are
+validation return of the ``train.selection_window`` points centred on it (fewer at the ends of the curve). On
+``rl_recsim``'s development seeds neither replays nor windows kept better points than the single best point did
+(docs/training.md), so the shipped configs keep 1 and 1. After training, :meth:`BestOnValidation.restore` puts the kept parameters back. The held-out users choose nothing: they are
 only evaluated, as before. PPO's held-out return can peak early and decay (``rl_distilled``, fitted RecSim users);
 selection on users it did not train on is the standard remedy that does not look at the test users.
 """
