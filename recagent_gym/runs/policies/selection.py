@@ -6,9 +6,10 @@ times from the user's restored starting state (the same seeds at every point), a
 copy of its parameters when the point's score is the best so far (the earliest point on ties). The score is the mean
 validation return of the ``train.selection_window`` points centred on it (fewer at the ends of the curve). On
 ``rl_recsim``'s development seeds neither replays nor windows kept better points than the single best point did
-(docs/training.md), so the shipped configs keep 1 and 1. After training, :meth:`BestOnValidation.restore` puts the kept parameters back. The held-out users choose nothing: they are
-only evaluated, as before. PPO's held-out return can peak early and decay (``rl_distilled``, fitted RecSim users);
-selection on users it did not train on is the standard remedy that does not look at the test users.
+(docs/training.md), so the shipped configs keep 1 and 1. After training, :meth:`BestOnValidation.restore` puts the
+kept parameters back. The held-out users choose nothing: they are only evaluated, as before. PPO's held-out return
+can peak early and decay (``rl_distilled``, fitted RecSim users); selection on users it did not train on is the
+standard remedy that does not look at the test users.
 """
 
 from __future__ import annotations
