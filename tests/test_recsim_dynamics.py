@@ -6,6 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from recagent_gym.runs.config import Config
+from recagent_gym.runs.make_env import candidates_env
 from recagent_gym.session.tables import SessionTables
 from recagent_gym.users.config import UserConfig
 from recagent_gym.users.protocol import Action, Context, Page
@@ -204,3 +206,23 @@ def test_a_watch_costs_the_users_own_nutrition():
         spent[item] = 100.0 - users.get_state()["sessions"]["4"]["budget"]
     assert spent == pytest.approx(expected)
     assert spent[worst] > spent[best]
+
+
+@pytest.mark.parametrize("fresh", [False, True])
+def test_users_who_start_afresh_are_never_flagged_as_shown_before(fresh):
+    """The candidates' "shown in an earlier session" column: set for users who remember their sessions, never for
+    users who start each session as drawn (the held-out users are scored on first sessions, where it is empty)."""
+    config = Config()
+    config.env.social, config.env.max_pages = False, 3
+    config.user.model, config.user.recsim_fresh_sessions = "recsim", fresh
+    env = candidates_env(make_dataset(n_users=4), "recsim", config=config, n_candidates=10)
+    obs, _ = env.reset(seed=0, options={"user_id": 1})
+    flag = env.encoder.f + 1
+    assert not obs["candidates"][:, flag].any()
+    done = False
+    while not done:
+        obs, _, terminated, truncated, _ = env.step(np.arange(10, dtype=np.float32))
+        done = terminated or truncated
+    obs, _ = env.reset(options={"user_id": 1})  # unseeded: the same world, the user's next session
+    assert bool(obs["candidates"][:, flag].any()) != fresh
+    assert (1 in env.shown_before) != fresh

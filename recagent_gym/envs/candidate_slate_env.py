@@ -27,7 +27,7 @@ from recagent_gym.envs.resolve import build_kernel, build_users, resolve_dataset
 from recagent_gym.envs.reward import RewardFn, reward_from_config
 from recagent_gym.envs.settings import WorldSettings, require_settings
 from recagent_gym.session import RecommenderSession, SessionStream, StepResult
-from recagent_gym.users.protocol import UserModel
+from recagent_gym.users.protocol import UserModel, forgets_sessions
 
 ACTION_MODES: tuple[str, ...] = ("scores", "slate")
 SEED_RANGE = 2**31 - 1
@@ -206,7 +206,9 @@ class RecAgentCandidateEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
             else spaces.MultiDiscrete(np.full(self.page_size, n_candidates, dtype=np.int64))
         )
         self.shown_before: dict[int, set[int]] = {}
-        """Per user, the items shown in the user's ended sessions (since the last seeded reset)."""
+        """Per user, the items shown in the user's ended sessions (since the last seeded reset); always empty for
+        users that start every session afresh (:func:`forgets_sessions`), as the held-out users' first sessions."""
+        self._keeps_shown = not forgets_sessions(self.user_model)
         self._slate_stream = SlateStream(self.np_random)
         self._last_result: StepResult | None = None
 
@@ -349,7 +351,7 @@ class RecAgentCandidateEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
             for item in shown:
                 slate.shown[item] = slate.shown.get(item, 0) + 1
             slate.skipped.extend(i for i in shown if i != watched)
-            if result.done:
+            if result.done and self._keeps_shown:
                 self.shown_before.setdefault(result.user, set()).update(slate.shown)
             # Gymnasium's vector envs batch info values by the first sub-env's type: no None beside an int or float.
             info = {

@@ -130,6 +130,14 @@ class Response:
         )
 
 
+def forgets_sessions(model: object) -> bool:
+    """Whether every session of ``model``'s users starts from the user as first drawn (RecSim's fresh user per
+    episode: ``fresh_sessions``, e.g. ``user.recsim_fresh_sessions``). Such users keep nothing of earlier sessions,
+    so an env must not tell a recommender what they were shown before: the held-out users are scored on first
+    sessions, where nothing was."""
+    return bool(getattr(model, "fresh_sessions", False))
+
+
 @runtime_checkable
 class UserModel(Protocol):
     """A simulated user population. All randomness comes from the ``rng`` passed in."""

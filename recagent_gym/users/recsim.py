@@ -210,6 +210,7 @@ class RecSimUser:
         )
         self._state = np.concatenate([interest, latent, np.ones((len(interest), 1))], axis=1)
         self._initial_rows = self._state.copy() if cfg.recsim_fresh_sessions else None  # each session starts here
+        self.fresh_sessions = bool(cfg.recsim_fresh_sessions)
         self._item_matrix = np.concatenate(
             [cfg.recsim_interest_weight * topics, cfg.recsim_hidden_weight * self._item_latents,
              self._base_utility[:, None]], axis=1,
