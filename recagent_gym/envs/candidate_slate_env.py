@@ -103,7 +103,8 @@ class RecAgentCandidateEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
     |                  |                                      | last rating, watched and skipped counts, mean item   |
     |                  |                                      | features of the session's watched, then skipped items|
     | `candidates`     | Box(-1, 1, (K, F + 2))               | item features, shown earlier this session, shown to  |
-    |                  |                                      | this user in an earlier session                      |
+    |                  |                                      | this user in an earlier session (always 0 for users  |
+    |                  |                                      | who start each session afresh, e.g. RecSim's)        |
     | `candidate_mask` | Box(0, 1, (K,))                      | 1 for a valid candidate                              |
 
     ## Rewards
