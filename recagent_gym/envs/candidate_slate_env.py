@@ -207,9 +207,7 @@ class RecAgentCandidateEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
             else spaces.MultiDiscrete(np.full(self.page_size, n_candidates, dtype=np.int64))
         )
         self.shown_before: dict[int, set[int]] = {}
-        """Per user, the items shown in the user's ended sessions (since the last seeded reset); always empty for
-        users that start every session afresh (:func:`forgets_sessions`), as the held-out users' first sessions."""
-        self._keeps_shown = not forgets_sessions(self.user_model)
+        """Per user, the items shown in ended sessions since the last seeded reset (see :func:`forgets_sessions`)."""
         self._slate_stream = SlateStream(self.np_random)
         self._last_result: StepResult | None = None
 
@@ -352,7 +350,7 @@ class RecAgentCandidateEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
             for item in shown:
                 slate.shown[item] = slate.shown.get(item, 0) + 1
             slate.skipped.extend(i for i in shown if i != watched)
-            if result.done and self._keeps_shown:
+            if result.done and not forgets_sessions(self.user_model):  # as the held-out users' first sessions
                 self.shown_before.setdefault(result.user, set()).update(slate.shown)
             # Gymnasium's vector envs batch info values by the first sub-env's type: no None beside an int or float.
             info = {
