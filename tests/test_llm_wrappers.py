@@ -66,6 +66,27 @@ def test_replay_raises_on_a_miss(tmp_path) -> None:  # type: ignore[no-untyped-d
     assert backend.calls == 0
 
 
+def test_a_row_written_under_other_numerics_is_not_served(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The embedded model's scores change with its decoding (``EmbeddedLLM.numerics``): a cache keys rows by it,
+    through any wrapper, and a model without ``numerics`` keeps the keys it always had."""
+    path = tmp_path / "c.sqlite"
+
+    def backend(numerics: str | None) -> ScriptedLLM:
+        model = _scripted()
+        if numerics is not None:
+            model.numerics = numerics  # type: ignore[attr-defined]
+        return model
+
+    wrapped = BudgetedLLM(backend("canonical-block64-tail0"), max_calls=9)
+    (written,) = CachedLLM(wrapped, path).choose(["p"], [["x", "y"]])
+    same = backend("canonical-block64-tail0")
+    assert CachedLLM(same, path, mode="replay").choose(["p"], [["x", "y"]])[0].option == written.option
+    with pytest.raises(CacheMiss):
+        CachedLLM(backend("canonical-block64-tail2"), path, mode="replay").choose(["p"], [["x", "y"]])
+    CachedLLM(backend(None), path).generate(["plain"])
+    assert CachedLLM(backend(None), path, mode="replay").generate(["plain"])[0].text == "echo plain"
+
+
 def test_budget_refuses_before_sending() -> None:
     backend = _scripted()
     budget = BudgetedLLM(backend, max_calls=3)

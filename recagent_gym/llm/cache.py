@@ -1,6 +1,7 @@
 """A persistent response cache in SQLite, wrapping any :class:`LanguageModel`.
 
-The key hashes the inner model's name (backend and model), the kind of call, the prompt (and options), every
+The key hashes the inner model's name (backend and model), what else changes its numbers (the embedded model's
+decoding: :func:`numerics_of`), the kind of call, the prompt (and options), every
 parameter and the seed. ``read_write`` answers hits from the file and asks the inner model for the misses only (one
 batched call); ``replay`` never asks it and raises :class:`CacheMiss` instead, so a recorded run can be repeated
 offline and bit-identically. Hits are counted in ``Usage.cached_calls`` (latency 0, tokens as first recorded).
@@ -79,6 +80,18 @@ def open_cache(path: Path, mode: str) -> sqlite3.Connection:
     return _connect(path)
 
 
+def numerics_of(model: object) -> str:
+    """What besides its name changes a model's numbers (``numerics`` of the first model down the ``inner`` chain that
+    has one: the embedded model's decoding and segmentation), or "" (then the key is what it always was)."""
+    seen = 0
+    while model is not None and seen < 16:
+        value = getattr(model, "numerics", None)
+        if isinstance(value, str):
+            return value
+        model, seen = getattr(model, "inner", None), seen + 1
+    return ""
+
+
 def _key(payload: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(payload, sort_keys=True, ensure_ascii=False).encode("utf-8")).hexdigest()
 
@@ -144,7 +157,9 @@ class CachedLLM:
         to_dict: Callable[[R], dict[str, Any]],
         from_dict: Callable[[dict[str, Any]], R],
     ) -> list[R]:
-        keys = [_key({"backend": self.inner.name, "kind": kind, **request}) for request in requests]
+        numerics = numerics_of(self.inner)
+        backend = {"backend": self.inner.name, **({"numerics": numerics} if numerics else {})}
+        keys = [_key({**backend, "kind": kind, **request}) for request in requests]
         results: list[R | None] = [None] * len(requests)
         missing: list[int] = []
         for i, key in enumerate(keys):

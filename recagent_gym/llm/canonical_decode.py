@@ -129,10 +129,14 @@ class OneAtATime:
         on_output: Callable[[list[tuple[int, int]], int], None],
         *,
         reserve: int = 0,
+        marks: Sequence[Sequence[int]] | None = None,
     ) -> None:
+        """``marks``: segment starts the request names for its sequence (beside every block and its first wanted
+        position), e.g. where a scored prompt's tail begins (:mod:`~recagent_gym.llm.score_plan`)."""
         if len(sequences) != 1:
             raise ValueError(f"canonical decoding takes one sequence per request, got {len(sequences)}")
-        self.decoder.decode(sequences[0], outputs[0], lambda pos, index: on_output([(0, pos)], index))
+        own = marks[0] if marks else ()
+        self.decoder.decode(sequences[0], outputs[0], lambda pos, index: on_output([(0, pos)], index), marks=own)
 
     def step(self, entries: Sequence[tuple[int, int, int]], on_output: Callable[[int, int], None]) -> None:
         ((_, token, pos),) = entries

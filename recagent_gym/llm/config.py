@@ -117,6 +117,11 @@ class LLMConfig(Section):
     """Embedded model, ``canonical`` decoding: tokens per segment. A resident prefix is reused up to a multiple of
     it, so a smaller block recomputes less of a prompt that diverges from the previous one, in more decode calls."""
 
+    canonical_tail_lines: int = Field(2, ge=0, le=8)
+    """Embedded model, ``canonical`` decoding: a scored prompt's segments also start where its last N lines begin,
+    so the prompts of one user's candidates (which differ only in the ``Movie:`` / ``Watched:`` lines) reuse all of
+    their shared prefix instead of the part up to the last block start (``llm/score_plan.py``). 0: blocks only."""
+
     choose_method: Literal["score", "grammar"] = "score"
     """Embedded model: ``score`` ranks options by log-likelihood after the prompt (gives scores); ``grammar``
     generates under a GBNF grammar that only admits the options (no scores)."""

@@ -29,11 +29,13 @@ from typing import Any
 
 import numpy as np
 
+from recagent_gym.llm import score_plan
 from recagent_gym.llm.canonical_decode import CanonicalDecoder, OneAtATime
 from recagent_gym.llm.config import LLMConfig
 from recagent_gym.llm.llama_runtime import LlamaRuntime, common_prefix
 from recagent_gym.llm.model_files import packaged_gemma_path
 from recagent_gym.llm.protocol import Choice, Generation, LLMError, Usage
+from recagent_gym.llm.score_plan import ScoredSequence
 from recagent_gym.llm.seeding import derive_seed
 from recagent_gym.llm.text import clean_text
 
@@ -89,6 +91,15 @@ class EmbeddedLLM:
     @property
     def name(self) -> str:
         return f"embedded:{self.model}"
+
+    @property
+    def numerics(self) -> str:
+        """What besides the model changes its scores: the decoding, and with ``canonical`` its segment starts (a
+        response cache keys its rows by it, so a row written under other segments is not served)."""
+        cfg = self.config
+        if cfg.decoding != "canonical":
+            return cfg.decoding
+        return f"canonical-block{cfg.canonical_block}-tail{cfg.canonical_tail_lines}"
 
     @property
     def stats(self) -> dict[str, int]:
@@ -289,64 +300,55 @@ class EmbeddedLLM:
         those after the longest common prefix with the prompt alone.
         """
         rt = self._rt
-        pairs: list[tuple[int, int, list[int], int]] = []  # (prompt, option, tokens of prompt+option, first scored)
-        prompt_tokens: list[int] = []
-        for i, prompt in enumerate(prompts):
-            context = rt.tokenize(prompt)
-            read = len(context)
-            for j, option in enumerate(continuations[i]):
-                full = rt.tokenize(prompt + option)
-                self._check_length(len(full), f"prompt {i} with option {j}")
-                # at least one token of the option is scored, and at least one token of context precedes it
-                start = max(1, min(common_prefix(context, full), len(full) - 1))
-                pairs.append((i, j, full, start))
-                read += len(full) - start
-            prompt_tokens.append(read)
-
+        sequences, prompt_tokens = score_plan.plan(prompts, continuations, rt.tokenize, self._tail_lines())
+        for seq in sequences:
+            for target in seq.targets:
+                self._check_length(len(target.full), f"prompt {target.prompt} with option {target.option}")
         scores: list[list[float]] = [[0.0] * len(c) for c in continuations]
         with rt.lock:
-            for chunk in self._score_chunks(pairs):
+            for chunk in self._score_chunks(sequences):
                 self._score_chunk(chunk, scores)
         return scores, prompt_tokens
 
-    def _score_chunks(
-        self, pairs: list[tuple[int, int, list[int], int]]
-    ) -> list[list[tuple[int, int, list[int], int]]]:
+    def _tail_lines(self) -> int:
+        return self.config.canonical_tail_lines if self.config.decoding == "canonical" else 0
+
+    def _score_chunks(self, sequences: list[ScoredSequence]) -> list[list[ScoredSequence]]:
         """Split into batches of at most ``max_sequences`` sequences whose trie fits the KV cache."""
         limit = int(self.config.kv_size * 0.8)
-        chunks: list[list[tuple[int, int, list[int], int]]] = []
-        current: list[tuple[int, int, list[int], int]] = []
+        chunks: list[list[ScoredSequence]] = []
+        current: list[ScoredSequence] = []
         cells = 0
-        for pair in pairs:
-            new = len(pair[2]) - (common_prefix(pair[2], current[-1][2]) if current else 0)
+        for seq in sequences:
+            new = len(seq.tokens) - (common_prefix(seq.tokens, current[-1].tokens) if current else 0)
             if current and (len(current) >= self._per_batch() or cells + new > limit):
                 chunks.append(current)
                 current, cells = [], 0
-                new = len(pair[2])
-            current.append(pair)
+                new = len(seq.tokens)
+            current.append(seq)
             cells += new
         if current:
             chunks.append(current)
         return chunks
 
-    def _score_chunk(self, chunk: list[tuple[int, int, list[int], int]], scores: list[list[float]]) -> None:
+    def _score_chunk(self, chunk: list[ScoredSequence], scores: list[list[float]]) -> None:
         rt = self._rt
-        # The last token is only predicted, never needed in the cache: it is left out of the decode.
-        sequences = [full[:-1] for _, _, full, _ in chunk]
-        outputs = [list(range(start - 1, len(full) - 1)) for _, _, full, start in chunk]
 
         def collect(wants: list[tuple[int, int]], batch_index: int) -> None:
             for k, pos in wants:
-                i, j, full, _ = chunk[k]
-                scores[i][j] += rt.log_softmax_at(batch_index, full[pos + 1])
+                for target in chunk[k].targets:
+                    scores[target.prompt][target.option] += rt.log_softmax_at(batch_index, target.full[pos + 1])
 
         try:
-            self._engine.evaluate(sequences, outputs, collect)
+            self._engine.evaluate(
+                [seq.tokens for seq in chunk], [seq.wanted for seq in chunk], collect,
+                marks=[seq.marks for seq in chunk],
+            )  # fmt: skip
             keep: dict[int, int] = {}
-            for k, (i, _, _, _) in enumerate(chunk):
-                keep.setdefault(i, k)
+            for k, seq in enumerate(chunk):
+                keep.setdefault(seq.targets[0].prompt, k)
             self._engine.finish(
-                _group_prefixes([(k, chunk[k][2][: chunk[k][3]]) for k in keep.values()]), self._priority()
+                _group_prefixes([(k, chunk[k].tokens[: chunk[k].start]) for k in keep.values()]), self._priority()
             )
         except BaseException:
             self._engine.clear_working()

@@ -267,8 +267,10 @@ class LlamaRuntime:
         on_output: OutputCallback,
         *,
         reserve: int = 0,
+        marks: Sequence[Sequence[int]] | None = None,
     ) -> None:
-        """Decode ``sequences`` into working sequences ``0..n-1``, each shared prefix once.
+        """Decode ``sequences`` into working sequences ``0..n-1``, each shared prefix once (``marks``, the segment
+        starts canonical decoding takes, are not needed here: a batch is decoded as a trie).
 
         ``outputs[k]`` lists the positions of sequence ``k`` whose logits are wanted; ``on_output`` is called for
         each right after its decode. Prefixes found in the resident slots are copied, not recomputed. ``reserve``
