@@ -1,6 +1,12 @@
 """Embedded Gemma 3 270M: latency of page decisions (cold vs cached prefix), token throughput, batched scoring.
 
     .venv/bin/python benchmarks/bench_llm_embedded.py [--threads 2] [--repeats 5] [--decoding canonical|batched]
+        [--candidates 50]
+
+The last section scores one user's candidates after a shared few-shot history, as the LLM agents' item score does,
+with canonical segments starting where the prompt's last two lines begin (``llm.canonical_tail_lines: 2``, the
+default) and at block starts only (``0``): milliseconds per candidate, and how far the two segmentations' scores lie
+apart beside the spread of the scores over the candidates.
 
 Prints figures; not a timed test. Prompts are synthetic (no dataset needed) and sized like the agent's.
 """
@@ -85,6 +91,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--memories", type=int, default=14, help="memory lines in the prefix (~600 tokens at 14)")
     parser.add_argument("--decoding", choices=["canonical", "batched"], default="canonical", help="llm.decoding")
+    parser.add_argument("--candidates", type=int, default=50, help="candidates in the tail-segment section")
     args = parser.parse_args()
     rng = np.random.default_rng(0)
 
@@ -142,6 +149,36 @@ def main() -> None:
     print(f"  cold   {summary(fs_cold)}")
     print(f"  cached {summary(fs_cached)} (history resident from the previous call)")
     print(f"tokens decoded {llm.stats['tokens_decoded']}, reused from the prefix cache {llm.stats['tokens_reused']}")
+    llm.close()
+    if args.decoding == "canonical":
+        tail_segments(args.threads, args.candidates, rng)
+
+
+def tail_segments(threads: int, n_candidates: int, rng: np.random.Generator) -> None:
+    """One user's candidates scored one call each after a shared history, with and without the tail's segment."""
+    shots = "\n".join(f"Movie: {_title(rng)}\nWatched: {'Yes' if k % 2 == 0 else 'No'}" for k in range(20))
+    prompts = [f"{shots}\nMovie: {_title(rng)}\nWatched:" for _ in range(n_candidates + 1)]
+    scores: dict[int, np.ndarray] = {}
+    print(f"item scores, {n_candidates} candidates of one user after a shared {20}-example history, one call each:")
+    for tail in (2, 0):
+        llm = EmbeddedLLM(LLMConfig(n_threads=threads, canonical_tail_lines=tail))
+        llm.choose(prompts[:1], [[" Yes", " No"]])  # the history resident, as after a user's first candidate
+        values: list[float] = []
+
+        def run(llm: EmbeddedLLM = llm, values: list[float] = values) -> None:
+            for p in prompts[1:]:
+                (choice,) = llm.choose([p], [[" Yes", " No"]])
+                values.append(choice.scores[0] - choice.scores[1])  # type: ignore[index]
+
+        wall, cpu = timed(run)
+        scores[tail] = np.asarray(values)
+        print(f"  canonical_tail_lines {tail}: {1000 * wall / n_candidates:.1f} ms per candidate wall, "
+              f"{1000 * cpu / n_candidates:.1f} cpu-ms")  # fmt: skip
+        llm.close()
+    diff = np.abs(scores[2] - scores[0])
+    corr = float(np.corrcoef(scores[2], scores[0])[0, 1]) if n_candidates > 1 else float("nan")
+    print(f"  logp(Yes) - logp(No): spread over candidates (sd) {scores[0].std():.3f}; the two segmentations differ "
+          f"by {diff.mean():.3f} on average (max {diff.max():.3f}), correlation {corr:.2f}")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -31,7 +31,7 @@ TINY: dict[str, list[str]] = {
     "bench_history_recall.py": ["--users", "20", "--models", "popularity,itemknn,mf"],
     "bench_affinity_dims.py": ["--users", "20", "--dims", "4,8", "--negatives", "10"],
     "bench_llm_endpoints.py": ["--endpoints", "1,2", "--latency-s", "0.01", "--envs", "2", "--steps", "1"],
-    "bench_llm_embedded.py": ["--repeats", "1", "--memories", "2", "--threads", "1"],
+    "bench_llm_embedded.py": ["--repeats", "1", "--memories", "2", "--threads", "1", "--candidates", "3"],
     "bench_llm_faults.py": ["--trickle", "1", "--timeout", "0.3", "--reply-mb", "0.05"],
     "bench_llm_openai.py": ["--n", "4", "--concurrency", "1", "2", "--latency", "0.01"],
     "bench_memory.py": ["--sizes", "50"],

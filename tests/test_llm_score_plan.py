@@ -41,25 +41,37 @@ def test_tail_offset_is_where_the_last_lines_begin() -> None:
     assert tail_offset(prompt, 0) == 0 and tail_offset("one line", 1) == 0 and tail_offset("a\nb", 2) == 0
 
 
-def test_one_token_options_share_one_sequence_with_a_mark_at_the_tail() -> None:
+def test_options_share_the_prompts_last_position_and_one_token_options_need_nothing_else() -> None:
     prompts = ["Ann likes horror.\nMovie: Alien\nWatched:", "Ann likes horror.\nMovie: Heat\nWatched:"]
-    sequences, read = plan(prompts, [[" Y", " N"], [" Y", " N", " Maybe"]], chars, tail_lines=2)
-    head = len(chars("Ann likes horror.\n"))
-    # " Y" and " N" are one token after the prompt: one sequence each prompt; " Maybe" its own
-    assert [(len(s.targets), s.marks) for s in sequences] == [(2, [head]), (2, [head]), (1, [head])]
-    assert [(t.prompt, t.option) for t in sequences[1].targets] == [(1, 0), (1, 1)]
-    first = sequences[0]
-    assert first.tokens == [*chars(prompts[0]), ord(" ")]  # prompt + option minus its last token
-    assert first.wanted == [len(first.tokens) - 2, len(first.tokens) - 1]  # the two tokens of " Y" / " N"
-    assert read[0] == len(chars(prompts[0])) + 2 * 2  # the prompt, then each option's two scored tokens
+    sequences, read = plan(prompts, [["Y", "N"], ["Y", "N", " Maybe"]], chars, tail_lines=2)
+    tail = len(chars("Ann likes horror.\n"))
+    first, second = (len(chars(p)) for p in prompts)
+    # one head per prompt (its last position scores every option's first token), one rest for the long option
+    assert [(len(s.tokens), s.wanted, s.marks, len(s.targets)) for s in sequences] == [
+        (first, [first - 1], [tail, first - 1], 2),
+        (second, [second - 1], [tail, second - 1], 3),
+        (second + 5, list(range(second, second + 5)), [tail, second - 1, second], 1),
+    ]
+    rest = sequences[2]
+    assert rest.tokens == chars(prompts[1] + " Mayb") and rest.head == second  # the option minus its last token
+    assert [(t.prompt, t.option) for t in sequences[1].targets] == [(1, 0), (1, 1), (1, 2)]
+    assert read == [first + 2, second + 2 + 6]  # the prompt, then each option's scored tokens
+
+
+def test_the_same_head_in_two_prompts_is_decoded_once() -> None:
+    prompt = "Ann likes horror.\nMovies:"
+    sequences, _ = plan([prompt, prompt], [[" Alien"], [" Heat"]], chars, tail_lines=2)
+    assert [len(s.targets) for s in sequences] == [2, 1, 1]  # the shared head, then each title's rest
+    assert sequences[0].tokens == chars(prompt)
 
 
 def test_no_mark_when_the_head_does_not_tokenize_to_a_prefix_of_the_prompt() -> None:
     prompts = ["Ann likes horror.\nMovie: Alien\nWatched:"]
-    (merged,), _ = plan(prompts, [[" Y"]], merging, tail_lines=2)
-    assert merged.marks == []  # "\nM" is one token: the tail's first token starts before the line does
-    (blocks_only,), _ = plan(prompts, [[" Y"]], chars, tail_lines=0)
-    assert blocks_only.marks == []
+    (merged,), _ = plan(prompts, [["Y"]], merging, tail_lines=2)
+    last = len(merged.tokens) - 1
+    assert merged.marks == [last]  # "\nM" is one token: the tail's first token starts before the line does
+    (blocks_only,), _ = plan(prompts, [["Y"]], chars, tail_lines=0)
+    assert blocks_only.marks == [len(blocks_only.tokens) - 1]
 
 
 @pytest.fixture(scope="module")
@@ -84,3 +96,23 @@ def test_a_users_next_candidate_decodes_only_its_tail(llm: EmbeddedLLM) -> None:
     llm.forget_prefixes()
     assert llm.choose(prompts[1:], [[" Yes", " No"]])[0].scores == second  # the same score decoded alone
     assert first != second
+
+
+@pytest.mark.embedded_llm
+@pytest.mark.slow
+def test_title_options_decode_the_prompts_last_position_once_and_score_as_alone(llm: EmbeddedLLM) -> None:
+    prompt = "Movies Ann loved, one per line, oldest first:\n- Alien (1979)\n- Heat (1995)\n-"
+    options = [" The Thing (1982)\n", " Notting Hill (1999)\n", " Seven (1995)\n"]
+    tokens = llm._rt.tokenize(prompt)
+    lengths = [len(llm._rt.tokenize(prompt + option)) - len(tokens) for option in options]
+    assert min(lengths) > 1  # several tokens each: a rest after the head
+    llm.forget_prefixes()
+    decoded = llm.stats["tokens_decoded"]
+    (together,) = llm.choose([prompt], [options])
+    # the prompt once (its last position's logits score every title's first token), then each title's other tokens
+    assert llm.stats["tokens_decoded"] - decoded == len(tokens) + sum(n - 1 for n in lengths)
+    alone = []
+    for option in options:
+        llm.forget_prefixes()
+        alone.append(llm.choose([prompt], [[option]])[0].scores[0])  # type: ignore[index]
+    assert together.scores == tuple(alone)

@@ -348,7 +348,7 @@ class EmbeddedLLM:
             for k, seq in enumerate(chunk):
                 keep.setdefault(seq.targets[0].prompt, k)
             self._engine.finish(
-                _group_prefixes([(k, chunk[k].tokens[: chunk[k].start]) for k in keep.values()]), self._priority()
+                _group_prefixes([(k, chunk[k].tokens[: chunk[k].head]) for k in keep.values()]), self._priority()
             )
         except BaseException:
             self._engine.clear_working()

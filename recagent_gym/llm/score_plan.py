@@ -1,9 +1,11 @@
-"""What an embedded ``score`` call decodes: one token sequence per distinct (prompt + option minus its last token),
-the continuation tokens each such sequence scores, and where its canonical segments may start.
+"""What an embedded ``score`` call decodes: the distinct token sequences (each prompt's head, each option's rest),
+the option tokens each one scores, and where its canonical segments may start.
 
-- **One decode for options that share it.** The options of a Yes/No question are one token each, so the prompt
-  alone is the sequence decoded for both: its last position's logits score every such option (they were decoded
-  once per option, the second a recomputation of the same last segment, so the scores are bitwise those of before).
+- **The prompt's last position decoded once for all its options.** Every option's first token is scored by the
+  logits at the prompt's last position, so that position is its own segment (a *head*), decoded once for all the
+  options after the same prompt; each option's further tokens are decoded after it (a *rest*: a title continuation
+  of 8-10 tokens), and a one-token option (" Yes" / " No") needs the head alone. Before, every option decoded the
+  prompt's last position again, with its logits (a row over the 262k-token vocabulary, the costly part).
 - **A segment start where a scored prompt's tail begins** (``llm.canonical_tail_lines``): the prompts of one user's
   candidates share everything but their last lines (``Movie: <candidate>`` / ``Watched:``), and canonical decoding
   reuses a resident prefix only up to a segment start, which was the last multiple of ``llm.canonical_block`` before
@@ -25,22 +27,21 @@ class Target:
     prompt: int
     option: int
     full: list[int]
-    """The prompt and option tokenized together; the tokens from the sequence's ``start`` on are scored."""
+    """The prompt and option tokenized together; each wanted position ``p`` scores ``full[p + 1]``."""
 
 
 @dataclass
 class ScoredSequence:
     tokens: list[int]
-    """``full[:-1]`` of its targets: the last token is only predicted, never needed in the cache."""
-    start: int
-    """First scored position of ``full`` (at least one context token precedes it)."""
+    """The tokens decoded: a prompt up to its first scored position (a *head*: its last position's logits score the
+    first token of every option after it), or a prompt and one option minus its last token (a *rest*)."""
+    wanted: list[int]
+    """Positions whose logits score the targets' next tokens."""
+    head: int
+    """Tokens of the shared prompt part (kept resident for the next call)."""
     marks: list[int]
-    """Segment starts named by the prompt (its tail), beside the first scored position."""
+    """Segment starts named beside the blocks: the prompt's tail, its last token, the option's first."""
     targets: list[Target] = field(default_factory=list)
-
-    @property
-    def wanted(self) -> list[int]:
-        return list(range(self.start - 1, len(self.tokens)))
 
 
 def tail_offset(prompt: str, lines: int) -> int:
@@ -62,25 +63,44 @@ def plan(
     tokenize: Callable[[str], list[int]],
     tail_lines: int,
 ) -> tuple[list[ScoredSequence], list[int]]:
-    """The sequences to decode (distinct ones once, in first-seen order) and the tokens read per prompt."""
-    by_key: dict[tuple[tuple[int, ...], int], ScoredSequence] = {}
-    heads: dict[str, list[int]] = {}
+    """The sequences to decode (each distinct one once; a head before the rests that follow it) and the tokens read
+    per prompt. An option's first token is scored by its head's last position (decoded once, as its own segment,
+    for all options after the same head); its further tokens by its rest, whose segments start after the head."""
+    by_key: dict[tuple[int, ...], ScoredSequence] = {}
+    tails: dict[str, list[int]] = {}
+    ordered: list[ScoredSequence] = []
     read_per_prompt: list[int] = []
     for i, prompt in enumerate(prompts):
         context = tokenize(prompt)
-        marks = _tail_marks(prompt, context, tokenize, tail_lines, heads)
+        tail = _tail_marks(prompt, context, tokenize, tail_lines, tails)
         read = len(context)
         for j, option in enumerate(continuations[i]):
             full = tokenize(prompt + option)
-            start = max(1, min(common_prefix(context, full), len(full) - 1))
-            key = (tuple(full[:-1]), start)
-            seq = by_key.get(key)
-            if seq is None:
-                seq = by_key[key] = ScoredSequence(full[:-1], start, [m for m in marks if m < start])
-            seq.targets.append(Target(i, j, full))
+            start = max(1, min(common_prefix(context, full), len(full) - 1))  # first scored position
+            marks = [m for m in tail if m < start - 1] + [start - 1]
+            target = Target(i, j, full)
+            _sequence(by_key, ordered, full[:start], [start - 1], start, marks).targets.append(target)
+            if len(full) - start > 1:  # the option's further tokens, after the head
+                rest = _sequence(by_key, ordered, full[:-1], list(range(start, len(full) - 1)), start, [*marks, start])
+                rest.targets.append(target)
             read += len(full) - start
         read_per_prompt.append(read)
-    return list(by_key.values()), read_per_prompt
+    return ordered, read_per_prompt
+
+
+def _sequence(
+    by_key: dict[tuple[int, ...], ScoredSequence],
+    ordered: list[ScoredSequence],
+    tokens: list[int],
+    wanted: list[int],
+    head: int,
+    marks: list[int],
+) -> ScoredSequence:
+    key = (*tokens, -1, *wanted)  # the tokens and the positions scored (token ids are never negative)
+    if key not in by_key:
+        by_key[key] = ScoredSequence(tokens, wanted, head, marks)
+        ordered.append(by_key[key])
+    return by_key[key]
 
 
 def _tail_marks(
