@@ -3,10 +3,11 @@
     .venv/bin/python benchmarks/bench_llm_embedded.py [--threads 2] [--repeats 5] [--decoding canonical|batched]
         [--candidates 50]
 
-The last section scores one user's candidates after a shared few-shot history, as the LLM agents' item score does,
-with canonical segments starting where the prompt's last two lines begin (``llm.canonical_tail_lines: 2``, the
+The last section scores one user's candidates after a shared few-shot history, as the LLM agents' Yes/No item score
+does, with canonical segments starting where the prompt's last two lines begin (``llm.canonical_tail_lines: 2``, the
 default) and at block starts only (``0``): milliseconds per candidate, and how far the two segmentations' scores lie
-apart beside the spread of the scores over the candidates.
+apart beside the spread of the scores over the candidates; then the default item score's cost (title continuation:
+each candidate title's log-likelihood after the user's list).
 
 Prints figures; not a timed test. Prompts are synthetic (no dataset needed) and sized like the agent's.
 """
@@ -21,6 +22,7 @@ import numpy as np
 
 from recagent_gym.llm.config import LLMConfig
 from recagent_gym.llm.embedded import EmbeddedLLM
+from recagent_gym.prompts import title_continuation
 
 GENRES = ["Drama", "Comedy", "Thriller", "Sci-Fi", "Romance", "Animation", "Horror", "Documentary"]
 WORDS = [
@@ -152,6 +154,7 @@ def main() -> None:
     llm.close()
     if args.decoding == "canonical":
         tail_segments(args.threads, args.candidates, rng)
+        continuation_cost(args.threads, args.candidates, rng)
 
 
 def tail_segments(threads: int, n_candidates: int, rng: np.random.Generator) -> None:
@@ -179,6 +182,19 @@ def tail_segments(threads: int, n_candidates: int, rng: np.random.Generator) -> 
     corr = float(np.corrcoef(scores[2], scores[0])[0, 1]) if n_candidates > 1 else float("nan")
     print(f"  logp(Yes) - logp(No): spread over candidates (sd) {scores[0].std():.3f}; the two segmentations differ "
           f"by {diff.mean():.3f} on average (max {diff.max():.3f}), correlation {corr:.2f}")  # fmt: skip
+
+
+def continuation_cost(threads: int, n_candidates: int, rng: np.random.Generator) -> None:
+    """The default item score's cost: every candidate title's log-likelihood after a user's list, in one call."""
+    titles = [_title(rng) for _ in range(n_candidates)]
+    prompt = title_continuation.build(name="Ana", shots=title_continuation.build_shots(titles[:10]))
+    llm = EmbeddedLLM(LLMConfig(n_threads=threads))
+    llm.choose([prompt], [[title_continuation.option(titles[0])]])  # warm-up (graph allocation)
+    llm.forget_prefixes()
+    wall, cpu = timed(lambda: llm.choose([prompt], [[title_continuation.option(t) for t in titles]]))
+    print(f"title continuation (the default item score), {n_candidates} titles after a 10-title list, one call: "
+          f"{1000 * wall / n_candidates:.1f} ms per title wall, {1000 * cpu / n_candidates:.1f} cpu-ms")  # fmt: skip
+    llm.close()
 
 
 if __name__ == "__main__":
