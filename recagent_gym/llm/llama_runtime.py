@@ -17,8 +17,7 @@ priority: page decisions keep their prefixes at a higher priority than the feeli
 run between two pages (see :meth:`recagent_gym.llm.embedded.EmbeddedLLM.prefix_priority`), so with several users
 in session (a vector env) those prompts do not push the users' prefixes out. At most ``high_slots`` slots (a
 quarter of them left over, at least one) hold a raised priority; past that a new raised prefix replaces the least
-recently used raised one (an ended session's, since users in session reuse theirs every page), so stale session
-prefixes never starve the other prompts of slots.
+recently used raised one (an ended session's: users in session reuse theirs every page, stale ones are dropped).
 
 llama.cpp requires sequences that share a token in one batch to hold the same positions in memory before it (they
 are "coupled"); :meth:`LlamaRuntime.evaluate` lowers the reused prefix lengths until that holds.
@@ -269,8 +268,7 @@ class LlamaRuntime:
         reserve: int = 0,
         marks: Sequence[Sequence[int]] | None = None,
     ) -> None:
-        """Decode ``sequences`` into working sequences ``0..n-1``, each shared prefix once (``marks``, the segment
-        starts canonical decoding takes, are not needed here: a batch is decoded as a trie).
+        """Decode ``sequences`` into working sequences ``0..n-1``, each shared prefix once (``marks`` unused).
 
         ``outputs[k]`` lists the positions of sequence ``k`` whose logits are wanted; ``on_output`` is called for
         each right after its decode. Prefixes found in the resident slots are copied, not recomputed. ``reserve``
