@@ -2,9 +2,12 @@
 the next line of the user's own watch list (``user.llm_item_score: continuation``).
 
 Build: the user's ``history_shots`` most recent titles, oldest first, one ``- title`` line each, then an open
-``-`` line. Options: each candidate as ``" title\\n"`` (the newline ends the title, so a title that merely starts
-like a likely one does not score as it). One prompt carries every candidate of a request: the embedded backend
-evaluates the shared list once and each title after it.
+``-`` line. Options: each candidate up to its year, ``" Title ("`` for a line ``Title (1995)`` (the `` (`` ends the
+title, so a title that merely starts like a likely one does not score as it), ``" title\\n"`` for a line without
+a year. The year's digits are not scored: the model reads them off the title alone (they say how well it knows
+the film, the same for every user; a remake scores as the film of its title), and they were half the scored
+tokens, each a logits row over the 262k-token vocabulary (``docs/findings.md``). One prompt carries every candidate
+of a request: the embedded backend evaluates the shared list once and each title after it.
 Parse: the log-likelihood of each option (a backend without option scores gives none: every candidate falls back).
 Calibration: the mean log-likelihood of the session's negative examples (titles the user never watched, drawn at
 random) after the same list is subtracted, so a score says how much more likely than an arbitrary unseen title the
@@ -25,6 +28,7 @@ of the titles and of which films go together.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 
 from recagent_gym.llm.protocol import Choice
@@ -57,8 +61,14 @@ def build_prior(*, name: str) -> str:
     return build(name=name, shots="").replace("\n\n-", "\n-")
 
 
+_YEAR = re.compile(r"(.*\S) \(\d{4}\)")
+"""A scoring line that ends in its year: ``Title (1995)``."""
+
+
 def option(candidate: str) -> str:
-    return f" {candidate}\n"
+    """The text scored after the open ``-`` line: the title up to its year's ``(``, or the whole line and its end."""
+    dated = _YEAR.fullmatch(candidate)
+    return f" {dated.group(1)} (" if dated else f" {candidate}\n"
 
 
 def parse(choice: Choice) -> list[float] | None:
