@@ -7,7 +7,7 @@ The last section scores one user's candidates after a shared few-shot history, a
 does, with canonical segments starting where the prompt's last two lines begin (``llm.canonical_tail_lines: 2``, the
 default) and at block starts only (``0``): milliseconds per candidate, and how far the two segmentations' scores lie
 apart beside the spread of the scores over the candidates; then the default item score's cost (title continuation:
-each candidate title's log-likelihood after the user's list).
+each candidate title's log-likelihood, up to its year, after the user's list).
 
 Prints figures; not a timed test. Prompts are synthetic (no dataset needed) and sized like the agent's.
 """
@@ -186,7 +186,7 @@ def tail_segments(threads: int, n_candidates: int, rng: np.random.Generator) -> 
 
 def continuation_cost(threads: int, n_candidates: int, rng: np.random.Generator) -> None:
     """The default item score's cost: every candidate title's log-likelihood after a user's list, in one call."""
-    titles = [_title(rng) for _ in range(n_candidates)]
+    titles = [_title(rng).rsplit(" [", 1)[0] for _ in range(n_candidates)]  # the agents' line: ``Title (year)``
     prompt = title_continuation.build(name="Ana", shots=title_continuation.build_shots(titles[:10]))
     llm = EmbeddedLLM(LLMConfig(n_threads=threads))
     llm.choose([prompt], [[title_continuation.option(titles[0])]])  # warm-up (graph allocation)

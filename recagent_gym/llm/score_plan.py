@@ -3,9 +3,9 @@ the option tokens each one scores, and where its canonical segments may start.
 
 - **The prompt's last position decoded once for all its options.** Every option's first token is scored by the
   logits at the prompt's last position, so that position is its own segment (a *head*), decoded once for all the
-  options after the same prompt; each option's further tokens are decoded after it (a *rest*: a title continuation
-  of 8-10 tokens), and a one-token option (" Yes" / " No") needs the head alone. Before, every option decoded the
-  prompt's last position again, with its logits (a row over the 262k-token vocabulary, the costly part).
+  options after the same prompt; each option's further tokens are decoded after it (a *rest*: a title up to its
+  year, about 6 tokens), and a one-token option (" Yes" / " No") needs the head alone. Before, every option decoded
+  the prompt's last position again, with its logits (a row over the 262k-token vocabulary, the costly part).
 - **A segment start where a scored prompt's tail begins** (``llm.canonical_tail_lines``): the prompts of one user's
   candidates share everything but their last lines (``Movie: <candidate>`` / ``Watched:``), and canonical decoding
   reuses a resident prefix only up to a segment start, which was the last multiple of ``llm.canonical_block`` before

@@ -16,8 +16,8 @@ file and is an error where it does not apply; ``null`` turns it off; a path uses
 as it is.
 
 ``prior_bundled.json`` is ``recagent-gym calibrate`` with the title-continuation item score on the bundled data (120
-train users, their raw ids in the file; every evaluation with it leaves them out): the ``llm+prior`` and
-``llm+prior-parts`` rows of the evaluations use it (:func:`shipped_file`).
+train users, their raw ids in the file; every evaluation with it leaves them out; fitted when the score still read
+the title's year): the ``llm+prior`` and ``llm+prior-parts`` rows of the evaluations use it (:func:`shipped_file`).
 """
 
 from __future__ import annotations
