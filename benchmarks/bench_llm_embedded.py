@@ -185,15 +185,23 @@ def tail_segments(threads: int, n_candidates: int, rng: np.random.Generator) -> 
 
 
 def continuation_cost(threads: int, n_candidates: int, rng: np.random.Generator) -> None:
-    """The default item score's cost: every candidate title's log-likelihood after a user's list, in one call."""
+    """The default item score's cost: every candidate title's log-likelihood after a user's list, in one call; beside
+    it the whole line scored (``" Title (1995)\\n"``, the year's digits too, the score before dc19553)."""
     titles = [_title(rng).rsplit(" [", 1)[0] for _ in range(n_candidates)]  # the agents' line: ``Title (year)``
     prompt = title_continuation.build(name="Ana", shots=title_continuation.build_shots(titles[:10]))
     llm = EmbeddedLLM(LLMConfig(n_threads=threads))
     llm.choose([prompt], [[title_continuation.option(titles[0])]])  # warm-up (graph allocation)
-    llm.forget_prefixes()
-    wall, cpu = timed(lambda: llm.choose([prompt], [[title_continuation.option(t) for t in titles]]))
-    print(f"title continuation (the default item score), {n_candidates} titles after a 10-title list, one call: "
-          f"{1000 * wall / n_candidates:.1f} ms per title wall, {1000 * cpu / n_candidates:.1f} cpu-ms")  # fmt: skip
+    print(f"title continuation (the default item score), {n_candidates} titles after a 10-title list, one call:")
+    scores = {}
+    for label, options in (("up to the year", [title_continuation.option(t) for t in titles]),
+                           ("whole line, year too", [f" {t}\n" for t in titles])):  # fmt: skip
+        llm.forget_prefixes()
+        out: list = []
+        wall, cpu = timed(lambda o=options, out=out: out.extend(llm.choose([prompt], [o])))
+        scores[label] = np.asarray(out[0].scores, dtype=float)
+        print(f"  {label}: {1000 * wall / n_candidates:.1f} ms per title wall, {1000 * cpu / n_candidates:.1f} cpu-ms")
+    a, b = scores.values()
+    print(f"  the two scores' correlation over the titles: {np.corrcoef(a, b)[0, 1]:.3f}")
     llm.close()
 
 
