@@ -209,3 +209,13 @@ def test_machine_names_the_instruction_set_of_a_run_that_loaded_torch() -> None:
     from recagent_gym.runs.provenance import machine
 
     assert f"({torch.backends.cpu.get_cpu_capability()})" in machine()
+
+
+def test_cpu_name_adds_family_and_model_a_generic_name_hides() -> None:
+    from recagent_gym.runs.provenance import cpu_name
+
+    block = "processor\t: {n}\nvendor_id\t: AuthenticAMD\ncpu family\t: {f}\nmodel\t\t: {m}\nmodel name\t: AMD EPYC\n"
+    two = block.format(n=0, f=25, m=17) + "\n" + block.format(n=1, f=26, m=2)
+    assert cpu_name(two) == "AMD EPYC family 25 model 17"  # the first processor's, not a mix of both blocks
+    assert cpu_name("model name\t: Some CPU\n") == "Some CPU"  # no numbers given: the name alone
+    assert cpu_name("processor\t: 0\n") == ""

@@ -131,14 +131,10 @@ def machine() -> str:
         cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         cores = os.cpu_count() or 0
-    model = ""
     try:
-        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace").splitlines():
-            if line.lower().startswith("model name"):
-                model = line.partition(":")[2].strip()
-                break
+        model = cpu_name(Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace"))
     except OSError:
-        pass
+        model = ""
     model = model or platform.processor() or platform.machine() or "unknown CPU"
     torch = sys.modules.get("torch")  # loaded by the run (never imported for this): the kernels it dispatched to
     if torch is not None:
@@ -148,6 +144,25 @@ def machine() -> str:
     except (AttributeError, OSError):
         load = ""
     return f"{cores} cores, {model}{load}"
+
+
+def cpu_name(cpuinfo: str) -> str:
+    """The first CPU's name in ``/proc/cpuinfo`` text, with its family and model numbers where given: a virtual
+    machine's name is often generic ("AMD EPYC" for two generations whose speed differs by half), the numbers are
+    not. Empty if the text names no CPU."""
+    fields: dict[str, str] = {}
+    for line in cpuinfo.splitlines():
+        key, sep, value = line.partition(":")
+        key = key.strip().lower()
+        if not sep or key in fields:
+            if not line.strip() and fields:  # the first processor's block ends
+                break
+            continue
+        fields[key] = value.strip()
+    name = fields.get("model name", "")
+    if name and "cpu family" in fields and "model" in fields:
+        name += f" family {fields['cpu family']} model {fields['model']}"
+    return name
 
 
 def command_line(argv: Sequence[str]) -> str:
