@@ -7,7 +7,8 @@ Runs the ``evaluate efficiency`` point (``simulate_paper``, the local server at 
 ``--concurrency``, every agent active) and records, for each LLM request, when it asked for a slot, when it got one
 and when its answer was in (:class:`~recagent_gym.llm.endpoints.EndpointPool`'s slot), with its priority
 (:mod:`recagent_gym.llm.priority`). Prints per round: the requests, their mean wait per priority, the service time
-(median, 99th percentile: the server's latency plus what the process adds), the *stalls* (moments when at least half
+(median, 99th percentile: the server's latency plus what the process adds), when the take-action batch ended and
+the agents' chains started and ended, the *stalls* (moments when at least half
 the slots' requests ended late together: the whole process stopped), and the garbage collector's pauses during the
 rounds (count, total, longest per generation). ``docs/speed.md`` reads these figures; prints figures, not a timed test.
 """
@@ -65,6 +66,44 @@ def record_collections(pauses: list[tuple[int, float]]) -> None:
     gc.callbacks.append(note)
 
 
+Phase = tuple[str, float, float]
+"""``take-action`` (the round's batched question) or ``chain`` (one agent's pages and its chain's end); start, end."""
+
+
+def record_phases(log: list[Phase]) -> None:
+    """The take-action batch and every agent's chain from now on, appended to ``log``."""
+    from recagent_gym.runs.simulator import round_modes, simulation
+
+    def timed(name: str, function: Any) -> Any:
+        def run(*args: Any, **kwargs: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                log.append((name, start, time.perf_counter()))
+
+        return run
+
+    choose = simulation.Simulation._choose_actions
+    simulation.Simulation._choose_actions = timed("take-action", choose)  # type: ignore[method-assign]
+    round_modes.run_chain = timed("chain", round_modes.run_chain)
+
+
+def summarise_phases(phases: list[Phase], bounds: list[float]) -> None:
+    """Per round, seconds from its start: when the take-action batch ended, when the chains started, when the last
+    one ended (a round is its longest chain once the batch is in)."""
+    for k in range(len(bounds) - 1):
+        start = bounds[k]
+        inside = [(name, a - start, b - start) for name, a, b in phases if bounds[k] <= a < bounds[k + 1]]
+        chosen = [b for name, _, b in inside if name == "take-action"]
+        chains = [(a, b) for name, a, b in inside if name == "chain"]
+        if not chosen or not chains:
+            continue
+        print(f"round {k + 1}: take-action batch in at {chosen[0]:.2f} s; {len(chains)} chains start "
+              f"{min(a for a, _ in chains):.2f}-{max(a for a, _ in chains):.2f} s, the last ends at "
+              f"{max(b for _, b in chains):.2f} s (longest {max(b - a for a, b in chains):.2f} s)")  # fmt: skip
+
+
 def stalls(requests: list[Request], latency: float, slots: int) -> int:
     """Moments (0.1 s apart) at which at least half of ``slots`` requests ended over ``latency`` + 0.1 s after
     taking their slot: the process, not the server, held them."""
@@ -108,7 +147,9 @@ def main() -> None:
     embedder = efficiency.make_embedder(args.embedder, config.llm.embedder_precision)
     requests: list[Request] = []
     pauses: list[tuple[int, float]] = []
+    phases: list[Phase] = []
     record_requests(requests)
+    record_phases(phases)
     server = efficiency.ActiveAgentServer(
         latency_s=latency, per_key_concurrency=args.concurrency, choice="random", reply=None, seed=0
     )
@@ -136,6 +177,7 @@ def main() -> None:
     print(f"{args.agents} agents, {args.rounds} rounds at {args.latency_ms:g} ms, concurrency {args.concurrency}: "
           f"rounds {[r['seconds'] for r in sim.rounds]} s")  # fmt: skip
     summarise(requests, bounds, latency, args.concurrency)
+    summarise_phases(phases, bounds)
     by_generation: dict[int, list[float]] = defaultdict(list)
     for generation, pause in pauses:
         by_generation[generation].append(pause)

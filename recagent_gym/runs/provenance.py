@@ -150,15 +150,10 @@ def cpu_name(cpuinfo: str) -> str:
     """The first CPU's name in ``/proc/cpuinfo`` text, with its family and model numbers where given: a virtual
     machine's name is often generic ("AMD EPYC" for two generations whose speed differs by half), the numbers are
     not. Empty if the text names no CPU."""
-    fields: dict[str, str] = {}
-    for line in cpuinfo.splitlines():
-        key, sep, value = line.partition(":")
-        key = key.strip().lower()
-        if not sep or key in fields:
-            if not line.strip() and fields:  # the first processor's block ends
-                break
-            continue
-        fields[key] = value.strip()
+    first = cpuinfo.strip().split("\n\n")[0]  # one block per processor
+    fields = {
+        key.strip().lower(): value.strip() for key, _, value in (line.partition(":") for line in first.splitlines())
+    }
     name = fields.get("model name", "")
     if name and "cpu family" in fields and "model" in fields:
         name += f" family {fields['cpu family']} model {fields['model']}"
