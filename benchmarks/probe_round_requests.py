@@ -89,6 +89,45 @@ def record_phases(log: list[Phase]) -> None:
     round_modes.run_chain = timed("chain", round_modes.run_chain)
 
 
+Embedding = tuple[int, float, float, int]
+"""Priority of the calling context; when a call to the shared embedder asked for its vectors, and got them; texts."""
+
+
+def record_embeddings(log: list[Embedding]) -> None:
+    """Every call to the shared embedder (:class:`~recagent_gym.llm.shared_embedder.CachedEmbedder`) from now on, with
+    the priority of the context that made it (a chain's retrieval query at 2, a chain's end at 1, work ahead at 0)."""
+    from recagent_gym.llm import shared_embedder as embedder
+    from recagent_gym.llm.priority import REQUEST_PRIORITY
+
+    original = embedder.CachedEmbedder.__call__
+
+    def call(self: Any, texts: Any) -> Any:
+        asked = time.perf_counter()
+        try:
+            return original(self, texts)
+        finally:
+            log.append((REQUEST_PRIORITY.get(), asked, time.perf_counter(), len(texts)))
+
+    embedder.CachedEmbedder.__call__ = call  # type: ignore[method-assign]
+
+
+def summarise_embeddings(calls: list[Embedding], bounds: list[float]) -> None:
+    """Per round and priority: the calls to the shared embedder and how long they waited for their vectors (the
+    model's time on their texts included)."""
+    for k in range(len(bounds) - 1):
+        waits: dict[int, list[float]] = defaultdict(list)
+        sizes: dict[int, list[int]] = defaultdict(list)
+        for priority, asked, got, n in calls:
+            if bounds[k] <= asked < bounds[k + 1]:
+                waits[priority].append(got - asked)
+                sizes[priority].append(n)
+        print(f"round {k + 1}: embedder calls " + ", ".join(
+            f"p{p}: {len(w)} of {statistics.fmean(sizes[p]):.1f} texts waited {statistics.fmean(w):.3f} s "
+            f"(max {max(w):.2f})"
+            for p, w in sorted(waits.items(), reverse=True)
+        ))  # fmt: skip
+
+
 def summarise_phases(phases: list[Phase], bounds: list[float]) -> None:
     """Per round, seconds from its start: when the take-action batch ended, when the chains started, when the last
     one ended (a round is its longest chain once the batch is in)."""
@@ -134,7 +173,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--latency-ms", type=float, default=300.0)
     parser.add_argument("--concurrency", type=int, default=64)
-    parser.add_argument("--embedder", choices=("minilm", "hashing"), default="minilm")
+    parser.add_argument("--embedder", choices=("minilm", "minilm-process", "hashing"), default="minilm")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     args = parser.parse_args()
 
@@ -150,6 +189,8 @@ def main() -> None:
     phases: list[Phase] = []
     record_requests(requests)
     record_phases(phases)
+    embeddings: list[Embedding] = []
+    record_embeddings(embeddings)
     server = efficiency.ActiveAgentServer(
         latency_s=latency, per_key_concurrency=args.concurrency, choice="random", reply=None, seed=0
     )
@@ -178,6 +219,7 @@ def main() -> None:
           f"rounds {[r['seconds'] for r in sim.rounds]} s")  # fmt: skip
     summarise(requests, bounds, latency, args.concurrency)
     summarise_phases(phases, bounds)
+    summarise_embeddings(embeddings, bounds)
     by_generation: dict[int, list[float]] = defaultdict(list)
     for generation, pause in pauses:
         by_generation[generation].append(pause)

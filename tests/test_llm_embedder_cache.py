@@ -10,7 +10,7 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from recagent_gym.llm.embedder import CachedEmbedder, shared_embedder
+from recagent_gym.llm.shared_embedder import CachedEmbedder, shared_embedder
 from recagent_gym.llm.testing import HashingEmbedder
 from recagent_gym.memory.agent_memory import AgentMemory
 from recagent_gym.memory.config import MemoryConfig
@@ -40,7 +40,7 @@ def test_each_text_is_embedded_once_and_keeps_its_vector() -> None:
     assert inner.calls == [["a watched b", "c"], ["new text"]]
     assert np.array_equal(first[0], first[2]) and np.array_equal(first[0], again[1])
     assert np.array_equal(first, HashingEmbedder(32)(["a watched b", "c", "a watched b"]))
-    assert cached.stats() == {"texts": 5, "hits": 2, "model_calls": 2, "embedded": 3, "cached": 3}
+    assert cached.stats() == {"texts": 5, "hits": 2, "model_calls": 2, "urgent_calls": 0, "embedded": 3, "cached": 3}
     again[1][0] = 99.0  # callers get copies: the cached vector cannot be changed through them
     assert np.array_equal(cached(["a watched b"])[0], first[0])
     assert cached([]).shape == (0, 32)
@@ -197,3 +197,54 @@ def test_minilm_packed_call_is_bitwise_the_length_grouped_one(sentence_embedder)
     assert np.abs(sentence_embedder._model.encode(texts[:8]) - packed[:8]).max() < 1e-6
     # a model the packed path does not fit keeps the grouped one
     assert not packed_encoder.attach(object(), sentence_embedder._encode_by_length, 384)
+
+
+def _at(level: int, cached: CachedEmbedder, texts: list[str]) -> threading.Thread:
+    from recagent_gym.llm.priority import request_priority
+
+    def run() -> None:
+        with request_priority(level):
+            cached(texts)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread
+
+
+def test_queued_texts_go_to_the_model_by_priority_one_level_a_call() -> None:
+    gate = threading.Event()
+    inner = Counting(gate)
+    cached = CachedEmbedder(inner, urgent_lane=False)
+    threads = [_at(0, cached, ["first"])]
+    while not inner.calls:  # the first call is held at the gate
+        pass
+    threads.append(_at(0, cached, ["low", "shared"]))
+    while len(cached._queue) < 2:
+        pass
+    threads.append(_at(2, cached, ["high", "shared"]))  # "shared" moves up to level 2
+    while len(cached._queue) < 3:
+        pass
+    gate.set()
+    for thread in threads:
+        thread.join(5)
+    assert inner.calls == [["first"], ["high", "shared"], ["low"]]
+
+
+def test_an_urgent_caller_runs_its_call_beside_a_less_urgent_one() -> None:
+    gate = threading.Event()
+    inner = Counting(gate)
+    cached = CachedEmbedder(inner)  # one call at a time, and the urgent lane
+    threads = [_at(1, cached, ["writes"])]
+    while not inner.calls:
+        pass
+    threads.append(_at(2, cached, ["query"]))  # more urgent than the call in progress: its own call, at once
+    while len(inner.calls) < 2:
+        pass
+    threads.append(_at(1, cached, ["more writes"]))  # not more urgent: waits for the next call
+    while len(cached._queue) < 1:
+        pass
+    assert inner.calls == [["writes"], ["query"]]
+    gate.set()
+    for thread in threads:
+        thread.join(5)
+    assert inner.calls[2] == ["more writes"] and cached.stats()["urgent_calls"] == 1

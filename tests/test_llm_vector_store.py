@@ -9,7 +9,7 @@ import pandas as pd
 
 from recagent_gym.data.schema import Dataset
 from recagent_gym.llm import vector_store
-from recagent_gym.llm.embedder import CachedEmbedder
+from recagent_gym.llm.shared_embedder import CachedEmbedder
 from recagent_gym.llm.testing import HashingEmbedder
 from recagent_gym.llm.vector_store import StoredEmbedder, VectorStore, store_for, store_identity, stored
 from recagent_gym.users.agent.items import ItemVectors

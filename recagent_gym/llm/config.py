@@ -137,6 +137,13 @@ class LLMConfig(Section):
     ``auto`` (default): bf16 where torch's oneDNN has bfloat16 kernels for this CPU (AVX-512 and later), else fp32.
     The text-vector store keeps each precision apart."""
 
+    embedder_process: bool = True
+    """Run the simulator's MiniLM in a process of its own (``llm/embedder_process.py``; the same vectors, bitwise).
+    In one process the model's every operation waits for the interpreter lock that a hundred agent threads share:
+    on a 2-core AVX2 machine a one-text call took 28 ms alone and 0.85 s beside one busy thread, and the 100-agent
+    ``simulate_paper`` round went from 7.9 to 5.8 s in its own process (``docs/speed.md``). False keeps it in the
+    simulator's process (about 300 MB less memory, no start-up of a second interpreter)."""
+
     cache_path: str | None = None
     """SQLite response cache; None disables caching. A relative path lies in the run's output folder (``--out``,
     ``train.output_dir``), not in the current directory."""

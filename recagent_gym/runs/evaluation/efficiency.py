@@ -87,8 +87,9 @@ class EfficiencyRun:
     """Mean seconds per round of the same point at zero latency (``--cpu-floor``)."""
     process_cpu_s: float = math.nan
     """CPU seconds of this whole process (every thread: simulation, embedding, the loopback server unless it runs in
-    its own process; checkpoints included) over the simulation's rounds: on a shared machine other processes' load
-    changes it far less than the wall time."""
+    its own process; checkpoints included) over the simulation's rounds, with the embedder's process when it runs in
+    one (``llm.embedder_process``): on a shared machine other processes' load changes it far less than the wall
+    time."""
     server_cpu_s: float = math.nan
     """CPU seconds of the local server's own process over the rounds (``efficiency_server_process``); NaN when it
     ran in this process (its CPU is then part of ``process_cpu_s``)."""
@@ -251,6 +252,11 @@ def agent_chains(events: Sequence[dict[str, Any]], llm_take_action: bool) -> lis
     return chains
 
 
+def _child_cpu(embedder: Any) -> float:
+    """The CPU seconds so far of the embedder's own process (``llm.embedder_process``), else 0."""
+    return float(getattr(embedder, "process_cpu_s", 0.0))
+
+
 def peak_rss_mb() -> float:
     """The process's peak resident memory so far (MB)."""
     import resource
@@ -318,10 +324,10 @@ def run_point(
     texts_before, cpu_before = getattr(embedder, "texts_embedded", 0), getattr(embedder, "cpu_s", math.nan)
     sim = runner.start(config, out, llm=llm, embedder=embedder)
     server_cpu = getattr(server, "cpu_s", lambda: math.nan)
-    cpu_started, server_started = time.process_time(), server_cpu()
+    cpu_started, server_started, child_started = time.process_time(), server_cpu(), _child_cpu(embedder)
     try:
         sim.run()
-        process_cpu_s = time.process_time() - cpu_started
+        process_cpu_s = time.process_time() - cpu_started + _child_cpu(embedder) - child_started
         server_cpu_s = server_cpu() - server_started
         events = sim.log.read()
         total: Usage = sim.world.llm.total
@@ -343,7 +349,7 @@ def run_point(
         prompt_tokens=int(total.prompt_tokens),
         checkpoint_s=list(sim.checkpoint_seconds),
         agent_chains=agent_chains(events, llm_choice),
-        peak_rss_mb=peak_rss_mb(),
+        peak_rss_mb=peak_rss_mb() + getattr(embedder, "peak_rss_mb", 0.0),
         process_cpu_s=process_cpu_s,
         server_cpu_s=server_cpu_s,
         texts_embedded=getattr(embedder, "texts_embedded", 0) - texts_before,
@@ -351,20 +357,23 @@ def run_point(
     )
 
 
-def make_embedder(kind: str, precision: str = "fp32") -> Any:
+def make_embedder(kind: str, precision: str = "fp32", *, process: bool = False) -> Any:
+    """``hashing`` (the stand-in) or ``minilm`` (in a process of its own when ``process``: ``llm.embedder_process``)."""
     if kind == "hashing":
         from recagent_gym.llm.testing import HashingEmbedder
 
         return HashingEmbedder()
-    from recagent_gym.llm.embedder import SentenceEmbedder
+    from recagent_gym.runs.simulator.world import minilm
 
-    return SentenceEmbedder(precision=precision)  # type: ignore[arg-type]
+    return minilm(precision, process=process)
 
 
 def embedder_label(kind: str, embedder: Any) -> str:
-    """``kind`` with the precision MiniLM runs in (``minilm-bf16``), as the tables name it."""
+    """``kind`` with the precision MiniLM runs in and where (``minilm-bf16``, ``minilm-fp32-own-process``), as the
+    tables name it."""
     precision = getattr(embedder, "precision", None)
-    return f"{kind}-{precision}" if precision else kind
+    where = "-own-process" if getattr(embedder, "own_process", False) else ""
+    return f"{kind}-{precision}{where}" if precision else kind
 
 
 def run_efficiency(
@@ -385,7 +394,8 @@ def run_efficiency(
     ``config_name``: what the tables call ``config``.
     """
     runs_root = Path(out) / "runs" if out is not None else Path(tempfile.mkdtemp(prefix="efficiency-"))
-    embedder = make_embedder(evaluation.efficiency_embedder, config.llm.embedder_precision)
+    embedder = make_embedder(evaluation.efficiency_embedder, config.llm.embedder_precision,
+                             process=config.llm.embedder_process)  # fmt: skip
     all_active = evaluation.efficiency_all_active
     if backend == "local-server":
         points = [(n, k) for k in evaluation.efficiency_keys for n in evaluation.efficiency_agents]
@@ -428,6 +438,9 @@ def run_efficiency(
         runs.append(run)
         bar.set_postfix(agents=agents, keys=keys or "-", s_per_round=f"{run.mean_seconds:.2f}")
     bar.close()
+    close = getattr(embedder, "close", None)  # the embedder's own process, if it has one
+    if close is not None:
+        close()
     return EfficiencyResult(
         dataset=config.data.dataset,
         latency_ms=evaluation.efficiency_latency_ms if backend == "local-server" else 0.0,

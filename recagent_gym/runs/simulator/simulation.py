@@ -291,11 +291,13 @@ class Simulation:
         return int(np.random.SeedSequence([self.config.simulation.seed, self.clock.round]).generate_state(1)[0])
 
     def close(self) -> None:
-        """Release the language model (the embedded model's memory, a remote client, the cache connection) and
-        hand the heap back to the garbage collector (:func:`settle_heap`)."""
-        close = getattr(self.world.llm, "close", None)
-        if close is not None:
-            close()
+        """Release the language model (the embedded model's memory, a remote client, the cache connection) and the
+        embedder's process (``llm.embedder_process``), and hand the heap back to the garbage collector
+        (:func:`settle_heap`)."""
+        for owner in (self.world.llm, getattr(self.world.own_embedder, "inner", None)):
+            close = getattr(owner, "close", None)
+            if close is not None:
+                close()
         gc.unfreeze()
 
     # -- outputs and state ----------------------------------------------------------------------------------------

@@ -27,6 +27,8 @@ class World:
     graph: Any
     user_model: Any
     recommender: Any
+    own_embedder: Any = None
+    """The embedder this world made (closed with the simulation; None when the caller passed one in)."""
 
 
 def population_config(config: Config) -> Config:
@@ -52,15 +54,26 @@ def load_population(config: Config) -> Dataset:
 
 def build_llm_and_embedder(config: Config, llm: Any = None, embedder: Any = None) -> tuple[UsageMeter, Any]:
     """The configured LLM stack (around ``llm`` when given: tests pass a scripted backend) and sentence embedder,
-    shared by every agent behind one cache (:class:`~recagent_gym.llm.embedder.CachedEmbedder`: a text is embedded
-    once, and the agents' concurrent calls are batched together)."""
-    from recagent_gym.llm.embedder import SentenceEmbedder, shared_embedder
+    shared by every agent behind one cache (:class:`~recagent_gym.llm.shared_embedder.CachedEmbedder`: a text is
+    embedded once, the agents' concurrent calls are batched together, and urgent callers' texts go first)."""
     from recagent_gym.llm.factory import build_llm
+    from recagent_gym.llm.shared_embedder import shared_embedder
 
     meter = build_llm(config.llm, backend=llm)
     if embedder is None:
-        embedder = SentenceEmbedder(precision=config.llm.embedder_precision)
+        embedder = minilm(config.llm.embedder_precision, process=config.llm.embedder_process)
     return meter, shared_embedder(embedder)
+
+
+def minilm(precision: str, *, process: bool) -> Any:
+    """all-MiniLM-L6-v2 in ``precision``, in a process of its own when ``process`` (``llm.embedder_process``)."""
+    if process:
+        from recagent_gym.llm.embedder_process import ProcessEmbedder
+
+        return ProcessEmbedder(precision=precision)
+    from recagent_gym.llm.embedder import SentenceEmbedder
+
+    return SentenceEmbedder(precision=precision)  # type: ignore[arg-type]
 
 
 def build_recommender_for(config: Config, dataset: Dataset, seed: int) -> Any:
@@ -79,10 +92,12 @@ def build_world(config: Config, *, llm: Any = None, embedder: Any = None, datase
         raise ConfigError(f"simulate needs the LLM agent (user.model=llm), got user.model={config.user.model!r}")
     config = population_config(config)
     dataset = dataset if dataset is not None else load_population(config)
+    given = embedder
     meter, embedder = build_llm_and_embedder(config, llm, embedder)
     seeds = np.random.SeedSequence(config.simulation.seed).generate_state(2)
     sections = config.user_model_sections()
     user = sections.pop("user")
     model = build_llm_agents(dataset, user, meter, embedder, seed=int(seeds[0]), **sections)
     recommender = build_recommender_for(config, dataset, int(seeds[1]))
-    return World(config, dataset, meter, embedder, model.graph, model, recommender)
+    own = embedder if given is None else None
+    return World(config, dataset, meter, embedder, model.graph, model, recommender, own_embedder=own)
