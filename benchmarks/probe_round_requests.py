@@ -9,8 +9,9 @@ and when its answer was in (:class:`~recagent_gym.llm.endpoints.EndpointPool`'s 
 (:mod:`recagent_gym.llm.priority`). Prints per round: the requests, their mean wait per priority, the service time
 (median, 99th percentile: the server's latency plus what the process adds), when the take-action batch ended and
 the agents' chains started and ended, the *stalls* (moments when at least half
-the slots' requests ended late together: the whole process stopped), and the garbage collector's pauses during the
-rounds (count, total, longest per generation). ``docs/speed.md`` reads these figures; prints figures, not a timed test.
+the slots' requests ended late together: the whole process stopped), the calls to the shared embedder by priority
+(texts per call, time waited for the vectors), and the garbage collector's pauses during the rounds (count, total,
+longest per generation). ``docs/speed.md`` reads these figures; prints figures, not a timed test.
 """
 
 from __future__ import annotations
@@ -173,7 +174,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--latency-ms", type=float, default=300.0)
     parser.add_argument("--concurrency", type=int, default=64)
-    parser.add_argument("--embedder", choices=("minilm", "minilm-process", "hashing"), default="minilm")
+    parser.add_argument("--embedder", choices=("minilm", "hashing"), default="minilm")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     args = parser.parse_args()
 
@@ -183,7 +184,8 @@ def main() -> None:
 
     latency = args.latency_ms / 1000.0
     config = load_config("simulate_paper", args.overrides)
-    embedder = efficiency.make_embedder(args.embedder, config.llm.embedder_precision)
+    embedder = efficiency.make_embedder(args.embedder, config.llm.embedder_precision,
+                                        process=config.llm.embedder_process)  # fmt: skip
     requests: list[Request] = []
     pauses: list[tuple[int, float]] = []
     phases: list[Phase] = []
