@@ -96,10 +96,20 @@ def test_the_simulator_builds_its_embedder_in_the_configured_precision(monkeypat
         def __call__(self, texts: Any) -> np.ndarray:
             return np.ones((len(texts), 4), dtype=np.float32) / 2
 
+    from recagent_gym.llm import embedder_process
+
+    class ProcessStub(Stub):
+        def __init__(self, *, precision: str = "fp32", **_: Any) -> None:
+            made.append(f"{precision} in its own process")
+
     monkeypatch.setattr(embedder_module, "SentenceEmbedder", Stub)
-    config = load_config(None, ["llm.embedder_precision=fp32"])
+    monkeypatch.setattr(embedder_process, "ProcessEmbedder", ProcessStub)
+    config = load_config(None, ["llm.embedder_precision=fp32", "llm.embedder_process=false"])
     build_llm_and_embedder(config, llm=object())
     assert made == ["fp32"]
+    build_llm_and_embedder(load_config(None, ["llm.embedder_precision=bf16"]), llm=object())
+    assert made == ["fp32", "bf16 in its own process"]  # llm.embedder_process: true is the default
+    del made[1:]
     monkeypatch.setattr(factory, "build_llm_agents", lambda dataset, user, llm, embedder, **_: embedder)
     built = factory.build_user_model(
         "llm", None, config.user, llm=object(), llm_config=LLMConfig(embedder_precision="bf16")

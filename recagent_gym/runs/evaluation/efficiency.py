@@ -252,11 +252,6 @@ def agent_chains(events: Sequence[dict[str, Any]], llm_take_action: bool) -> lis
     return chains
 
 
-def _child_cpu(embedder: Any) -> float:
-    """The CPU seconds so far of the embedder's own process (``llm.embedder_process``), else 0."""
-    return float(getattr(embedder, "process_cpu_s", 0.0))
-
-
 def peak_rss_mb() -> float:
     """The process's peak resident memory so far (MB)."""
     import resource
@@ -324,10 +319,11 @@ def run_point(
     texts_before, cpu_before = getattr(embedder, "texts_embedded", 0), getattr(embedder, "cpu_s", math.nan)
     sim = runner.start(config, out, llm=llm, embedder=embedder)
     server_cpu = getattr(server, "cpu_s", lambda: math.nan)
-    cpu_started, server_started, child_started = time.process_time(), server_cpu(), _child_cpu(embedder)
+    cpu_started, server_started = time.process_time(), server_cpu()
+    child_started = getattr(embedder, "process_cpu_s", 0.0)  # the embedder's own process (llm.embedder_process)
     try:
         sim.run()
-        process_cpu_s = time.process_time() - cpu_started + _child_cpu(embedder) - child_started
+        process_cpu_s = time.process_time() - cpu_started + getattr(embedder, "process_cpu_s", 0.0) - child_started
         server_cpu_s = server_cpu() - server_started
         events = sim.log.read()
         total: Usage = sim.world.llm.total
