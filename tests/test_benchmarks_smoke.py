@@ -20,6 +20,7 @@ TINY: dict[str, list[str]] = {
     "bench_agent.py": ["--decisions", "2", "--batch-decisions", "4", "--users", "4", "--check-users", "2",
                        "--negatives", "2"],
     "bench_data_load.py": ["--repeats", "1"],
+    "bench_embed_contention.py": ["--busy", "0,1", "--calls", "2"],
     "bench_discrimination.py": ["--users", "1", "--no-personalization-check"],
     "bench_embed_agreement.py": ["--agents", "3", "--rounds", "1", "--repeats", "1"],
     "bench_embed_floor.py": ["--agents", "4", "--rounds", "1", "--repeats", "1"],

@@ -140,9 +140,10 @@ class LLMConfig(Section):
     embedder_process: bool = True
     """Run the simulator's MiniLM in a process of its own (``llm/embedder_process.py``; the same vectors, bitwise).
     In one process the model's every operation waits for the interpreter lock that a hundred agent threads share:
-    on a 2-core AVX2 machine a one-text call took 28 ms alone and 0.85 s beside one busy thread, and the 100-agent
-    ``simulate_paper`` round went from 7.9 to 5.8 s in its own process (``docs/speed.md``). False keeps it in the
-    simulator's process (about 300 MB less memory, no start-up of a second interpreter)."""
+    on a 2-core AVX2 machine a one-text call took 25 ms alone and 2.1 s beside one busy thread (48 ms in its own
+    process: ``benchmarks/bench_embed_contention.py``), and a 100-agent ``simulate_paper`` round took 5.6-6.6 s in
+    its own process against 6.6-7.3 s in one (``docs/speed.md``). False keeps it in the simulator's process (about
+    300 MB less memory, no second interpreter to start)."""
 
     cache_path: str | None = None
     """SQLite response cache; None disables caching. A relative path lies in the run's output folder (``--out``,

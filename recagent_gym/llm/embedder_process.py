@@ -2,8 +2,9 @@
 
 torch gives the interpreter lock back on every operation of a forward pass (about 170 for MiniLM) and takes it
 again after. In a simulator round a hundred agent threads hold the lock in turn, so each time the model's thread
-waits for it, a whole switch interval at worst: measured on a 2-core AVX2 machine, embedding one text took 28 ms
-alone and 0.85 s beside one busy Python thread (3.7 s beside four; ``docs/speed.md``). In a process of its own the
+waits for it, a whole switch interval at worst: measured on a 2-core AVX2 machine, embedding one text took 25 ms
+alone and 2.1 s beside one busy Python thread (6.0 s beside four; in its own process 48 and 114 ms:
+``benchmarks/bench_embed_contention.py``, ``docs/speed.md``). In a process of its own the
 model runs its forward without asking anybody; the calling thread only sends the texts and reads the vectors back.
 
 :class:`ProcessEmbedder` is a :class:`~recagent_gym.llm.embedder.SentenceEmbedder` in a child interpreter
