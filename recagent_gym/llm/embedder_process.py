@@ -123,6 +123,8 @@ class ProcessEmbedder:
         self._numbers = itertools.count()
         self._calls: dict[int, Future[np.ndarray]] = {}
         self._lock = threading.Lock()
+        self._stopped: str | None = None
+        """Why no call can be answered any more (set by the reader when the child goes), else None."""
         self._reader = threading.Thread(target=self._read, name="embedder-replies", daemon=True)
         self._reader.start()
 
@@ -139,8 +141,8 @@ class ProcessEmbedder:
             return np.zeros((0, self.dim), dtype=np.float32)
         future: Future[np.ndarray] = Future()
         with self._lock:
-            if not self._reader.is_alive():
-                raise RuntimeError("the embedder process has stopped")
+            if self._stopped is not None:
+                raise RuntimeError(f"the embedder process {self._stopped}")
             number = next(self._numbers)
             self._calls[number] = future
             self._conn.send((number, texts))
@@ -158,11 +160,13 @@ class ProcessEmbedder:
                         self.texts_embedded += len(result)
                         self.cpu_s += cpu
                 future.set_exception(result) if isinstance(result, BaseException) else future.set_result(result)
-        except (EOFError, OSError):
+        except Exception as exc:  # the child has gone (EOFError, OSError), or a reply that cannot be read
+            gone = isinstance(exc, (EOFError, OSError))
             with self._lock:
+                self._stopped = "has stopped" if gone else f"sent a reply that could not be read ({exc!r})"
                 waiting, self._calls = self._calls, {}
             for future in waiting.values():
-                future.set_exception(RuntimeError("the embedder process has stopped"))
+                future.set_exception(RuntimeError(f"the embedder process {self._stopped}"))
 
     def close(self) -> None:
         """Stop the child (idempotent)."""
@@ -177,6 +181,8 @@ class ProcessEmbedder:
             except subprocess.TimeoutExpired:
                 self._process.kill()
                 self._process.wait()
+        with self._lock:
+            self._stopped = self._stopped or "has stopped"
         self._conn.close()
 
     def __repr__(self) -> str:
