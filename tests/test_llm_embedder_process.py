@@ -11,6 +11,8 @@ import numpy as np
 import pytest
 
 from recagent_gym.llm.embedder_process import ProcessEmbedder
+from recagent_gym.llm.shared_embedder import CachedEmbedder
+from recagent_gym.llm.testing import HashingEmbedder
 
 TEXTS = [f"Alice watched movie {k} and liked it {'very ' * (k % 7)}much" for k in range(24)]
 
@@ -61,3 +63,15 @@ def test_a_stopped_child_and_a_bad_model_give_clear_errors() -> None:
         embedder(["a text"])
     with pytest.raises(RuntimeError, match="could not load the model"):
         ProcessEmbedder(model_path="/no/such/model")
+
+
+@pytest.mark.slow
+def test_the_shared_embedder_closes_the_child_it_wraps() -> None:
+    """What ``Simulation.close()`` calls: the cache answers what it holds, new texts get the child's reason."""
+    cached = CachedEmbedder(ProcessEmbedder(n_threads=1))
+    kept = cached(["a text"])
+    cached.close()
+    assert np.array_equal(cached(["a text"]), kept)
+    with pytest.raises(RuntimeError, match="embedder process has stopped"):
+        cached(["another text"])
+    CachedEmbedder(HashingEmbedder(8)).close()  # nothing to close: no error

@@ -204,6 +204,13 @@ class CachedEmbedder:
                     "urgent_calls": self.urgent_calls, "embedded": self.embedded,
                     "cached": len(self._cache)}  # fmt: skip
 
+    def close(self) -> None:
+        """Close the wrapped embedder when it has anything to close (a :class:`~recagent_gym.llm.embedder_process.
+        ProcessEmbedder`'s child); later calls fail with its reason, texts already cached still answer."""
+        close = getattr(self.inner, "close", None)
+        if close is not None:
+            close()
+
     def __repr__(self) -> str:
         return f"CachedEmbedder({self.inner!r}, capacity={self.capacity})"
 

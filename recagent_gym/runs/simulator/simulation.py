@@ -294,7 +294,7 @@ class Simulation:
         """Release the language model (the embedded model's memory, a remote client, the cache connection) and the
         embedder's process (``llm.embedder_process``), and hand the heap back to the garbage collector
         (:func:`settle_heap`)."""
-        for owner in (self.world.llm, getattr(self.world.own_embedder, "inner", None)):
+        for owner in (self.world.llm, self.world.own_embedder):
             close = getattr(owner, "close", None)
             if close is not None:
                 close()
